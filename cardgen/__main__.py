@@ -1,0 +1,3 @@
+from cardgen.cli.main import main
+
+main()

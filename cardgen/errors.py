@@ -1,0 +1,48 @@
+"""cardgen's exceptions: one tree under one base, so the CLI can print one line and exit non-zero.
+
+    CardgenError (click.ClickException)
+    ├── UsageError          bad input: a flag, a model name, a URL, a suite file
+    ├── ServerError         the server under test could not be reached or misbehaved before any load
+    ├── RunError            a run went wrong (every request failed, the recorder broke)
+    └── RenderError         a run directory could not be analysed or rendered
+"""
+
+from __future__ import annotations
+
+import click
+
+
+class CardgenError(click.ClickException):
+    """Base of every error cardgen reports to a person: one line, exit code 1 (or ``exit_code``)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).split()))
+
+    def format_message(self) -> str:
+        return self.message
+
+
+class UsageError(CardgenError):
+    """The command line or an input file asks for something that cannot be done; the message says what to fix."""
+
+    exit_code = 2
+
+
+class ServerError(CardgenError):
+    """The server under test is unreachable or answered in a way cardgen cannot measure."""
+
+    exit_code = 3
+
+
+class RunError(CardgenError):
+    """The load run failed as a whole (for example every request failed, or records could not be written)."""
+
+    exit_code = 4
+
+
+class RenderError(CardgenError):
+    """A run directory is missing files or holds data that cannot be analysed."""
+
+    exit_code = 5

@@ -1,0 +1,122 @@
+"""What a run saves, line by line: the schemas of ``requests.jsonl``, ``server_metrics.jsonl`` and
+``loadgen.jsonl``.
+
+Saved models ignore unknown fields, so files written by a newer cardgen still load. Every time is Unix
+seconds (float, ``time.time()``), comparable across processes on one host.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RECORD_SCHEMA_VERSION = 1
+
+
+class ErrorKind(StrEnum):
+    """Why a request failed. Every failure is recorded with one of these."""
+
+    HTTP_STATUS = "http_status"  # the server answered with a non-2xx status
+    CONNECT = "connect"  # connection refused or reset before any response
+    TIMEOUT = "timeout"  # no byte for longer than the request timeout
+    STREAM_DROPPED = "stream_dropped"  # the stream ended (or broke) before `data: [DONE]`
+    MALFORMED_SSE = "malformed_sse"  # an event that is not JSON, or JSON that is not a completion chunk
+    SERVER_ERROR_EVENT = "server_error_event"  # the stream carried an {"error": ...} object
+    EMPTY = "empty"  # the stream finished without any text-bearing chunk
+    CLIENT = "client"  # the load generator itself failed while sending (a bug or an overload of cardgen)
+
+
+class RequestRecord(BaseModel):
+    """One request, as the load engine saw it. Written as one JSON line as soon as the request ends."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    # where it belongs
+    scenario: str  # the point's name, unique within a run, e.g. "closed-in1024-out128-p10"
+    kind: str  # closed | open | waves | ingest | batch
+    group: str = ""  # the suite entry the point was expanded from
+    endpoint: str = "completions"  # completions | chat
+    parallel: int | None = None  # closed loop: users; waves: wave size; batch: batch size
+    rate_rps: float | None = None  # open loop: Poisson rate (inf = all at once)
+    wave: int | None = None
+    repeat: int | None = None  # batch sweep / ingestion sweep repetition
+    warmup: bool = False  # warm-up requests are kept on disk but left out of the figures
+    prompt_tokens_target: int
+    output_tokens_target: int
+    worker: str = "local"
+    index: int = 0  # sequence number within the scenario, per worker
+
+    # timing, Unix seconds
+    scheduled_at: float | None = None  # open loop: when the Poisson process said to send
+    sent_at: float  # just before the request was written
+    headers_at: float | None = None  # response headers received
+    first_token_at: float | None = None  # first chunk carrying text
+    chunk_times: list[float] = Field(default_factory=list)  # arrival of every text-bearing chunk, in order
+    end_at: float | None = None  # last byte of the stream (or the failure)
+
+    # what the server said
+    response_id: str | None = None
+    status: int | None = None
+    prompt_tokens: int | None = None  # from usage
+    output_tokens: int | None = None  # from usage
+    finish_reason: str | None = None
+
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class MetricSample(BaseModel):
+    """One scrape of the server's ``/metrics``, parsed. ``families`` maps a sample name (as written in the
+    exposition, e.g. ``vllm:num_requests_running`` or ``vllm:prompt_tokens_total``) to its samples, each
+    ``{"labels": {...}, "value": float}``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    t: float  # Unix time the scrape was sent
+    t_end: float | None = None  # Unix time the scrape finished
+    error: str | None = None
+    samples: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+
+    def value(self, name: str, default: float | None = None, **labels: str) -> float | None:
+        """First sample of ``name`` whose labels include ``labels``."""
+        for sample in self.samples.get(name, ()):
+            if all(sample.get("labels", {}).get(k) == v for k, v in labels.items()):
+                return float(sample["value"])
+        return default
+
+
+class LoadgenSample(BaseModel):
+    """The load generator measuring itself: event-loop lag and CPU, every ``interval`` seconds, per process."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    t: float
+    worker: str = "local"
+    loop_lag_s: float  # how late a sleep(interval) woke up
+    cpu_percent: float | None = None  # this process, 100 = one core
+    in_flight: int = 0
+
+
+def read_jsonl(path: Path, model: type[BaseModel]) -> Iterator[Any]:
+    """Yield ``model`` objects from a JSON-lines file; a torn last line (a crash mid-write) is skipped."""
+    with Path(path).open(encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            if n >= len(lines) - 2:  # only the last line can be torn
+                continue
+            raise
+        yield model.model_validate(data)

@@ -1,0 +1,161 @@
+"""Benchmark suites: YAML files that declare scenarios; built-in ones ship in ``cardgen/suites/``.
+
+A suite is a list of scenario entries. Each entry expands into *points* (one point = one run of the load
+engine with fixed parameters, e.g. the closed loop at 10 parallel users), executed in order.
+
+Input models forbid unknown keys, so a typo in a suite file is an error that names the key.
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cardgen.errors import UsageError
+
+BUILTIN_SUITES = ("quick", "standard", "full")
+
+Endpoint = Literal["completions", "chat"]
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    endpoint: Endpoint | None = None  # overrides the suite's endpoint
+    timeout_s: float | None = Field(default=None, gt=0)
+
+
+class ClosedLoop(_Entry):
+    """N parallel users; each sends its next request when the last ends, until both ``min_requests`` and
+    ``min_duration_s`` are reached. One point per (prompt, output, parallel) combination."""
+
+    kind: Literal["closed"]
+    prompt_tokens: list[int]
+    output_tokens: list[int]
+    parallel: list[int]
+    min_requests: int = Field(default=20, ge=1)
+    min_duration_s: float = Field(default=0.0, ge=0)
+    max_duration_s: float | None = Field(default=None, gt=0)  # hard stop; requests in flight still finish
+
+    _as_list = field_validator("prompt_tokens", "output_tokens", "parallel", mode="before")(
+        lambda v: v if isinstance(v, list) else [v]
+    )
+
+
+class OpenLoop(_Entry):
+    """Poisson arrivals at ``rates`` requests/s, independent of completions; ``inf`` sends all at once."""
+
+    kind: Literal["open"]
+    prompt_tokens: int
+    output_tokens: int
+    rates: list[float]
+    num_requests: int = Field(default=100, ge=1)
+    seed: int = 0
+
+    @field_validator("rates", mode="before")
+    @classmethod
+    def _rates(cls, v: object) -> object:
+        items = v if isinstance(v, list) else [v]
+        return [math.inf if str(x).strip().lower() in ("inf", "infinity") else x for x in items]
+
+
+class Waves(_Entry):
+    """1 request, then 2 at once, then 3 ... up to ``max_wave`` (or until the server queues or preempts when
+    ``stop_at_saturation``): profiles the KV cache."""
+
+    kind: Literal["waves"]
+    prompt_tokens: int
+    output_tokens: int
+    max_wave: int = Field(default=32, ge=1)
+    step: int = Field(default=1, ge=1)
+    stop_at_saturation: bool = True
+
+
+class Ingest(_Entry):
+    """Single requests, one at a time, with growing prompt lengths and ``output_tokens`` (default 1)."""
+
+    kind: Literal["ingest"]
+    prompt_tokens: list[int] | None = None
+    min_prompt_tokens: int = Field(default=16, ge=1)
+    max_prompt_tokens: int = Field(default=4000, ge=1)
+    points: int = Field(default=20, ge=2)
+    output_tokens: int = Field(default=1, ge=1)
+    repeats: int = Field(default=1, ge=1)
+
+    def lengths(self) -> list[int]:
+        """The prompt lengths, in the order they are sent."""
+        if self.prompt_tokens:
+            return list(self.prompt_tokens)
+        lo, hi, n = self.min_prompt_tokens, self.max_prompt_tokens, self.points
+        return sorted({round(lo + (hi - lo) * i / (n - 1)) for i in range(n)})
+
+
+class BatchSweep(_Entry):
+    """B simultaneous requests of fixed lengths, ``warmups`` unrecorded-in-figures runs, then ``runs`` repeats
+    (TGI's batch table)."""
+
+    kind: Literal["batch"]
+    prompt_tokens: int
+    output_tokens: int
+    batch_sizes: list[int]
+    warmups: int = Field(default=1, ge=0)
+    runs: int = Field(default=3, ge=1)
+
+
+Scenario = Annotated[ClosedLoop | OpenLoop | Waves | Ingest | BatchSweep, Field(discriminator="kind")]
+
+
+class Suite(BaseModel):
+    """A named list of scenarios."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    endpoint: Endpoint = "completions"
+    timeout_s: float = Field(default=300.0, gt=0)
+    scenarios: list[Scenario] = Field(min_length=1)
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in
+                                                        ("closed", "open", "waves", "ingest", "batch")))
+    if first["type"] == "extra_forbidden":
+        return f"{source}: unknown key '{where}'; remove it or fix its spelling"
+    return f"{source}: {where or 'suite'}: {first['msg']}"
+
+
+def parse_suite(text: str, *, source: str = "suite") -> Suite:
+    """Parse YAML text into a :class:`Suite`; any problem is a one-line :class:`UsageError`."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise UsageError(f"{source} is not valid YAML{at}: fix its syntax") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{source} must be a YAML mapping with 'name' and 'scenarios'")
+    try:
+        return Suite.model_validate(data)
+    except ValidationError as err:
+        raise UsageError(_format_validation_error(err, source)) from None
+
+
+def load_suite(name_or_path: str) -> Suite:
+    """A built-in suite by name (``quick``, ``standard``, ``full``) or a YAML file by path."""
+    if name_or_path in BUILTIN_SUITES:
+        text = resources.files("cardgen.suites").joinpath(f"{name_or_path}.yaml").read_text("utf-8")
+        return parse_suite(text, source=f"built-in suite '{name_or_path}'")
+    path = Path(name_or_path)
+    if path.suffix.lower() not in (".yaml", ".yml") and not path.exists():
+        raise UsageError(f"unknown suite '{name_or_path}': use one of {', '.join(BUILTIN_SUITES)} or a .yaml file")
+    if not path.is_file():
+        raise UsageError(f"suite file '{name_or_path}' does not exist")
+    return parse_suite(path.read_text("utf-8"), source=str(path))
