@@ -35,7 +35,7 @@ test-engine: install
 	$(BIN)/python -m pytest -q -m engine
 
 bench: install
-	$(BIN)/python -m benchmarks
+	$(BIN)/python tests/bench
 
 clean:
 	rm -rf $(VENV) site .pytest_cache .ruff_cache
