@@ -40,6 +40,7 @@ class ClosedLoop(_Entry):
     output_tokens: list[int]
     parallel: list[int]
     min_requests: int = Field(default=20, ge=1)
+    min_rounds: int = Field(default=1, ge=1)  # at least this many requests per user: min_requests >= parallel * this
     min_duration_s: float = Field(default=0.0, ge=0)
     max_duration_s: float | None = Field(default=None, gt=0)  # hard stop; requests in flight still finish
 

@@ -16,6 +16,7 @@ from cardgen.errors import CardgenError
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "build": ("cardgen.cli.build", "build", "Measure a server (or the virtual GPU server) and write a card."),
     "render": ("cardgen.cli.render", "render", "Re-analyse a run directory and rebuild its card."),
+    "worker": ("cardgen.cli.worker", "worker", "Run a Locust load worker for a master on another machine."),
     "serve-sim": ("cardgen.cli.serve_sim", "serve_sim", "Run the virtual GPU server on its own."),
     "site": ("cardgen.cli.site", "site", "Build the static report site from every run."),
     "push": ("cardgen.cli.push", "push", "Push a card (or a run) to the Hugging Face Hub."),

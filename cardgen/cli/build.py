@@ -1,0 +1,121 @@
+"""``cardgen build MODEL``: measure a server (given by --url, launched with --launch, or the built-in virtual
+GPU server) with a suite, then render the card."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from cardgen.errors import UsageError
+
+
+@click.command("build")
+@click.argument("model")
+@click.option("--url", help="Base URL of a running OpenAI-compatible server (e.g. http://127.0.0.1:8000).")
+@click.option("--suite", "suite_name", default="standard", show_default=True,
+              help="quick | standard | full | a suite .yaml file.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Run directory [runs/<model>/<UTC time>/].")
+@click.option("--runs-root", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
+              help="Where default run directories go.")
+@click.option("--api-key", envvar="CARDGEN_API_KEY", help="Bearer token for the server (or CARDGEN_API_KEY).")
+@click.option("--workers", type=int, default=0, show_default=True,
+              help="Locust worker processes (0 = one process). Spread load when the client is the bottleneck.")
+@click.option("--remote-workers", is_flag=True, help="Wait for --workers started on other machines "
+              "(`cardgen worker --master-host THIS_HOST`) instead of starting them here.")
+@click.option("--master-bind", default="127.0.0.1", show_default=True, help="Address the Locust master binds.")
+@click.option("--master-port", type=int, default=0, help="Port the Locust master binds (0 = any free port).")
+@click.option("--engine", help="Force the engine (vllm, sglang, tgi, llamacpp, openai) instead of detecting it.")
+@click.option("--launch", type=click.Choice(["vllm", "sglang", "tgi", "llamacpp"]),
+              help="Start this engine on loopback, measure it, stop it.")
+@click.option("--engine-args", default="", help="Extra arguments for --launch, as one string.")
+@click.option("--gpu", default="A100-80GB", show_default=True, help="Virtual server: the modelled GPU.")
+@click.option("--model-config", type=click.Path(path_type=Path), help="Virtual server: a Hugging Face config.json.")
+@click.option("--tp", type=int, default=1, show_default=True, help="Virtual server: tensor-parallel GPUs.")
+@click.option("--scrape-interval", type=float, default=0.5, show_default=True,
+              help="Seconds between /metrics scrapes (at least 0.1).")
+@click.option("--no-card", is_flag=True, help="Measure only: write the raw files, not the card.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def build(model: str, url: str | None, suite_name: str, out_dir: Path | None, runs_root: Path, api_key: str | None,
+          workers: int, remote_workers: bool, master_bind: str, master_port: int, engine: str | None,
+          launch: str | None, engine_args: str, gpu: str, model_config: Path | None, tp: int,
+          scrape_interval: float, no_card: bool, quiet: bool) -> None:
+    """Measure MODEL's server and write its card into a run directory."""
+    from cardgen.load.engine import LoadConfig, check_url, run_load  # first: monkey-patches for gevent
+    from cardgen.rundir import SERVER_LOG, default_run_dir
+    from cardgen.suite import load_suite
+
+    suite = load_suite(suite_name)
+    if url and launch:
+        raise UsageError("give either --url (a running server) or --launch (start one), not both")
+    if url:
+        check_url(url)
+    if workers < 0:
+        raise UsageError("--workers must be 0 or more")
+    if scrape_interval < 0.1:
+        raise UsageError("--scrape-interval must be at least 0.1 s: scraping faster loads the server you measure")
+    run_dir = out_dir or default_run_dir(model, root=runs_root)
+    if out_dir is not None and not out_dir.parent.exists():
+        raise UsageError(f"the parent of --out ({out_dir.parent}) does not exist: create it first")
+    cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key, workers=workers,
+                     remote_workers=remote_workers, master_bind_host=master_bind, master_port=master_port,
+                     scrape_interval_s=scrape_interval, quiet=quiet, engine=engine)
+
+    if url:
+        run_load(cfg)
+    elif launch:
+        from cardgen.engines.launch import launched_engine
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with launched_engine(launch, model, engine_args=engine_args, log_path=run_dir / SERVER_LOG) as handle:
+            cfg.url = handle.url
+            cfg.launch = handle.launch_info
+            cfg.engine = cfg.engine or launch
+            run_load(cfg)
+    else:
+        _run_virtual(cfg, model=model, gpu=gpu, model_config=model_config, tp=tp)
+
+    if not no_card:
+        _render(run_dir, quiet=quiet)
+    click.echo(str(run_dir))
+
+
+def _run_virtual(cfg, *, model: str, gpu: str, model_config: Path | None, tp: int) -> None:  # noqa: ANN001
+    from cardgen.load.engine import run_load
+    from cardgen.rundir import SERVER_LOG
+    from cardgen.sim.launch import running_sim
+    from cardgen.sim.roofline import build_perf_model
+
+    if model_config is not None and not model_config.is_file():
+        raise UsageError(f"--model-config {model_config} does not exist")
+    if tp < 1:
+        raise UsageError("--tp must be 1 or more")
+    perf = build_perf_model(model=None if model_config else model, model_config=model_config, gpu=gpu, tp=tp)
+    argv = [model, "--gpu", gpu, "--tp", str(tp)]
+    if model_config is not None:
+        argv += ["--model-config", str(model_config)]
+    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    if not cfg.quiet:
+        click.echo("cardgen: no --url: measuring the built-in VIRTUAL GPU server. Every figure of this card is "
+                   f"MODELLED for {model} on {tp}x {gpu}, not measured.", err=True)
+    with running_sim(argv, log_path=cfg.run_dir / SERVER_LOG) as sim:
+        cfg.url = sim.url
+        cfg.modelled = True
+        cfg.sim = sim.describe if isinstance(sim.describe, dict) else perf.describe()
+        cfg.gpu = {"name": gpu, "count": tp, "modelled": True}
+        cfg.engine = "cardgen-sim"
+        run_load(cfg)
+
+
+def _render(run_dir: Path, *, quiet: bool) -> None:
+    try:
+        from cardgen.card import render_run
+    except ImportError:
+        if os.environ.get("CARDGEN_DEBUG"):
+            raise
+        click.echo("cardgen: the card renderer is not available in this build; raw files only", err=True)
+        return
+    card = render_run(run_dir)
+    if not quiet:
+        click.echo(f"cardgen: card written to {card}", err=True)

@@ -1,0 +1,89 @@
+"""Prompts of an exact token length, unique per request so prefix caching cannot help.
+
+A prompt is ``"Request <id>. "`` + filler text, sized once per length against the server's own tokenizer
+(``/tokenize``) or, where the server has none, against ``usage.prompt_tokens`` of 1-token requests. The id
+has a fixed width of digits so every request of a length has the same token count; the records keep the
+server's ``usage.prompt_tokens`` so any drift shows.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+ID_SLOT = "\x00ID\x00"
+_ID_EXAMPLE = "4821-07391564"
+
+_WORDS = (
+    "the system reads each line of the report and writes a short note about the state of every service in "
+    "the cluster before the next shift begins while the operators compare latency with the budget they set "
+    "for the week and decide which model to move to a larger machine when demand grows during the evening "
+    "a careful engineer keeps the numbers honest and checks each figure against the raw data on disk so the "
+    "team can trust the card they publish for others who plan their own deployments with limited hardware"
+).split()
+
+
+def filler_words(n: int, *, seed: int = 1234) -> list[str]:
+    """Deterministic English-like filler: ``n`` words drawn from a small vocabulary."""
+    rng = random.Random(seed)
+    return [rng.choice(_WORDS) for _ in range(n)]
+
+
+Counter = Callable[[str], int]  # text -> prompt tokens as the server counts them for this endpoint
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A prompt of ``tokens`` tokens (as counted when built) with a slot for the request id."""
+
+    tokens: int
+    text: str  # contains ID_SLOT once
+
+    def render(self, request_id: str) -> str:
+        return self.text.replace(ID_SLOT, request_id, 1)
+
+
+def request_id(nonce: int, worker: int, counter: int) -> str:
+    """Fixed-width id: ``NNNN-WWCCCCCC`` (same shape as ``_ID_EXAMPLE``)."""
+    return f"{nonce % 10_000:04d}-{worker % 100:02d}{counter % 1_000_000:06d}"
+
+
+def build_template(target: int, count: Counter, *, max_words: int | None = None) -> PromptTemplate:
+    """The prompt whose token count is ``target`` (or the closest reachable), found by bisection on the
+    number of filler words, then padded one short word at a time. Very short targets drop the word
+    "Request"; a target shorter than the id alone gets the id alone (its count is then above the target)."""
+    prefix = f"Request {ID_SLOT}. "
+    if count(prefix.replace(ID_SLOT, _ID_EXAMPLE)) > target:
+        prefix = f"{ID_SLOT} "
+
+    def text_for(words: list[str]) -> str:
+        return (prefix + " ".join(words)).rstrip() if words else prefix.rstrip()
+
+    def n_tokens(words: list[str]) -> int:
+        return count(text_for(words).replace(ID_SLOT, _ID_EXAMPLE))
+
+    if n_tokens([]) >= target:
+        return PromptTemplate(tokens=n_tokens([]), text=text_for([]))
+    words = filler_words(max_words or max(16, target * 2))
+    while n_tokens(words) < target:  # grow the pool if the tokenizer packs words tightly
+        words += filler_words(len(words), seed=len(words))
+    lo, hi = 0, len(words)
+    while lo < hi:  # largest w with n_tokens(words[:w]) <= target
+        mid = (lo + hi + 1) // 2
+        if n_tokens(words[:mid]) <= target:
+            lo = mid
+        else:
+            hi = mid - 1
+    chosen = words[:lo]
+    got = n_tokens(chosen)
+    pad: list[str] = []
+    for _ in range(8):  # pad with a short word until exact, a few tries
+        if got == target:
+            break
+        if got < target:
+            pad = pad + ["a"] * (target - got)
+        else:
+            pad = pad[: max(0, len(pad) - (got - target))]
+        got = n_tokens(chosen + pad)
+    return PromptTemplate(tokens=got, text=text_for(chosen + pad))

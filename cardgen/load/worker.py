@@ -1,0 +1,63 @@
+"""A Locust worker process: ``python -m cardgen.load.worker --master-host H --master-port P --url URL``.
+
+Started by the master (``cardgen build --workers N``) on this host, or by hand on other machines
+(``cardgen worker``). Its agent runs the share of each point the master assigns and ships every record to
+the master as soon as it ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from locust.env import Environment
+
+from cardgen.load.agent import Agent, CardgenUser
+
+
+def run_worker(*, master_host: str, master_port: int, url: str, name: str = "worker") -> None:
+    env = Environment(user_classes=[CardgenUser], host=url)
+    runner_box: dict[str, Any] = {}
+
+    def emit(kind: str, data: dict[str, Any]) -> None:
+        runner_box["runner"].send_message(f"cardgen_{kind}", data)
+
+    agent = Agent(worker=name, emit=emit)
+    env.cardgen_agent = agent  # type: ignore[attr-defined]
+
+    def on_request(context: dict[str, Any] | None = None, **_: Any) -> None:
+        rec = (context or {}).get("record")
+        if rec is None:
+            raise RuntimeError("a request reached the worker's recorder without its record")
+        runner_box["runner"].send_message("cardgen_record", rec.model_dump(mode="json"))
+
+    env.events.request.add_listener(on_request)
+    runner = env.create_worker_runner(master_host, master_port)
+    runner_box["runner"] = runner
+
+    def on_setup(environment: Any, msg: Any, **_: Any) -> None:
+        agent.worker = str(msg.data.get("name") or agent.worker)
+        agent.setup(msg.data)
+
+    def on_point(environment: Any, msg: Any, **_: Any) -> None:
+        agent.assign(msg.data["point"], index=int(msg.data["index"]), parts=int(msg.data["parts"]))
+
+    runner.register_message("cardgen_setup", on_setup)
+    runner.register_message("cardgen_point", on_point)
+    runner.greenlet.join()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="cardgen-worker")
+    parser.add_argument("--master-host", default="127.0.0.1")
+    parser.add_argument("--master-port", type=int, required=True)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--name", default="worker")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    run_worker(master_host=args.master_host, master_port=args.master_port, url=args.url, name=args.name)
+
+
+if __name__ == "__main__":
+    main()

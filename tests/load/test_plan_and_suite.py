@@ -1,0 +1,58 @@
+import math
+
+import pytest
+
+from cardgen.errors import UsageError
+from cardgen.load.plan import Point, expand
+from cardgen.suite import load_suite, parse_suite
+
+
+def test_builtin_suites_load_and_expand_to_unique_points():
+    for name in ("quick", "standard", "full"):
+        points = expand(load_suite(name))
+        assert len({p.name for p in points}) == len(points)
+
+
+def test_quick_has_what_the_issue_asks():
+    points = expand(load_suite("quick"))
+    kinds = {p.kind for p in points}
+    assert {"ingest", "closed", "waves"} <= kinds
+    pars = {p.parallel for p in points if p.kind == "closed" and (p.prompt_tokens, p.output_tokens) == (1024, 128)}
+    assert pars == {1, 4, 10}
+
+
+def test_full_covers_the_reference_grid_and_rates():
+    points = expand(load_suite("full"))
+    grid = {(p.prompt_tokens, p.output_tokens) for p in points if p.kind == "closed"}
+    assert grid == {(i, o) for i in (32, 1024, 4096) for o in (16, 128, 1024)}
+    assert max(p.parallel for p in points if p.kind == "closed") == 64
+    rates = {p.rate_rps for p in points if p.kind == "open"}
+    assert {1, 4, 16} <= rates and math.inf in rates
+
+
+def test_point_roundtrips_through_the_wire_with_inf():
+    p = expand(parse_suite("name: t\nscenarios:\n- {kind: open, prompt_tokens: 8, output_tokens: 2, rates: [inf]}"))[0]
+    assert p.to_wire()["rate_rps"] == "inf"
+    assert Point.from_wire(p.to_wire()) == p
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("name: t\nscenarios: [{kind: closed, prompt_tokens: 1, output_tokens: 1, parallel: 1, paralel: 3}]", "paralel"),
+    ("name: t\nscenarios: [{kind: nope}]", "kind"),
+    ("name: t\nscenarios: [ {kind: closed", "YAML"),
+    ("- just a list", "mapping"),
+    ("name: t\nscenarios: []", "scenarios"),
+    ("name: t\ncolour: red\nscenarios: [{kind: waves, prompt_tokens: 1, output_tokens: 1}]", "colour"),
+])
+def test_bad_suites_give_one_line_errors_naming_the_problem(text, needle):
+    with pytest.raises(UsageError) as err:
+        parse_suite(text, source="s.yaml")
+    msg = err.value.format_message()
+    assert needle in msg and "\n" not in msg
+
+
+def test_unknown_suite_name(tmp_path):
+    with pytest.raises(UsageError, match="unknown suite 'fast'"):
+        load_suite("fast")
+    with pytest.raises(UsageError, match="does not exist"):
+        load_suite(str(tmp_path / "missing.yaml"))
