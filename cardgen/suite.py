@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
 from cardgen.errors import UsageError
 
@@ -64,6 +64,10 @@ class OpenLoop(_Entry):
     def _rates(cls, v: object) -> object:
         items = v if isinstance(v, list) else [v]
         return [math.inf if str(x).strip().lower() in ("inf", "infinity") else x for x in items]
+
+    @field_serializer("rates")
+    def _rates_out(self, rates: list[float]) -> list[float | str]:
+        return ["inf" if math.isinf(r) else r for r in rates]
 
 
 class Waves(_Entry):
