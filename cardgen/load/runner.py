@@ -171,7 +171,8 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
             for i in range(n):
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "cardgen.load.worker", "--master-host", plan.master_bind_host,
-                     "--master-port", str(port), "--url", plan.url, "--name", f"worker-{i}"],
+                     "--master-port", str(port), "--url", plan.url, "--name", f"worker-{i}",
+                     "--parent-pid", str(os.getpid())],
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env_vars, start_new_session=True))
         else:
             log.warning("waiting for %d workers: run `cardgen worker --master-host <this host> --master-port %d "

@@ -9,14 +9,27 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from typing import Any
 
+import gevent
 from locust.env import Environment
 
 from cardgen.load.agent import Agent, CardgenUser
 
 
-def run_worker(*, master_host: str, master_port: int, url: str, name: str = "worker") -> None:
+def _exit_with_parent(parent_pid: int) -> None:
+    """A worker started by a local master ends when the master dies (no orphan keeps loading the server)."""
+    while True:
+        gevent.sleep(0.5)
+        if os.getppid() != parent_pid:
+            os._exit(3)
+
+
+def run_worker(*, master_host: str, master_port: int, url: str, name: str = "worker",
+               parent_pid: int | None = None) -> None:
+    if parent_pid is not None:
+        gevent.spawn(_exit_with_parent, parent_pid)
     env = Environment(user_classes=[CardgenUser], host=url)
     runner_box: dict[str, Any] = {}
 
@@ -54,9 +67,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--master-port", type=int, required=True)
     parser.add_argument("--url", required=True)
     parser.add_argument("--name", default="worker")
+    parser.add_argument("--parent-pid", type=int)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    run_worker(master_host=args.master_host, master_port=args.master_port, url=args.url, name=args.name)
+    run_worker(master_host=args.master_host, master_port=args.master_port, url=args.url, name=args.name,
+               parent_pid=args.parent_pid)
 
 
 if __name__ == "__main__":
