@@ -33,6 +33,7 @@ log = logging.getLogger("cardgen.load")
 
 LAG_TICK_S = 0.05
 LAG_REPORT_S = 1.0
+SATURATED_USAGE = 0.9
 
 
 def share(total: int, index: int, parts: int) -> int:
@@ -287,6 +288,7 @@ class _SaturationWatcher:
         return {
             "waiting": first("vllm:num_requests_waiting", "tgi_queue_size", "llamacpp:requests_deferred"),
             "preempted": first("vllm:num_preemptions_total"),
+            "usage": first("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
         }
 
     def start(self) -> None:
@@ -302,7 +304,9 @@ class _SaturationWatcher:
                 now = self._poll()
                 if not now:
                     return
-                if now["waiting"] > 0 or now["preempted"] > (self._preempt0 or 0.0):
+                # saturated: the server preempts, or requests wait while the KV cache is (nearly) full;
+                # a wait alone is normal for a moment while a wave's prompts are being admitted
+                if now["preempted"] > (self._preempt0 or 0.0) or (now["waiting"] > 0 and now["usage"] >= SATURATED_USAGE):
                     self.saturated = True
 
         self.greenlet = gevent.spawn(loop)

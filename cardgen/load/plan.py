@@ -106,7 +106,7 @@ def expand(suite: Suite) -> list[Point]:
                 step=entry.step, stop_at_saturation=entry.stop_at_saturation, **common))
         elif isinstance(entry, Ingest):
             points.append(Point(
-                name="ingest" if not entry.name else f"ingest-{entry.name}", kind="ingest", group=group,
+                name="ingest", kind="ingest", group=group,
                 output_tokens=entry.output_tokens, lengths=entry.lengths(), repeats=entry.repeats, **common))
         elif isinstance(entry, BatchSweep):
             for b in entry.batch_sizes:

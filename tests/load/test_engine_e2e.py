@@ -1,0 +1,170 @@
+"""The real load engine (Locust, in a `cardgen build` subprocess) against the project's virtual server."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+from conftest import build, read_records, read_stamps, sim_server
+
+
+def timing_errors(records: list[dict], stamps: list[dict]) -> np.ndarray:
+    """Client arrival time minus the server's own send stamp, for every text chunk of every request."""
+    by_id = {s["id"]: s for s in stamps}
+    errs: list[float] = []
+    for r in records:
+        s = by_id[r["response_id"]]
+        assert len(r["chunk_times"]) == len(s["times"]), r["response_id"]
+        errs.extend(c - t for c, t in zip(r["chunk_times"], s["times"], strict=True))
+    return np.array(errs)
+
+
+def test_per_chunk_timing_error_at_10_parallel_streams(tmp_path, write_suite):
+    suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 64, output_tokens: 64, parallel: 10, "
+                        "min_requests: 40}\n")
+    with sim_server(tmp_path) as (sim, stamps_path):
+        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    records = read_records(tmp_path / "run")
+    stamps = read_stamps(stamps_path)
+    assert len(records) == len(stamps) >= 40  # every request the server saw is recorded, and only those
+    assert all(r["error"] is None for r in records)
+    assert all(r["output_tokens"] == 64 and r["prompt_tokens"] == 64 for r in records)
+    errs = timing_errors(records, stamps)
+    assert len(errs) == 64 * len(records)
+    p50, p99 = np.percentile(errs, [50, 99])
+    assert errs.min() > -0.0005  # same host, same clock: a chunk cannot arrive before it is sent
+    assert p99 <= 0.005, f"timing error p50 {p50 * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms"
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["status"] == "complete" and run["requests_total"] == len(records) and run["requests_failed"] == 0
+    assert run["server"]["engine"] == "cardgen-sim" and run["server"]["tokenizer"] == "server /tokenize"
+
+
+def test_every_fault_is_recorded_and_no_success_is_lost(tmp_path, write_suite):
+    suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 32, output_tokens: 16, parallel: 4, "
+                        "min_requests: 60}\n")
+    with sim_server(tmp_path, "--faults", "http500=7,drop=11,malformed=13") as (sim, stamps_path):
+        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr  # failures are recorded, the run goes on
+    records = read_records(tmp_path / "run")
+    stamps = read_stamps(stamps_path)
+    faults = {}
+    for s in stamps:
+        if s.get("fault"):
+            faults[s["fault"]] = faults.get(s["fault"], 0) + 1
+    kinds = {}
+    for r in records:
+        if r["error"] is not None:
+            kinds[r["error_kind"]] = kinds.get(r["error_kind"], 0) + 1
+    n_http500 = len(records) // 7  # the server answers every 7th request with HTTP 500 before any stream
+    assert kinds.get("http_status", 0) == n_http500 >= 8
+    assert kinds.get("stream_dropped", 0) == faults.get("drop", 0) >= 4
+    assert kinds.get("malformed_sse", 0) == faults.get("malformed", 0) >= 4
+    ok_ids = {r["response_id"] for r in records if r["error"] is None}
+    clean = {s["id"] for s in stamps if not s.get("fault") and not s.get("aborted")}
+    assert ok_ids == clean  # every clean stream the server finished is a success on disk
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["failures_by_kind"] == kinds and run["requests_failed"] == sum(kinds.values())
+
+
+def test_two_workers_account_for_every_request(tmp_path, write_suite):
+    suite = write_suite(
+        "name: t\nscenarios:\n"
+        "- {kind: closed, prompt_tokens: 32, output_tokens: 16, parallel: 6, min_requests: 30}\n"
+        "- {kind: open, prompt_tokens: 32, output_tokens: 8, rates: [40, inf], num_requests: 20}\n"
+        "- {kind: ingest, min_prompt_tokens: 16, max_prompt_tokens: 256, points: 4}\n")
+    with sim_server(tmp_path) as (sim, stamps_path):
+        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"),
+                     "--workers", "2")
+    assert proc.returncode == 0, proc.stderr
+    records = read_records(tmp_path / "run")
+    stamps = read_stamps(stamps_path)
+    assert len(records) == len(stamps)  # records = requests sent
+    assert {r["response_id"] for r in records} == {s["id"] for s in stamps}
+    by_point = {}
+    for r in records:
+        by_point.setdefault(r["scenario"], set()).add(r["worker"])
+    assert by_point["closed-in32-out16-p6"] == {"worker-0", "worker-1"}
+    assert by_point["open-in32-out8-r40"] == {"worker-0", "worker-1"}
+    assert by_point["ingest"] == {"worker-0"}  # barrier scenarios run in one process
+    assert sum(1 for r in records if r["scenario"] == "open-in32-out8-rinf") == 20
+    assert all(r["scheduled_at"] is not None for r in records if r["kind"] == "open")
+    lg = [json.loads(x) for x in (tmp_path / "run" / "loadgen.jsonl").read_text().splitlines()]
+    assert {x["worker"] for x in lg} == {"worker-0", "worker-1"}
+
+
+def test_chat_endpoint_without_tokenize_sizes_prompts_by_usage(tmp_path, write_suite):
+    suite = write_suite("name: t\nendpoint: chat\nscenarios:\n"
+                        "- {kind: closed, prompt_tokens: [40, 300], output_tokens: 8, parallel: 2, min_requests: 4}\n")
+    with sim_server(tmp_path, "--no-tokenize") as (sim, _):
+        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    records = read_records(tmp_path / "run")
+    assert records and all(r["endpoint"] == "chat" for r in records)
+    assert all(r["prompt_tokens"] == r["prompt_tokens_target"] for r in records)
+    assert {r["prompt_tokens"] for r in records} == {40, 300}
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["server"]["tokenizer"] == "usage.prompt_tokens calibration"
+
+
+def test_a_run_where_every_request_fails_exits_non_zero(tmp_path, write_suite):
+    suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 8, output_tokens: 4, parallel: 2, "
+                        "min_requests: 6}\n")
+    with sim_server(tmp_path, "--faults", "http500=1") as (sim, _):
+        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"))
+    assert proc.returncode == 4
+    assert "every request failed" in proc.stderr and "Traceback" not in proc.stderr
+    records = read_records(tmp_path / "run")
+    assert len(records) >= 6 and all(r["error_kind"] == "http_status" and r["status"] == 500 for r in records)
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["failures_by_kind"] == {"http_status": len(records)}
+
+
+def test_ctrl_c_keeps_every_completed_request(tmp_path, write_suite):
+    suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 40, parallel: 3, "
+                        "min_requests: 1000}\n")
+    out = tmp_path / "run"
+    with sim_server(tmp_path) as (sim, stamps_path):
+        proc = subprocess.Popen([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url, "--suite",
+                                 str(suite), "--out", str(out), "--no-card", "--quiet"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if (out / "requests.jsonl").exists() and len(read_records(out)) >= 6:
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        time.sleep(0.5)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    records = read_records(out)  # every line parses: nothing torn
+    assert len(records) >= 6
+    finished_ok = {s["id"] for s in read_stamps(stamps_path) if not s.get("aborted")}
+    assert {r["response_id"] for r in records} <= finished_ok
+    # every request the server finished before the interrupt reached the client's disk, except those whose
+    # last bytes were in flight at that instant (at most one per parallel user)
+    assert len(finished_ok) - len(records) <= 3
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "interrupted" and run["requests_total"] == len(records)
+
+
+def test_server_metrics_are_scraped_every_half_second(tmp_path, write_suite):
+    suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 100, parallel: 2, "
+                        "min_requests: 4}\n")
+    with sim_server(tmp_path) as (sim, _):
+        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"),
+                     "--api-key", "sk-very-secret-123")
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in (tmp_path / "run" / "server_metrics.jsonl").read_text().splitlines()]
+    assert len(lines) >= 4
+    gaps = np.diff([x["t"] for x in lines])
+    assert 0.4 <= float(np.median(gaps)) <= 0.7
+    assert any("vllm:num_requests_running" in x.get("samples", {}) for x in lines)
+    for path in (tmp_path / "run").iterdir():  # the API key is in no file of the run
+        assert "sk-very-secret-123" not in path.read_text(errors="replace"), path.name
+    assert "sk-very-secret-123" not in proc.stdout + proc.stderr
