@@ -8,7 +8,9 @@ export NO_MKDOCS_2_WARNING := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 export MPLBACKEND := Agg
 
-.PHONY: install demo test test-fast test-engine lint bench clean
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: install demo test test-fast test-engine test-browser browser-deps lint bench clean
 
 install: $(STAMP)
 
@@ -25,8 +27,15 @@ demo: install
 lint: install
 	$(BIN)/ruff check cardgen tests
 
-test: install lint
+# Debian's Chromium for the site's browser test (CI runs as root on a fresh machine)
+browser-deps:
+	@test -x $(CHROMIUM) || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+
+test: install lint browser-deps
 	$(BIN)/python -m pytest -q
+
+test-browser: install browser-deps
+	$(BIN)/python -m pytest -q -m browser
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not engine and not browser"

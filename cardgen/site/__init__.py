@@ -1,1 +1,14 @@
-"""site."""
+"""The report site: every run's card, a leaderboard, per-model and per-GPU pages, comparisons and the
+methodology, built with MkDocs Material from ``mkdocs.yml`` (docs dir ``site_src/``).
+
+    gather_runs (runs.py) → plan_site (plan.py) → write_docs / pages.py → run_mkdocs (build.py) → serve.py
+
+Pages are made safe by :mod:`cardgen.site.sanitize` (a Markdown extension enabled in ``mkdocs.yml``).
+"""
+
+from __future__ import annotations
+
+from cardgen.site.build import GENERATED, SiteBuild, build_site
+from cardgen.site.runs import SiteRun, gather_runs
+
+__all__ = ["GENERATED", "SiteBuild", "SiteRun", "build_site", "gather_runs"]
