@@ -34,7 +34,7 @@ class ErrorKind(StrEnum):
 class RequestRecord(BaseModel):
     """One request, as the load engine saw it. Written as one JSON line as soon as the request ends."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", ser_json_inf_nan="strings")  # inf rate -> "Infinity": valid JSON
 
     # where it belongs
     scenario: str  # the point's name, unique within a run, e.g. "closed-in1024-out128-p10"

@@ -1,21 +1,40 @@
 """``summary.json``: the versioned result of analysing one run. The card, the site and the hub read it.
 
-Saved model: unknown fields are ignored on load, so newer files still load.
+Saved models: unknown fields are ignored on load, so newer files still load. Names carry units. A figure the
+run could not measure is ``None`` (``null``), and ``missing`` says why in words.
+
+Layout (``schema_version`` 2)::
+
+    schema_version, model, served_model, gpu, gpu_count, gpu_driver, engine, engine_version, modelled,
+    modelled_by, suite, started_at, ended_at, run_status, cardgen_version,
+    prompt_ingestion_tok_s, kv_cache_tokens, kv_cache_method, requests_total, requests_failed,
+    headline      {prompt_ingestion_tok_s, generation_tok_s_at_10_parallel_1024_128,
+                   decode_tok_s_at_10_parallel_1024_128, kv_cache_tokens}
+    ingestion     IngestionFit: the robust fit of TTFT against prompt tokens
+    generation    GenerationHeadline: the 10-parallel 1024/128 point, medians with intervals
+    kv_cache      KVCapacity: every method's estimate, the one chosen, their agreement, the waves
+    capacity      [CapacityThreshold] per (prompt, output) pair
+    scenarios     [ScenarioSummary] in run order
+    options       the SLOs and thresholds the figures were computed with
+    tables, figures   file names written next to summary.json
+    missing, warnings
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2
 
 
-class Headline(BaseModel):
-    """The three figures a card leads with (None when the run could not measure one)."""
-
+class _Saved(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+
+class Headline(_Saved):
+    """The three figures a card leads with (None when the run could not measure one)."""
 
     prompt_ingestion_tok_s: float | None = None
     generation_tok_s_at_10_parallel_1024_128: float | None = None  # median speed from start
@@ -23,23 +42,191 @@ class Headline(BaseModel):
     kv_cache_tokens: float | None = None
 
 
-class Summary(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class Distribution(_Saved):
+    """Order statistics of one per-request (or per-chunk) quantity, with a bootstrap 95 % interval on the
+    median. Values in the unit of the field that holds it (``ttft_s`` in seconds, ``decode_tok_s`` in tok/s)."""
 
+    n: int = 0
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+    p25: float | None = None
+    p50: float | None = None
+    p75: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p50_ci_low: float | None = None
+    p50_ci_high: float | None = None
+
+
+class ScenarioSummary(_Saved):
+    """One point of the suite (one ``scenario`` name), warm-up requests left out of every figure."""
+
+    scenario: str
+    kind: str
+    group: str = ""
+    endpoint: str = "completions"
+    prompt_tokens: int  # the target length
+    output_tokens: int  # the target length
+    prompt_tokens_mean: float | None = None  # what the server counted (usage)
+    output_tokens_mean: float | None = None
+    parallel: int | None = None  # closed: users; waves: largest wave; batch: batch size
+    rate_rps: float | None = None  # open loop; None with all_at_once
+    all_at_once: bool = False  # open loop at rate inf
+    requests: int = 0
+    warmup_requests: int = 0
+    failed: int = 0
+    failure_rate: float = 0.0
+    failures_by_kind: dict[str, int] = Field(default_factory=dict)
+    started_unix: float | None = None  # first send
+    ended_unix: float | None = None  # last end
+    duration_s: float | None = None  # last end - first send
+    req_s: float | None = None  # successful requests / duration
+    output_tok_s: float | None = None  # sum of output tokens / duration
+    total_tok_s: float | None = None  # sum of prompt + output tokens / duration
+    goodput_req_s: float | None = None  # requests meeting every SLO / duration
+    goodput_fraction: float | None = None  # requests meeting every SLO / requests
+    ttft_s: Distribution = Field(default_factory=Distribution)
+    e2e_s: Distribution = Field(default_factory=Distribution)
+    tpot_s: Distribution = Field(default_factory=Distribution)
+    itl_s: Distribution = Field(default_factory=Distribution)  # pooled gaps between text chunks
+    decode_tok_s: Distribution = Field(default_factory=Distribution)
+    speed_from_start_tok_s: Distribution = Field(default_factory=Distribution)
+    send_lag_s: Distribution | None = None  # open loop only
+    kv_usage_max: float | None = None  # fraction 0..1, from the server's gauge during the scenario
+    kv_usage_mean: float | None = None
+    running_max: float | None = None
+    waiting_max: float | None = None
+    preemptions: float | None = None  # increase of the server's preemption counter
+
+    @property
+    def rate_label(self) -> str:
+        """Open loop: ``inf`` for all at once, else the rate (``4``, ``0.5``); ``?`` when not recorded."""
+        if self.all_at_once:
+            return "inf"
+        return f"{self.rate_rps:g}" if self.rate_rps is not None else "?"
+
+
+class IngestionFit(_Saved):
+    """TTFT = intercept_s + slope_s_per_token x prompt tokens, fitted robustly over the ingestion sweep."""
+
+    tok_s: float | None = None  # 1 / slope
+    tok_s_ci_low: float | None = None  # bootstrap 95 % interval over the points kept
+    tok_s_ci_high: float | None = None
+    slope_s_per_token: float
+    intercept_s: float
+    method: str  # trimmed_ols (points > tolerance off dropped, refit) | theil_sen (too few points kept)
+    tolerance: float = 0.05
+    n_points: int
+    n_used: int
+    r2: float | None = None
+    prompt_tokens_min: float | None = None
+    prompt_tokens_max: float | None = None
+
+
+class GenerationHeadline(_Saved):
+    """The 10-parallel, 1024-in / 128-out closed-loop point."""
+
+    scenario: str
+    requests: int
+    speed_from_start_tok_s: float | None = None  # median
+    speed_from_start_ci_low: float | None = None
+    speed_from_start_ci_high: float | None = None
+    decode_tok_s: float | None = None  # median
+    decode_ci_low: float | None = None
+    decode_ci_high: float | None = None
+
+
+class KVEstimate(_Saved):
+    """One method's answer to "how many tokens fit in the KV cache"."""
+
+    method: str  # server_config | usage_extrapolation | saturation_probe
+    tokens: float | None = None  # None when the method gives only a bound
+    low: float | None = None  # spread (usage: p25..p75 over samples; saturation: the wave bracket)
+    high: float | None = None
+    lower_bound: float | None = None  # saturation never reached: capacity is at least this
+    samples: int = 0  # metric samples (usage) or waves (saturation) the estimate rests on
+    source: str = ""  # where the number came from, in words
+    vs_chosen_pct: float | None = None  # 100 x (tokens - chosen) / chosen
+
+
+class WaveResult(_Saved):
+    """One wave of the saturation probe."""
+
+    wave: int
+    size: int
+    tokens_per_request: float | None = None
+    queued: bool = False  # a request got its first token only after another of the wave had finished
+    preempted: bool = False  # the server's preemption counter rose during the wave
+    waiting: bool = False  # the server reported waiting requests once all had started or one had finished
+    stalled: bool = False  # (no server metrics) a chunk gap far longer than the wave's typical gap
+    kv_usage_max: float | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def saturated(self) -> bool:
+        return self.queued or self.preempted or self.waiting or self.stalled
+
+
+class KVCapacity(_Saved):
+    tokens: float | None = None
+    method: str | None = None
+    lower_bound: float | None = None  # when no method gave a value but the waves bound it from below
+    block_size: int | None = None
+    estimates: list[KVEstimate] = Field(default_factory=list)
+    agreement_pct: float | None = None  # largest |vs_chosen_pct| among the other estimates
+    waves: list[WaveResult] = Field(default_factory=list)
+    saturation_note: str | None = None
+
+
+class CapacityThreshold(_Saved):
+    """Per (prompt, output) pair of the closed loop: how many parallel requests the server sustains."""
+
+    prompt_tokens: int
+    output_tokens: int
+    parallel_tested: list[int] = Field(default_factory=list)
+    min_speed_tok_s: float
+    max_parallel_at_min_speed: int | None = None  # most parallel with median speed from start >= min
+    speed_bound_open: bool = False  # every tested point passed: the true limit is higher
+    max_kv_usage: float
+    max_parallel_below_kv_usage: int | None = None  # most parallel with max KV usage < max_kv_usage
+    kv_bound_open: bool = False
+
+
+class Summary(_Saved):
     schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
+    served_model: str | None = None
     gpu: str | None = None
+    gpu_count: int | None = None
+    gpu_driver: str | None = None
     engine: str | None = None
     engine_version: str | None = None
     modelled: bool = False
+    modelled_by: str | None = None  # the virtual server's GPU and engine profile, in words
     suite: str | None = None
     started_at: str | None = None
-    cardgen_version: str | None = None
+    ended_at: str | None = None
+    run_status: str | None = None
+    cardgen_version: str | None = None  # the cardgen that measured the run
     prompt_ingestion_tok_s: float | None = None
     kv_cache_tokens: float | None = None
     kv_cache_method: str | None = None
     requests_total: int = 0
     requests_failed: int = 0
     headline: Headline = Field(default_factory=Headline)
-    scenarios: list[dict[str, Any]] = Field(default_factory=list)
+    ingestion: IngestionFit | None = None
+    generation: GenerationHeadline | None = None
+    kv_cache: KVCapacity = Field(default_factory=KVCapacity)
+    capacity: list[CapacityThreshold] = Field(default_factory=list)
+    scenarios: list[ScenarioSummary] = Field(default_factory=list)
+    options: dict[str, Any] = Field(default_factory=dict)
+    tables: list[str] = Field(default_factory=list)
+    figures: list[str] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)  # what the run lacked, in words
+    warnings: list[str] = Field(default_factory=list)
+
+    def to_json(self) -> str:
+        """The file's text: stable key order, two-space indent, NaN and inf written as null."""
+        return self.model_dump_json(indent=2) + "\n"

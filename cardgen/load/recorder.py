@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,18 @@ from typing import Any
 from cardgen.rundir import LOADGEN_JSONL, REQUESTS_JSONL
 
 log = logging.getLogger("cardgen.load")
+
+
+def _finite(data: dict[str, Any]) -> dict[str, Any]:
+    """Top-level inf/NaN floats (an all-at-once rate) as the strings "Infinity"/"NaN": JSON has no such
+    numbers, and pydantic reads the strings back as floats."""
+    out = data
+    for key, value in data.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            if out is data:
+                out = dict(data)
+            out[key] = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return out
 
 
 class Recorder:
@@ -45,7 +58,7 @@ class Recorder:
     def record(self, data: dict[str, Any]) -> None:
         """Append one request record (a RequestRecord as JSON-able dict). Never raises."""
         try:
-            self._requests.write(json.dumps(data, separators=(",", ":")) + "\n")
+            self._requests.write(json.dumps(_finite(data), separators=(",", ":"), allow_nan=False) + "\n")
             self._requests.flush()
             self.total += 1
             point = data.get("scenario", "?")

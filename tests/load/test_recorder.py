@@ -39,3 +39,15 @@ def test_a_torn_last_line_is_skipped_when_reading(tmp_path):
     good = rec().model_dump_json()
     path.write_text(good + "\n" + good[:30])
     assert len(list(read_jsonl(path, RequestRecord))) == 1
+
+
+def test_an_all_at_once_rate_is_valid_json_and_reads_back_as_inf(tmp_path):
+    import math
+
+    r = Recorder(tmp_path, on_fatal=lambda e: None)
+    r.on_request_event(context={"record": rec(kind="open", rate_rps=math.inf, scheduled_at=1.0)})
+    r.close()
+    line = (tmp_path / REQUESTS_JSONL).read_text()
+    assert '"rate_rps":"Infinity"' in line
+    json.loads(line, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))  # strict JSON
+    assert math.isinf(next(read_jsonl(tmp_path / REQUESTS_JSONL, RequestRecord)).rate_rps)

@@ -9,7 +9,7 @@ import sys
 import time
 
 import numpy as np
-from conftest import build, read_records, read_stamps, sim_server
+from loadkit import build, read_records, read_stamps, sim_server
 
 
 def timing_errors(records: list[dict], stamps: list[dict]) -> np.ndarray:

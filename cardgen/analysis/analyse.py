@@ -1,0 +1,193 @@
+"""From a parsed run to its :class:`Analysis`: the summary, the tables and the data behind the figures.
+
+Pure: no file is read or written here (see :mod:`cardgen.analysis.rundata` and :func:`write_analysis`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cardgen.analysis.capacity import capacity_thresholds
+from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion_points
+from cardgen.analysis.kv import kv_capacity
+from cardgen.analysis.options import AnalysisOptions
+from cardgen.analysis.requests import request_frame
+from cardgen.analysis.rundata import RunData
+from cardgen.analysis.scenarios import scenario_summaries
+from cardgen.analysis.summary import GenerationHeadline, Headline, ScenarioSummary, Summary
+from cardgen.analysis.tables import build_tables, write_tables
+from cardgen.analysis.timeseries import block_size, cache_config, configured_kv_tokens, server_timeseries
+from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, SUMMARY_JSON, TABLES_DIR
+from cardgen.runinfo import RunInfo
+
+HEADLINE_POINT = {"parallel": 10, "prompt_tokens": 1024, "output_tokens": 128}
+LOOP_LAG_WARN_S = 0.05
+
+
+@dataclass
+class Analysis:
+    """The analysed run: ``summary`` (what summary.json holds), per-request rows, the server's time series,
+    the ingestion fit with its points, and the tables."""
+
+    info: RunInfo
+    summary: Summary
+    requests: pd.DataFrame
+    timeseries: pd.DataFrame
+    ingestion: IngestionResult | None
+    tables: dict[str, pd.DataFrame]
+
+
+def _name(value: Any) -> str | None:
+    if isinstance(value, dict):
+        value = value.get("name") or value.get("id")
+    return str(value) if value not in (None, "") else None
+
+
+def modelled_by(info: RunInfo) -> str | None:
+    """The virtual server's description in words (GPU and engine profile), or None for a measured run."""
+    if not info.modelled:
+        return None
+    sim = info.sim or {}
+    gpu = _name(sim.get("gpu")) or _name(info.gpu)
+    profile = _name(sim.get("engine_profile")) or _name(sim.get("profile")) or _name(sim.get("engine"))
+    parts = ["cardgen's virtual GPU server"]
+    if gpu:
+        parts.append(f"modelling {gpu}")
+    if profile:
+        parts.append(f"with engine profile {profile}")
+    return " ".join(parts)
+
+
+def _headline_point(scenarios: list[ScenarioSummary]) -> ScenarioSummary | None:
+    for s in scenarios:
+        if (s.kind == "closed" and s.parallel == HEADLINE_POINT["parallel"]
+                and s.prompt_tokens == HEADLINE_POINT["prompt_tokens"]
+                and s.output_tokens == HEADLINE_POINT["output_tokens"] and s.requests - s.failed > 0):
+            return s
+    return None
+
+
+def _warnings(data: RunData, requests: pd.DataFrame) -> list[str]:
+    info = data.info
+    out = list(info.warnings)
+    if info.status != "complete":
+        out.append(f"the run's status is '{info.status}', not 'complete': figures cover what was recorded")
+    if info.length_mismatches:
+        out.append(f"{info.length_mismatches} successful requests returned another output length than asked")
+    if not requests.empty:
+        ok = requests[requests["ok"]]
+        short = ok[ok["output_tokens"] < ok["output_tokens_target"]]
+        if len(short) and not info.length_mismatches:
+            out.append(f"{len(short)} successful requests returned fewer output tokens than asked")
+    lag_p99 = float(np.percentile([s.loop_lag_s for s in data.loadgen], 99)) if data.loadgen else 0.0
+    if lag_p99 > LOOP_LAG_WARN_S:
+        out.append(f"the load generator's event loop lagged {lag_p99 * 1000:.0f} ms at p99: client timings may be "
+                   "inflated")
+    return out
+
+
+def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysis:
+    """Analyse a parsed run. Never raises on thin data: what could not be measured is None and named in
+    ``summary.missing``."""
+    options = options or AnalysisOptions()
+    info = data.info
+    missing: list[str] = []
+    requests = request_frame(data.requests)
+    ts = server_timeseries(data.metrics)
+    if requests.empty:
+        missing.append(f"{REQUESTS_JSONL} is missing or empty: the run recorded no request")
+    elif not requests["ok"].any():
+        kinds = requests["error_kind"].value_counts().sort_index()
+        missing.append(f"no request succeeded ({len(requests)} failed: "
+                       + ", ".join(f"{k} {v}" for k, v in kinds.items()) + ")")
+    if ts.empty:
+        missing.append(f"{SERVER_METRICS_JSONL} is missing or holds no successful scrape: no KV usage, running "
+                       "or waiting figures")
+
+    scenarios = scenario_summaries(requests, ts, slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
+
+    ingestion = fit_ingestion(*ingestion_points(requests)) if not requests.empty else None
+    if requests.empty or not (requests["kind"] == "ingest").any():
+        missing.append("no prompt-ingestion sweep (ingest scenario): prompt ingestion speed not measured")
+    elif ingestion is None:
+        missing.append("the ingestion sweep has fewer than 3 distinct prompt lengths that succeeded: "
+                       "prompt ingestion speed not measured")
+    elif ingestion.fit.tok_s is None:
+        missing.append("the ingestion fit has a slope <= 0 (TTFT does not grow with the prompt): "
+                       "prompt ingestion speed not measured")
+
+    point = _headline_point(scenarios)
+    generation = None
+    if point is None:
+        missing.append("no successful closed-loop point at 10 parallel requests with 1024 prompt / 128 output "
+                       "tokens: generation speed at 10 parallel not measured")
+    else:
+        sfs, dec = point.speed_from_start_tok_s, point.decode_tok_s
+        generation = GenerationHeadline(
+            scenario=point.scenario, requests=point.requests - point.failed,
+            speed_from_start_tok_s=sfs.p50, speed_from_start_ci_low=sfs.p50_ci_low,
+            speed_from_start_ci_high=sfs.p50_ci_high,
+            decode_tok_s=dec.p50, decode_ci_low=dec.p50_ci_low, decode_ci_high=dec.p50_ci_high)
+
+    config = cache_config(data.metrics)
+    kv = kv_capacity(configured=configured_kv_tokens(data.metrics, info.server.extra),
+                     requests=requests, ts=ts, block_size=block_size(config))
+    if kv.tokens is None:
+        if kv.lower_bound is not None:
+            missing.append(f"KV cache capacity: only a lower bound ({kv.lower_bound:,.0f} tokens): the server "
+                           "declares no capacity, reports no usable KV usage, and the waves never saturated")
+        else:
+            missing.append("KV cache capacity not measured: the server declares no capacity, reports no usable "
+                           "KV usage, and the run has no growing waves that reached saturation")
+
+    kinds = {s.kind for s in scenarios}
+    if "open" not in kinds:
+        missing.append("no open-loop rates: no serving table")
+    if "batch" not in kinds:
+        missing.append("no batch sweep: no batch table")
+    if "closed" not in kinds:
+        missing.append("no closed-loop points: no generation speed or throughput against parallel requests")
+
+    capacity = capacity_thresholds(scenarios, min_speed_tok_s=options.min_speed_tok_s,
+                                   max_kv_usage=options.max_kv_usage)
+    gpu = info.gpu or {}
+    gpu_name = _name(gpu)
+    tables = build_tables(scenarios, requests, gpu=gpu_name, kv_cache_tokens=kv.tokens)
+    tok_s = ingestion.fit.tok_s if ingestion else None
+    summary = Summary(
+        model=info.model, served_model=info.server.served_model, gpu=gpu_name,
+        gpu_count=int(gpu["count"]) if isinstance(gpu.get("count"), int | float) else None,
+        gpu_driver=str(gpu["driver"]) if gpu.get("driver") else None,
+        engine=info.server.engine, engine_version=info.server.engine_version, modelled=info.modelled,
+        modelled_by=modelled_by(info), suite=info.suite, started_at=info.started_at, ended_at=info.ended_at,
+        run_status=info.status, cardgen_version=info.cardgen_version,
+        prompt_ingestion_tok_s=tok_s, kv_cache_tokens=kv.tokens, kv_cache_method=kv.method,
+        requests_total=len(requests), requests_failed=int((~requests["ok"]).sum()) if len(requests) else 0,
+        headline=Headline(
+            prompt_ingestion_tok_s=tok_s,
+            generation_tok_s_at_10_parallel_1024_128=generation.speed_from_start_tok_s if generation else None,
+            decode_tok_s_at_10_parallel_1024_128=generation.decode_tok_s if generation else None,
+            kv_cache_tokens=kv.tokens),
+        ingestion=ingestion.fit if ingestion else None, generation=generation, kv_cache=kv,
+        capacity=capacity, scenarios=scenarios,
+        options=asdict(options),
+        tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
+    )
+    return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
+                    tables=tables)
+
+
+def write_analysis(analysis: Analysis, run_dir: Path) -> None:
+    """Write ``tables/`` and ``summary.json`` (the summary lists the table files)."""
+    tables_dir = Path(run_dir) / TABLES_DIR
+    if tables_dir.is_dir():
+        for old in tables_dir.iterdir():
+            if old.suffix in (".json", ".csv") and old.is_file():
+                old.unlink()
+    analysis.summary.tables = write_tables(analysis.tables, tables_dir)
+    (Path(run_dir) / SUMMARY_JSON).write_text(analysis.summary.to_json(), encoding="utf-8")

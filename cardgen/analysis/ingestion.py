@@ -1,0 +1,116 @@
+"""Prompt ingestion speed: a robust straight line through TTFT against prompt tokens.
+
+Method (the reference card's, made robust): start from the Theil-Sen line (median of pairwise slopes), keep the
+points whose TTFT is within ``tolerance`` (5 %) of the line, refit by least squares on them, and repeat until the
+kept set no longer changes. Speed = 1 / slope (tokens per second); the intercept is fixed overhead (network,
+scheduling, the first decode step). When fewer than half the points survive the trimming the Theil-Sen line is
+kept instead. The interval is a bootstrap over the kept points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from cardgen.analysis.summary import IngestionFit
+
+_MAX_THEIL_SEN_POINTS = 1500  # all pairs of at most this many points (about a million slopes)
+_SEED = 20241121
+
+
+@dataclass(frozen=True)
+class IngestionResult:
+    """The fit and the points behind it (for the figure)."""
+
+    fit: IngestionFit
+    prompt_tokens: np.ndarray
+    ttft_s: np.ndarray
+    inlier: np.ndarray  # bool per point: kept by the trimming
+
+
+def ingestion_points(requests: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt tokens, TTFT s) of the successful, non-warm-up requests of the ingestion sweep. The prompt length
+    is the server's count (usage), else the target."""
+    rows = requests[(requests["kind"] == "ingest") & requests["ok"] & ~requests["warmup"]]
+    x = rows["prompt_tokens"].fillna(rows["prompt_tokens_target"].astype(float)).to_numpy(dtype=float)
+    y = rows["ttft_s"].to_numpy(dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    return x[keep], y[keep]
+
+
+def theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(slope, intercept): the median of all pairwise slopes, and the median of y - slope x."""
+    if len(x) > _MAX_THEIL_SEN_POINTS:
+        idx = np.linspace(0, len(x) - 1, _MAX_THEIL_SEN_POINTS).round().astype(int)
+        x_s, y_s = x[idx], y[idx]
+    else:
+        x_s, y_s = x, y
+    i, j = np.triu_indices(len(x_s), k=1)
+    dx = x_s[j] - x_s[i]
+    ok = dx != 0
+    slope = float(np.median((y_s[j] - y_s[i])[ok] / dx[ok]))
+    return slope, float(np.median(y - slope * x))
+
+
+def _ols(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(slope), float(intercept)
+
+
+def _bootstrap_slopes(x: np.ndarray, y: np.ndarray, resamples: int = 1000) -> np.ndarray:
+    rng = np.random.default_rng(_SEED)
+    idx = rng.integers(0, len(x), size=(resamples, len(x)))
+    xs, ys = x[idx], y[idx]
+    xm, ym = xs.mean(axis=1, keepdims=True), ys.mean(axis=1, keepdims=True)
+    sxx = ((xs - xm) ** 2).sum(axis=1)
+    sxy = ((xs - xm) * (ys - ym)).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return sxy / sxx
+
+
+def fit_ingestion(prompt_tokens: np.ndarray, ttft_s: np.ndarray, *, tolerance: float = 0.05,
+                  max_iterations: int = 20) -> IngestionResult | None:
+    """The robust fit described in the module docstring; None with fewer than 3 distinct prompt lengths."""
+    x = np.asarray(prompt_tokens, dtype=float)
+    y = np.asarray(ttft_s, dtype=float)
+    if len(np.unique(x)) < 3:
+        return None
+    slope, intercept = theil_sen(x, y)
+    ts_line = (slope, intercept)
+    inlier = np.zeros(len(x), dtype=bool)
+    method = "trimmed_ols"
+    for _ in range(max_iterations):
+        fitted = intercept + slope * x
+        new = np.abs(y - fitted) <= tolerance * np.abs(fitted)
+        if new.sum() < max(3, len(x) / 2) or len(np.unique(x[new])) < 3:
+            method = "theil_sen"
+            slope, intercept = ts_line
+            fitted = intercept + slope * x
+            inlier = np.abs(y - fitted) <= tolerance * np.abs(fitted)
+            break
+        if np.array_equal(new, inlier):
+            break
+        inlier = new
+        slope, intercept = _ols(x[inlier], y[inlier])
+    xi, yi = x[inlier], y[inlier]
+    r2 = None
+    if len(xi) >= 3:
+        resid = yi - (intercept + slope * xi)
+        ss_tot = float(((yi - yi.mean()) ** 2).sum())
+        r2 = 1 - float((resid ** 2).sum()) / ss_tot if ss_tot > 0 else None
+    lo = hi = None
+    if len(xi) >= 3 and slope > 0:
+        slopes = _bootstrap_slopes(xi, yi)
+        slopes = slopes[np.isfinite(slopes) & (slopes > 0)]
+        if len(slopes) >= 100:
+            s_lo, s_hi = np.quantile(slopes, [0.025, 0.975])
+            lo, hi = 1 / float(s_hi), 1 / float(s_lo)
+    fit = IngestionFit(
+        tok_s=1 / slope if slope > 0 else None, tok_s_ci_low=lo, tok_s_ci_high=hi,
+        slope_s_per_token=slope, intercept_s=intercept, method=method, tolerance=tolerance,
+        n_points=len(x), n_used=int(inlier.sum()), r2=r2,
+        prompt_tokens_min=float(x.min()), prompt_tokens_max=float(x.max()),
+    )
+    return IngestionResult(fit=fit, prompt_tokens=x, ttft_s=y, inlier=inlier)

@@ -1,0 +1,193 @@
+"""KV-cache capacity in tokens, three ways, and how far they agree.
+
+1. ``server_config``: what the server declares (vLLM ``cache_config_info``, TGI ``tgi_batch_max_total_tokens``,
+   llama.cpp slots x n_ctx).
+2. ``usage_extrapolation``: at each scrape where the server reports a meaningful KV usage fraction u, nothing
+   waiting, and as many running requests as the client has in flight, the tokens resident in those requests
+   (prompt tokens + tokens generated so far, exact counts from ``usage``, placed in time by the chunk arrivals,
+   rounded up to whole blocks when the block size is known) divided by u. The estimate is the median over
+   those scrapes; the spread is their p25..p75.
+3. ``saturation_probe``: growing waves (1, 2, 3 ... requests at once). The first wave in which requests queue or
+   are preempted brackets the capacity between the previous wave and this one, times the tokens each request
+   holds at its end (prompt + output). The estimate is the middle of the bracket; with no saturation the
+   largest wave gives only a lower bound.
+
+The chosen figure is the first available in that order (declared beats measured beats probed).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from cardgen.analysis.summary import KVCapacity, KVEstimate, WaveResult
+from cardgen.analysis.timeseries import counter_increase, window
+
+MIN_USAGE = 0.05  # scrapes below this usage fraction are too coarse to extrapolate from
+MIN_USAGE_SAMPLES = 3
+KV_FULL_USAGE = 0.9  # a wave that queues below this usage is limited by something other than the KV cache
+
+
+def _round_up(tokens: np.ndarray | float, block_size: int | None) -> np.ndarray | float:
+    if not block_size:
+        return tokens
+    return np.ceil(np.asarray(tokens, dtype=float) / block_size) * block_size
+
+
+def resident_tokens(t: float, *, prompt_tokens: float, output_tokens: float, first_token_at: float,
+                    chunk_times: np.ndarray) -> float:
+    """Tokens a request holds in the KV cache at time ``t`` (while it is in flight): its prompt, plus the
+    output tokens generated so far, interpolated over its chunk arrivals so that the last chunk means all
+    ``output_tokens``."""
+    if not math.isfinite(first_token_at) or t < first_token_at:
+        return prompt_tokens
+    if not math.isfinite(output_tokens):
+        return math.nan
+    if len(chunk_times) <= 1:
+        return prompt_tokens + output_tokens
+    arrived = int(np.searchsorted(chunk_times, t, side="right"))
+    return prompt_tokens + 1 + (output_tokens - 1) * (max(arrived, 1) - 1) / (len(chunk_times) - 1)
+
+
+def usage_ratios(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None) -> np.ndarray:
+    """Resident tokens / usage fraction at every scrape that qualifies (see the module docstring)."""
+    if ts.empty or ts["kv_usage"].isna().all() or requests.empty:
+        return np.empty(0)
+    live = requests[np.isfinite(requests["end_at"].to_numpy(dtype=float))]
+    sent = live["sent_at"].to_numpy(dtype=float)
+    end = live["end_at"].to_numpy(dtype=float)
+    prompt = live["prompt_tokens"].fillna(live["prompt_tokens_target"].astype(float)).to_numpy(dtype=float)
+    output = live["output_tokens"].to_numpy(dtype=float)
+    first = live["first_token_at"].to_numpy(dtype=float)
+    chunks = list(live["chunk_times"])
+    ratios = []
+    for sample in ts.itertuples(index=False):
+        u = sample.kv_usage
+        if not (u >= MIN_USAGE) or (math.isfinite(sample.waiting) and sample.waiting > 0):
+            continue
+        inflight = np.flatnonzero((sent <= sample.t) & (sample.t < end))
+        if len(inflight) == 0 or (math.isfinite(sample.running) and sample.running != len(inflight)):
+            continue
+        tokens = np.array([resident_tokens(sample.t, prompt_tokens=prompt[i], output_tokens=output[i],
+                                           first_token_at=first[i], chunk_times=chunks[i]) for i in inflight])
+        if not np.isfinite(tokens).all():
+            continue
+        ratios.append(float(np.sum(_round_up(tokens, block_size))) / u)
+    return np.asarray(ratios)
+
+
+def usage_extrapolation(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None) -> KVEstimate | None:
+    ratios = usage_ratios(requests, ts, block_size=block_size)
+    if len(ratios) < MIN_USAGE_SAMPLES:
+        return None
+    p25, p50, p75 = np.percentile(ratios, [25, 50, 75])
+    rounding = f", rounded up to blocks of {block_size}" if block_size else ""
+    return KVEstimate(method="usage_extrapolation", tokens=float(p50), low=float(p25), high=float(p75),
+                      samples=len(ratios),
+                      source=f"resident tokens / KV usage over {len(ratios)} scrapes{rounding}")
+
+
+def _wave_result(rows: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None, has_load_metrics: bool,
+                 ) -> WaveResult:
+    ok = rows[rows["ok"]]
+    tokens = (ok["prompt_tokens"].fillna(ok["prompt_tokens_target"].astype(float))
+              + ok["output_tokens"].fillna(ok["output_tokens_target"].astype(float)))
+    tpr = float(_round_up(float(tokens.median()), block_size)) if len(tokens) else None
+    start, end = float(rows["sent_at"].min()), float(np.nanmax(rows["end_at"].to_numpy(dtype=float)))
+    result = WaveResult(wave=int(rows["wave"].iloc[0]), size=len(rows), tokens_per_request=tpr)
+    ends = np.sort(ok["end_at"].to_numpy(dtype=float))
+    if len(ends) >= 2:
+        first_end = ends[0]
+        for f, e in zip(ok["first_token_at"], ok["end_at"], strict=True):
+            other_first_end = ends[1] if e == first_end else first_end
+            if f > other_first_end:
+                result.queued = True
+                break
+    # waiting for the prefill budget of a step (and decoding stalled behind a long prefill step) is normal at
+    # the start of a wave; once every request has started generating, or one has finished, requests that wait
+    # or stall are waiting for KV blocks (or slots)
+    firsts = ok["first_token_at"].to_numpy(dtype=float)
+    settled = math.inf
+    if len(firsts) and np.isfinite(firsts).all():
+        settled = min(float(firsts.max()), float(ends[0]) if len(ends) else math.inf)
+    win = window(ts, start, end)
+    if not win.empty:
+        result.kv_usage_max = float(win["kv_usage"].max()) if win["kv_usage"].notna().any() else None
+        result.waiting = bool((win.loc[win["t"] > settled, "waiting"].fillna(0) > 0).any())
+    result.preempted = bool((counter_increase(ts, "preemptions", start, end) or 0) > 0)
+    if not has_load_metrics:
+        times = [t for t in ok["chunk_times"] if len(t) > 2]
+        if times:
+            typical = float(np.median(np.concatenate([np.diff(t) for t in times])))
+            limit = max(10 * typical, 0.25)
+            result.stalled = any(bool(np.any((np.diff(t) > limit) & (t[:-1] >= settled))) for t in times)
+    return result
+
+
+def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None,
+                     ) -> tuple[KVEstimate | None, list[WaveResult], str | None]:
+    """(estimate, the waves, a note when the probe could not give a figure)."""
+    rows = requests[(requests["kind"] == "waves") & ~requests["warmup"] & requests["wave"].notna()]
+    if rows.empty:
+        return None, [], None
+    has_load = not ts.empty and not ts[["waiting", "preemptions", "running"]].isna().all().all()
+    scenario = rows.groupby("scenario", sort=False)["sent_at"].min().sort_values(kind="stable").index[0]
+    rows = rows[rows["scenario"] == scenario]
+    waves = [
+        _wave_result(g, ts, block_size=block_size, has_load_metrics=has_load)
+        for _, g in sorted(rows.groupby("wave"), key=lambda item: float(item[1]["sent_at"].min()))
+    ]
+    previous = None
+    for w in waves:
+        if w.saturated and w.tokens_per_request:
+            if w.kv_usage_max is not None and w.kv_usage_max < KV_FULL_USAGE:
+                note = (f"wave {w.wave} ({w.size} requests) queued at {w.kv_usage_max:.0%} KV usage: "
+                        "limited by something other than the KV cache (max_num_seqs?)")
+                return None, waves, note
+            low = (previous.size * previous.tokens_per_request) if previous else 0.0
+            high = w.size * w.tokens_per_request
+            signals = [s for s in ("queued", "preempted", "waiting", "stalled") if getattr(w, s)]
+            return (KVEstimate(method="saturation_probe", tokens=(low + high) / 2, low=low, high=high,
+                               samples=len(waves),
+                               source=f"wave of {w.size} x {w.tokens_per_request:.0f} tokens saturated "
+                                      f"({', '.join(signals)}); the one before did not"),
+                    waves, None)
+        if not w.saturated:
+            previous = w
+    if previous is None or not previous.tokens_per_request:
+        return None, waves, "no wave completed without saturating"
+    bound = previous.size * previous.tokens_per_request
+    note = f"waves up to {previous.size} requests never saturated: capacity is at least {bound:,.0f} tokens"
+    return (KVEstimate(method="saturation_probe", lower_bound=bound, samples=len(waves),
+                       source=f"largest wave without saturation: {previous.size} x "
+                              f"{previous.tokens_per_request:.0f} tokens"), waves, note)
+
+
+def kv_capacity(*, configured: tuple[float, str] | None, requests: pd.DataFrame, ts: pd.DataFrame,
+                block_size: int | None) -> KVCapacity:
+    """Every estimate, the chosen one and their agreement."""
+    estimates: list[KVEstimate] = []
+    if configured is not None:
+        estimates.append(KVEstimate(method="server_config", tokens=configured[0], samples=1, source=configured[1]))
+    usage = usage_extrapolation(requests, ts, block_size=block_size)
+    if usage is not None:
+        estimates.append(usage)
+    probe, waves, note = saturation_probe(requests, ts, block_size=block_size)
+    if probe is not None:
+        estimates.append(probe)
+    result = KVCapacity(block_size=block_size, estimates=estimates, waves=waves, saturation_note=note)
+    chosen = next((e for e in estimates if e.tokens), None)
+    if chosen is None:
+        result.lower_bound = probe.lower_bound if probe is not None else None
+        return result
+    result.tokens, result.method = chosen.tokens, chosen.method
+    others = []
+    for e in estimates:
+        if e.tokens:
+            e.vs_chosen_pct = 100 * (e.tokens - chosen.tokens) / chosen.tokens
+            if e is not chosen:
+                others.append(abs(e.vs_chosen_pct))
+    result.agreement_pct = max(others) if others else None
+    return result

@@ -1,0 +1,190 @@
+"""Tables in the forms readers already know, as pandas DataFrames (pure), and their files (JSON + CSV).
+
+- ``serving``: vLLM's serving table, one row per open-loop rate (req/s, output and total tok/s,
+  TTFT / TPOT / ITL mean, median, p99 in ms).
+- ``batch``: TGI's batch table, per batch size: prefill latency, decode latency per token and in total (ms),
+  prefill and decode throughput (tok/s); average, lowest, highest, p50, p90, p99 over the repeated runs.
+- ``fastgen``: DeepSpeed-FastGen's effective throughput (requests/s meeting every SLO) next to throughput, and
+  latency percentiles p50 / p90 / p95, per closed-loop point and open-loop rate.
+- ``scale``: FlexGen's scale table: per (parallel, prompt, output) point, latency, throughput and peak KV use.
+- ``scenarios``: every per-scenario figure, flat.
+
+JSON files use pandas' ``orient="columns"`` layout (``{"column": {"0": value, ...}}``, as vLLM publishes its
+tables): ``pd.DataFrame.from_dict(json.load(f))`` loads one back. ``benchmarking_results.json`` holds all of them
+under their names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cardgen.analysis.summary import Distribution, ScenarioSummary
+
+TABLE_NAMES = ("serving", "batch", "fastgen", "scale", "scenarios")
+COMBINED_JSON = "benchmarking_results.json"
+_DISTRIBUTIONS = ("ttft_s", "e2e_s", "tpot_s", "itl_s", "decode_tok_s", "speed_from_start_tok_s")
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value * 1000
+
+
+def serving_table(scenarios: Sequence[ScenarioSummary], *, gpu: str | None) -> pd.DataFrame:
+    """vLLM's serving table: one row per open-loop scenario."""
+    rows = []
+    for s in scenarios:
+        if s.kind != "open":
+            continue
+        row: dict[str, object] = {
+            "Test name": s.scenario, "GPU": gpu or "", "Rate (req/s)": s.rate_label,
+            "Prompt tokens": s.prompt_tokens, "Output tokens": s.output_tokens,
+            "# of req.": s.requests, "Failed": s.failed,
+            "Tput (req/s)": s.req_s, "Output Tput (tok/s)": s.output_tok_s, "Total Tput (tok/s)": s.total_tok_s,
+        }
+        for label, dist in (("TTFT", s.ttft_s), ("TPOT", s.tpot_s), ("ITL", s.itl_s)):
+            row[f"Mean {label} (ms)"] = _ms(dist.mean)
+            row[f"Median {label} (ms)"] = _ms(dist.p50)
+            row[f"P99 {label} (ms)"] = _ms(dist.p99)
+        row["Goodput (req/s)"] = s.goodput_req_s
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _batch_runs(requests: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of the batch sweep (batch size, repeat): its prefill and decode figures."""
+    rows = requests[(requests["kind"] == "batch") & ~requests["warmup"] & requests["ok"]]
+    runs = []
+    for (scenario, _repeat), g in rows.groupby(["scenario", "repeat"], sort=False, dropna=False):
+        prefill_s = float(g["first_token_at"].max() - g["sent_at"].min())
+        decode_total_s = float((g["e2e_s"] - g["ttft_s"]).mean())
+        steps = float(g["output_tokens"].mean() - 1)
+        runs.append({
+            "scenario": scenario, "batch_size": int(g["parallel"].max()) if g["parallel"].notna().any() else len(g),
+            "prefill_ms": prefill_s * 1000,
+            "decode_token_ms": float(g["tpot_s"].mean()) * 1000,
+            "decode_total_ms": decode_total_s * 1000,
+            "prefill_tok_s": float(g["prompt_tokens"].sum()) / prefill_s if prefill_s > 0 else np.nan,
+            "decode_tok_s": len(g) * steps / decode_total_s if decode_total_s > 0 and steps > 0 else np.nan,
+        })
+    return pd.DataFrame(runs)
+
+
+BATCH_STEPS = (  # (step, metric, unit, run column)
+    ("Prefill", "latency", "ms", "prefill_ms"),
+    ("Decode (token)", "latency", "ms", "decode_token_ms"),
+    ("Decode (total)", "latency", "ms", "decode_total_ms"),
+    ("Prefill", "throughput", "tokens/s", "prefill_tok_s"),
+    ("Decode", "throughput", "tokens/s", "decode_tok_s"),
+)
+
+
+def batch_table(requests: pd.DataFrame) -> pd.DataFrame:
+    """TGI's batch table, long form: one row per (step, batch size)."""
+    runs = _batch_runs(requests) if not requests.empty else pd.DataFrame()
+    rows = []
+    if runs.empty:
+        return pd.DataFrame(rows)
+    for step, metric, unit, column in BATCH_STEPS:
+        for batch_size, g in runs.groupby("batch_size", sort=True):
+            v = g[column].to_numpy(dtype=float)
+            v = v[np.isfinite(v)]
+            if len(v) == 0:
+                continue
+            p50, p90, p99 = np.percentile(v, [50, 90, 99])
+            rows.append({"Step": step, "Metric": metric, "Unit": unit, "Batch Size": int(batch_size),
+                         "Average": float(v.mean()), "Lowest": float(v.min()), "Highest": float(v.max()),
+                         "p50": float(p50), "p90": float(p90), "p99": float(p99), "Runs": len(v)})
+    return pd.DataFrame(rows)
+
+
+def fastgen_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
+    """DeepSpeed-FastGen's view: throughput, effective throughput and latency percentiles per load point."""
+    rows = []
+    for s in scenarios:
+        if s.kind not in ("closed", "open") or s.requests == 0:
+            continue
+        rows.append({
+            "Scenario": s.scenario, "Kind": s.kind, "Prompt tokens": s.prompt_tokens,
+            "Output tokens": s.output_tokens, "Clients": s.parallel if s.kind == "closed" else None,
+            "Rate (req/s)": s.rate_label if s.kind == "open" else "",
+            "Throughput (req/s)": s.req_s, "Effective throughput (req/s)": s.goodput_req_s,
+            "SLO met (%)": None if s.goodput_fraction is None else 100 * s.goodput_fraction,
+            "E2E p50 (s)": s.e2e_s.p50, "E2E p90 (s)": s.e2e_s.p90, "E2E p95 (s)": s.e2e_s.p95,
+            "TTFT p50 (ms)": _ms(s.ttft_s.p50), "TTFT p90 (ms)": _ms(s.ttft_s.p90),
+            "TTFT p95 (ms)": _ms(s.ttft_s.p95),
+            "TPOT p50 (ms)": _ms(s.tpot_s.p50), "TPOT p90 (ms)": _ms(s.tpot_s.p90),
+            "TPOT p95 (ms)": _ms(s.tpot_s.p95),
+        })
+    return pd.DataFrame(rows)
+
+
+def scale_table(scenarios: Sequence[ScenarioSummary], *, kv_cache_tokens: float | None) -> pd.DataFrame:
+    """FlexGen's scale table: closed-loop points ordered by pair then parallel count."""
+    points = sorted((s for s in scenarios if s.kind == "closed" and s.requests > 0),
+                    key=lambda s: (s.prompt_tokens, s.output_tokens, s.parallel or 0))
+    rows = []
+    for s in points:
+        usage = s.kv_usage_max
+        rows.append({
+            "Parallel": s.parallel, "Prompt tokens": s.prompt_tokens, "Output tokens": s.output_tokens,
+            "Latency p50 (s)": s.e2e_s.p50, "Output tput (tok/s)": s.output_tok_s,
+            "Total tput (tok/s)": s.total_tok_s,
+            "Speed per request p50 (tok/s)": s.speed_from_start_tok_s.p50,
+            "Peak KV usage (%)": None if usage is None else 100 * usage,
+            "Peak KV (tokens)": None if usage is None or kv_cache_tokens is None else usage * kv_cache_tokens,
+        })
+    return pd.DataFrame(rows)
+
+
+def scenarios_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
+    """Every scenario figure, one row per scenario, distributions flattened (``ttft_s_p50`` ...)."""
+    rows = []
+    for s in scenarios:
+        data = s.model_dump(exclude={"failures_by_kind", "send_lag_s", *_DISTRIBUTIONS})
+        for name in _DISTRIBUTIONS:
+            dist: Distribution = getattr(s, name)
+            for key, value in dist.model_dump().items():
+                data[f"{name}_{key}"] = value
+        rows.append(data)
+    return pd.DataFrame(rows)
+
+
+def build_tables(scenarios: Sequence[ScenarioSummary], requests: pd.DataFrame, *, gpu: str | None,
+                 kv_cache_tokens: float | None) -> dict[str, pd.DataFrame]:
+    """Every table by name (see :data:`TABLE_NAMES`); a table with no row is an empty DataFrame."""
+    return {
+        "serving": serving_table(scenarios, gpu=gpu),
+        "batch": batch_table(requests),
+        "fastgen": fastgen_table(scenarios),
+        "scale": scale_table(scenarios, kv_cache_tokens=kv_cache_tokens),
+        "scenarios": scenarios_table(scenarios),
+    }
+
+
+def table_json(df: pd.DataFrame) -> str:
+    """pandas' ``orient="columns"`` JSON of ``df`` (NaN and inf as null)."""
+    return df.to_json(orient="columns", double_precision=10)
+
+
+def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[str]:
+    """Write ``<name>.json`` and ``<name>.csv`` per non-empty table and ``benchmarking_results.json``;
+    returns the file names written, sorted."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    combined = {}
+    for name, df in tables.items():
+        if df.empty:
+            continue
+        text = table_json(df)
+        combined[name] = json.loads(text)
+        (out_dir / f"{name}.json").write_text(text + "\n", encoding="utf-8")
+        (out_dir / f"{name}.csv").write_text(df.to_csv(index=False, lineterminator="\n"), encoding="utf-8")
+        written += [f"{name}.json", f"{name}.csv"]
+    (out_dir / COMBINED_JSON).write_text(json.dumps(combined, indent=None) + "\n", encoding="utf-8")
+    written.append(COMBINED_JSON)
+    return sorted(written)

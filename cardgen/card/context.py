@@ -1,0 +1,401 @@
+"""What the card template sees: a typed context built from an analysis (pure).
+
+Tables arrive as :class:`TableView` of already-formatted cell strings; the template escapes every cell when it
+prints it. Only values cardgen itself made (figure paths, the front matter) are marked safe.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+import pandas as pd
+from markupsafe import Markup
+
+from cardgen.analysis.analyse import HEADLINE_POINT, Analysis
+from cardgen.analysis.scenarios import closed_pairs
+from cardgen.analysis.summary import KVCapacity, ScenarioSummary, Summary
+from cardgen.card import format as fmt
+from cardgen.card.escape import front_matter
+from cardgen.errors import RenderError
+from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
+from cardgen.rundir import FIGURES_DIR, slugify
+from cardgen.runinfo import SECRET_FLAGS, RunInfo, redact_argv
+
+
+@dataclass(frozen=True)
+class TableView:
+    """A Markdown table: header, rows of cell text, and per column ``l`` or ``r`` alignment."""
+
+    columns: list[str]
+    rows: list[list[str]]
+    align: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.align:
+            self.align.extend(["l"] + ["r"] * (len(self.columns) - 1))
+
+
+class PairSection(TypedDict):
+    title: str
+    figure: Markup | None
+    table: TableView
+
+
+class CardContext(TypedDict):
+    s: Summary
+    title: str
+    front_matter: Markup
+    banner: str | None
+    card_date: str
+    figures: dict[str, Markup | None]
+    main: TableView
+    pairs: list[PairSection]
+    capacity: TableView | None
+    scale: TableView | None
+    kv_estimates: TableView | None
+    waves: TableView | None
+    serving: TableView | None
+    fastgen: TableView | None
+    batch_latency: TableView | None
+    batch_throughput: TableView | None
+    parameters: TableView
+    launch: TableView | None
+    scenarios: TableView | None
+
+
+def card_date(info: RunInfo, *, environ: dict[str, str] | None = None) -> str:
+    """The date printed on the card: ``SOURCE_DATE_EPOCH`` when set (reproducible builds), else the day the run
+    ended (or started). Never the wall clock, so rendering twice gives the same bytes."""
+    env = os.environ if environ is None else environ
+    raw = env.get("SOURCE_DATE_EPOCH")
+    if raw:
+        try:
+            when = _dt.datetime.fromtimestamp(int(raw), _dt.UTC)
+        except (ValueError, OverflowError, OSError):
+            raise RenderError(f"SOURCE_DATE_EPOCH must be a Unix time in seconds, not {raw!r}") from None
+        return when.strftime("%Y-%m-%d")
+    return (info.ended_at or info.started_at or "")[:10]
+
+
+def _title(s: Summary) -> str:
+    engine = " ".join(x for x in (s.engine, s.engine_version) if x)
+    where = f" on {s.gpu}" if s.gpu else ""
+    return f"Performance card: {s.model}{where}" + (f" ({engine})" if engine else "")
+
+
+def _banner(s: Summary) -> str | None:
+    if not s.modelled:
+        return None
+    by = s.modelled_by or "cardgen's virtual GPU server"
+    return (f"MODELLED, NOT MEASURED. Every figure on this card was produced by {by}, not measured on real "
+            "hardware. Use it for capacity planning; measure before you rely on it.")
+
+
+def _front_matter(s: Summary) -> Markup:
+    tags = ["benchmark", "cardgen"]
+    for extra in (s.engine, s.gpu, "modelled" if s.modelled else "measured"):
+        if extra:
+            slug = slugify(extra)
+            if slug not in tags:
+                tags.append(slug)
+
+    def r(x: float | None) -> float | None:
+        return None if x is None or not math.isfinite(x) else float(f"{x:.6g}")
+
+    h = s.headline
+    data: dict[str, Any] = {
+        "base_model": s.model,
+        "tags": tags,
+        "cardgen": {
+            "schema_version": s.schema_version,
+            "modelled": s.modelled,
+            **({"modelled_by": s.modelled_by} if s.modelled else {}),
+            "headline": {
+                "prompt_ingestion_tok_s": r(h.prompt_ingestion_tok_s),
+                "generation_tok_s_at_10_parallel_1024_128": r(h.generation_tok_s_at_10_parallel_1024_128),
+                "decode_tok_s_at_10_parallel_1024_128": r(h.decode_tok_s_at_10_parallel_1024_128),
+                "kv_cache_tokens": r(h.kv_cache_tokens),
+                "kv_cache_method": s.kv_cache_method,
+            },
+            "provenance": {
+                "model": s.model, "served_model": s.served_model, "engine": s.engine,
+                "engine_version": s.engine_version, "gpu": s.gpu, "gpu_count": s.gpu_count, "suite": s.suite,
+                "started_at": s.started_at, "ended_at": s.ended_at, "run_status": s.run_status,
+                "cardgen_version": s.cardgen_version, "requests_total": s.requests_total,
+                "requests_failed": s.requests_failed, "summary": "summary.json",
+            },
+        },
+    }
+    return front_matter(data)
+
+
+def _main(s: Summary) -> TableView:
+    rows = []
+    ing = s.ingestion
+    if ing is not None and ing.tok_s:
+        how = (f"1 / slope of TTFT against prompt tokens, robust fit over {ing.n_used} of {ing.n_points} "
+               f"requests; fixed overhead {fmt.ms(ing.intercept_s)}")
+        rows.append(["Prompt ingestion speed", fmt.tok_s(ing.tok_s), fmt.interval(ing.tok_s_ci_low, ing.tok_s_ci_high),
+                     how])
+    else:
+        rows.append(["Prompt ingestion speed", "not measured", fmt.DASH, "no usable ingestion sweep"])
+    point = (f"{HEADLINE_POINT['parallel']} parallel requests, {HEADLINE_POINT['prompt_tokens']} prompt tokens, "
+             f"{HEADLINE_POINT['output_tokens']} generated")
+    g = s.generation
+    if g is not None:
+        rows.append([f"Generation speed per request ({point})", fmt.tok_s(g.speed_from_start_tok_s),
+                     fmt.interval(g.speed_from_start_ci_low, g.speed_from_start_ci_high),
+                     f"median speed from start (output tokens / E2E) over {g.requests} requests"])
+        rows.append([f"Decode speed per request ({point})", fmt.tok_s(g.decode_tok_s),
+                     fmt.interval(g.decode_ci_low, g.decode_ci_high),
+                     "median (output tokens - 1) / (E2E - TTFT): generation after the first token"])
+    else:
+        rows.append([f"Generation speed per request ({point})", "not measured", fmt.DASH, "no such point in the run"])
+    kv = s.kv_cache
+    if kv.tokens is not None:
+        spread = fmt.DASH
+        chosen = next((e for e in kv.estimates if e.method == kv.method), None)
+        if chosen is not None and chosen.low is not None:
+            spread = fmt.integer_interval(chosen.low, chosen.high)
+        agree = (f"; other methods within {fmt.sig(kv.agreement_pct)} %" if kv.agreement_pct is not None else "")
+        rows.append(["KV cache capacity", fmt.tokens(kv.tokens), spread, f"method: {kv.method}{agree}"])
+    elif kv.lower_bound is not None:
+        rows.append(["KV cache capacity", f"≥ {fmt.tokens(kv.lower_bound)}", fmt.DASH,
+                     "lower bound: the growing waves never saturated the server"])
+    else:
+        rows.append(["KV cache capacity", "not measured", fmt.DASH, "no method applied (see KV cache)"])
+    return TableView(["Metric", "Value", "95 % interval", "How"], rows, ["l", "r", "r", "l"])
+
+
+def _pair_table(points: Sequence[ScenarioSummary]) -> TableView:
+    rows = []
+    for p in points:
+        sp = p.speed_from_start_tok_s
+        rows.append([
+            str(p.parallel), str(p.requests), str(p.failed), fmt.sig(sp.p50), fmt.interval(sp.p50_ci_low, sp.p50_ci_high),
+            fmt.interval(sp.p25, sp.p75), fmt.sig(p.decode_tok_s.p50), fmt.ms(p.ttft_s.p50), fmt.ms(p.ttft_s.p90),
+            fmt.ms(p.tpot_s.p50), fmt.ms(p.itl_s.p50), fmt.secs(p.e2e_s.p50), fmt.sig(p.output_tok_s),
+            fmt.pct(p.kv_usage_max),
+        ])
+    return TableView(["Parallel", "Requests", "Failed", "Speed from start p50 (tok/s)", "95 % CI", "p25–p75",
+                      "Decode p50 (tok/s)", "TTFT p50", "TTFT p90", "TPOT p50", "ITL p50", "E2E p50",
+                      "Total output (tok/s)", "Max KV usage"], rows)
+
+
+def _capacity(s: Summary) -> TableView | None:
+    if not s.capacity:
+        return None
+    rows = []
+    for c in s.capacity:
+        def bound(value: int | None, is_open: bool) -> str:
+            if value is None:
+                return "unknown"
+            if value == 0:
+                return "none tested"
+            return f"≥ {value}" if is_open else str(value)
+        rows.append([f"{c.prompt_tokens} / {c.output_tokens}", ", ".join(map(str, c.parallel_tested)),
+                     bound(c.max_parallel_at_min_speed, c.speed_bound_open),
+                     bound(c.max_parallel_below_kv_usage, c.kv_bound_open)])
+    c0 = s.capacity[0]
+    return TableView(["Prompt / output tokens", "Parallel tested",
+                      f"Most parallel at ≥ {fmt.sig(c0.min_speed_tok_s)} tok/s each",
+                      f"Most parallel below {fmt.pct(c0.max_kv_usage)} KV usage"], rows, ["l", "l", "r", "r"])
+
+
+def _frame_view(df: pd.DataFrame, formats: dict[str, Any]) -> TableView | None:
+    """A DataFrame as a view: each column formatted by ``formats[column]`` (default: str, NaN as a dash)."""
+    if df is None or df.empty:
+        return None
+    rows = []
+    for record in df.to_dict("records"):
+        row = []
+        for col in df.columns:
+            v = record[col]
+            f = formats.get(col)
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                row.append(fmt.DASH)
+            elif f is not None:
+                row.append(f(v))
+            else:
+                row.append(str(v))
+        rows.append(row)
+    return TableView([str(c) for c in df.columns], rows)
+
+
+def _numbers(df: pd.DataFrame, skip: Sequence[str] = ()) -> dict[str, Any]:
+    return {c: fmt.sig for c in df.columns if c not in skip and pd.api.types.is_float_dtype(df[c])}
+
+
+def _batch(df: pd.DataFrame, metric: str) -> TableView | None:
+    if df is None or df.empty:
+        return None
+    part = df[df["Metric"] == metric]
+    if part.empty:
+        return None
+    rows = []
+    last_step = None
+    for rec in part.to_dict("records"):
+        unit = " ms" if rec["Unit"] == "ms" else " tokens/s"
+        step = rec["Step"] if rec["Step"] != last_step else ""
+        last_step = rec["Step"]
+        rows.append([step, str(rec["Batch Size"])] + [fmt.sig(rec[c]) + unit for c in
+                                                      ("Average", "Lowest", "Highest", "p50", "p90", "p99")]
+                    + [str(rec["Runs"])])
+    return TableView(["Step", "Batch Size", "Average", "Lowest", "Highest", "p50", "p90", "p99", "Runs"], rows,
+                     ["l"] + ["r"] * 8)
+
+
+def _kv_views(kv: KVCapacity) -> tuple[TableView | None, TableView | None]:
+    est = None
+    if kv.estimates:
+        rows = []
+        for e in kv.estimates:
+            value = fmt.tokens(e.tokens) if e.tokens is not None else (
+                f"≥ {fmt.tokens(e.lower_bound)}" if e.lower_bound is not None else fmt.DASH)
+            chosen = " (chosen)" if e.method == kv.method else ""
+            rows.append([e.method + chosen, value, fmt.integer_interval(e.low, e.high),
+                         fmt.signed_pct(e.vs_chosen_pct) if e.method != kv.method else fmt.DASH, e.source])
+        est = TableView(["Method", "Tokens", "Spread", "vs chosen", "Based on"], rows, ["l", "r", "r", "r", "l"])
+    waves = None
+    if kv.waves:
+        rows = []
+        for w in kv.waves:
+            signals = [name for name in ("queued", "preempted", "waiting", "stalled") if getattr(w, name)]
+            rows.append([str(w.wave), str(w.size), fmt.integer(w.tokens_per_request),
+                         fmt.integer(None if w.tokens_per_request is None else w.size * w.tokens_per_request),
+                         fmt.pct(w.kv_usage_max), ", ".join(signals) or "no"])
+        waves = TableView(["Wave", "Requests", "Tokens per request", "Tokens in the wave", "Max KV usage",
+                           "Saturated"], rows, ["l", "r", "r", "r", "r", "l"])
+    return est, waves
+
+
+def _parameters(s: Summary, info: RunInfo, date: str) -> TableView:
+    o = s.options
+    rows = [
+        ["Model", s.model], ["Served model id", s.served_model or fmt.DASH],
+        ["Engine", s.engine or fmt.DASH], ["Engine version", s.engine_version or fmt.DASH],
+        ["GPU", s.gpu or fmt.DASH], ["GPU count", str(s.gpu_count) if s.gpu_count is not None else fmt.DASH],
+        ["GPU driver", s.gpu_driver or fmt.DASH],
+        ["Figures", f"modelled by {s.modelled_by}" if s.modelled else "measured"],
+        ["cardgen version (measurement)", s.cardgen_version or fmt.DASH], ["Suite", s.suite or fmt.DASH],
+        ["Prompt sizing", info.server.tokenizer],
+        ["Load generator processes", str(info.workers) if info.workers else fmt.DASH],
+        ["Run started (UTC)", s.started_at or fmt.DASH], ["Run ended (UTC)", s.ended_at or fmt.DASH],
+        ["Run status", s.run_status or fmt.DASH],
+        ["Requests (failed)", f"{s.requests_total} ({s.requests_failed})"],
+        ["SLOs for goodput", f"TTFT ≤ {fmt.secs(o.get('slo_ttft_s'))}, TPOT ≤ {fmt.ms(o.get('slo_tpot_s'))}"],
+        ["Capacity thresholds", f"≥ {fmt.tok_s(o.get('min_speed_tok_s'))} per request; KV usage < "
+                                f"{fmt.pct(o.get('max_kv_usage'))}"],
+        ["Card date", date or fmt.DASH],
+    ]
+    return TableView(["Parameter", "Value"], rows, ["l", "l"])
+
+
+_LAUNCH_SKIP = {"pid", "log", "started_unix", "url", "host", "port", "server_reported"}  # machine-local details
+_SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+
+
+def _argv_rows(args: list[str]) -> list[list[str]]:
+    """``--flag value`` / ``--flag=value`` / bare ``--flag`` pairs of an (already redacted) argument list."""
+    rows, i = [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("-") and "=" in arg:
+            rows.append(list(arg.split("=", 1)))
+        elif arg.startswith("-") and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            rows.append([arg, args[i + 1]])
+            i += 1
+        else:
+            rows.append([arg, "true"] if arg.startswith("-") else ["(positional)", arg])
+        i += 1
+    return rows
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ", ".join(_plain(v) for v in value)
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _launch(info: RunInfo) -> TableView | None:
+    """How the engine was started, when cardgen started it: its arguments (as a model card's parameter table),
+    the command, the version and the recorded environment. Secret flags and variables are masked again."""
+    launch = info.server.launch
+    if not launch:
+        return None
+    rows: list[list[str]] = []
+    for key, value in launch.items():
+        if key in _LAUNCH_SKIP:
+            continue
+        if key == "command" and isinstance(value, list):
+            rows.append(["command", shlex.join(redact_argv([str(v) for v in value]))])
+        elif key == "arguments" and isinstance(value, dict):
+            rows += [[f"--{k.replace('_', '-')}" if k != "positional" else k,
+                      "***" if f"--{k.replace('_', '-')}" in SECRET_FLAGS else _plain(v)] for k, v in value.items()]
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            if key != "engine_args" or "arguments" not in launch:  # the same arguments, already shown
+                rows += _argv_rows(redact_argv(value))
+        elif isinstance(value, dict):
+            rows += [[f"{key} {k}", "***" if any(w in str(k).upper() for w in _SECRET_WORDS) else _plain(v)]
+                     for k, v in value.items()]
+        else:
+            rows.append([str(key), _plain(value)])
+    return TableView(["Argument", "Value"], rows, ["l", "l"])
+
+
+def _scenarios(s: Summary) -> TableView | None:
+    if not s.scenarios:
+        return None
+    rows = []
+    for x in s.scenarios:
+        load = (f"{x.parallel} parallel" if x.kind in ("closed", "batch") else
+                ("all at once" if x.all_at_once else f"{x.rate_label} req/s") if x.kind == "open" else
+                (f"waves up to {x.parallel}" if x.kind == "waves" else "one at a time"))
+        rows.append([x.scenario, x.kind, f"{x.prompt_tokens} / {x.output_tokens}", load, str(x.requests),
+                     fmt.pct(x.failure_rate), fmt.sig(x.req_s), fmt.sig(x.output_tok_s), fmt.sig(x.goodput_req_s),
+                     fmt.secs(x.duration_s)])
+    return TableView(["Scenario", "Kind", "Prompt / output tokens", "Load", "Requests", "Failed", "req/s",
+                      "Output tok/s", "Goodput (req/s)", "Duration"], rows, ["l", "l", "l", "l"] + ["r"] * 6)
+
+
+def card_context(analysis: Analysis, *, date: str) -> CardContext:
+    """Everything the card template prints, from the analysis and the figure files listed in its summary."""
+    s = analysis.summary
+    present = set(s.figures)
+
+    def figure(name: str) -> Markup | None:
+        path = f"{FIGURES_DIR}/{name}"
+        return Markup(path) if path in present else None
+
+    figures = {key: figure(name) for key, name in FIGURE_NAMES.items()}
+    pairs: list[PairSection] = [
+        PairSection(title=f"{prompt} prompt tokens, {output} generated tokens",
+                    figure=figure(pair_figure_name((prompt, output))), table=_pair_table(points))
+        for (prompt, output), points in closed_pairs(s.scenarios).items()
+    ]
+    t = analysis.tables
+    serving = t.get("serving")
+    fastgen = t.get("fastgen")
+    scale = t.get("scale")
+    kv_estimates, waves = _kv_views(s.kv_cache)
+    return CardContext(
+        s=s, title=_title(s), front_matter=_front_matter(s), banner=_banner(s), card_date=date, figures=figures,
+        main=_main(s), pairs=pairs, capacity=_capacity(s),
+        scale=_frame_view(scale, {**_numbers(scale), "Parallel": lambda v: f"{v:.0f}"}) if scale is not None else None,
+        kv_estimates=kv_estimates, waves=waves,
+        serving=_frame_view(serving.drop(columns=["GPU"]), _numbers(serving)) if serving is not None
+        and not serving.empty else None,
+        fastgen=_frame_view(fastgen.drop(columns=["Kind"]), {**_numbers(fastgen), "Clients": lambda v: f"{v:.0f}"})
+        if fastgen is not None and not fastgen.empty else None,
+        batch_latency=_batch(t.get("batch"), "latency"), batch_throughput=_batch(t.get("batch"), "throughput"),
+        parameters=_parameters(s, analysis.info, date), launch=_launch(analysis.info), scenarios=_scenarios(s),
+    )

@@ -1,0 +1,110 @@
+"""Drawing onto a given ``Axes`` from the plain data of :mod:`cardgen.figures.data`. No file I/O here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.ticker import MaxNLocator
+
+from cardgen.figures.data import IngestionPlot, Line, PairPanels, PercentileBars, Timeline
+
+KV_COLOR = "tab:gray"
+
+
+def _finish(ax: Axes, *, xlabel: str, ylabel: str, title: str | None = None, legend: bool = True) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize="small")
+
+
+def draw_lines(ax: Axes, lines: Sequence[Line], *, xlabel: str, ylabel: str, title: str | None = None) -> None:
+    """Each line with markers; its band (when given) shaded."""
+    for line in lines:
+        (handle,) = ax.plot(line.x, line.y, marker="o", label=line.label)
+        if line.low is not None and line.high is not None:
+            ax.fill_between(line.x, line.low, line.high, alpha=0.2, color=handle.get_color(), linewidth=0)
+    ax.set_ylim(bottom=0)
+    _finish(ax, xlabel=xlabel, ylabel=ylabel, title=title)
+
+
+def draw_total_throughput(ax: Axes, lines: Sequence[Line]) -> None:
+    draw_lines(ax, lines, xlabel="parallel requests", ylabel="total output throughput (tokens/s)",
+               title="Total generation speed")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _kv_twin(ax: Axes, x: np.ndarray, kv_pct: np.ndarray) -> None:
+    if not np.isfinite(kv_pct).any():
+        return
+    twin = ax.twinx()
+    twin.plot(x, kv_pct, linestyle="--", marker=".", color=KV_COLOR, label="max KV usage")
+    twin.set_ylabel("max KV cache usage (%)", color=KV_COLOR)
+    twin.set_ylim(0, 105)
+    twin.tick_params(axis="y", colors=KV_COLOR)
+
+
+def draw_pair(ax_speed: Axes, ax_ttft: Axes, panel: PairPanels) -> None:
+    """Speed from start per request (top) and TTFT (bottom) against parallel requests: median line, p25-p75
+    band, the server's largest KV usage on a second axis."""
+    draw_lines(ax_speed, [panel.speed], xlabel="parallel requests", ylabel="speed per request (tokens/s)",
+               title=f"{panel.pair[0]} prompt tokens, {panel.pair[1]} output tokens: median, p25-p75")
+    _kv_twin(ax_speed, panel.parallel, panel.kv_usage_pct)
+    draw_lines(ax_ttft, [panel.ttft], xlabel="parallel requests", ylabel="time to first token (s)")
+    _kv_twin(ax_ttft, panel.parallel, panel.kv_usage_pct)
+    for ax in (ax_speed, ax_ttft):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def draw_ingestion(ax: Axes, plot: IngestionPlot) -> None:
+    """The sweep's TTFT against prompt tokens, points dropped by the fit hollow, the fitted line."""
+    ax.scatter(plot.prompt_tokens[plot.inlier], plot.ttft_s[plot.inlier], s=14, label="kept by the fit")
+    if (~plot.inlier).any():
+        ax.scatter(plot.prompt_tokens[~plot.inlier], plot.ttft_s[~plot.inlier], s=14, facecolors="none",
+                   edgecolors="tab:red", label="more than 5 % off the fit")
+    ax.plot(plot.line_x, plot.line_y, color="black", linewidth=1, label=plot.label)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    _finish(ax, xlabel="prompt tokens", ylabel="time to first token (s)", title="Prompt ingestion")
+
+
+def draw_timeline(ax_kv: Axes, ax_requests: Axes, tl: Timeline) -> None:
+    """KV usage (top) and running / waiting requests (bottom) against time; scenario starts as thin lines."""
+    for ax in (ax_kv, ax_requests):
+        for start in tl.scenario_starts_s:
+            ax.axvline(start, color="lightgray", linewidth=0.6)
+    if np.isfinite(tl.kv_usage_pct).any():
+        ax_kv.plot(tl.t_s, tl.kv_usage_pct, color="tab:purple", linewidth=1, label="KV cache usage")
+        ax_kv.set_ylim(0, 105)
+    else:
+        ax_kv.text(0.5, 0.5, "the server reports no KV usage", transform=ax_kv.transAxes, ha="center")
+    _finish(ax_kv, xlabel="time since the first request (s)", ylabel="KV cache usage (%)",
+            title="Server load over the run")
+    if np.isfinite(tl.running).any():
+        ax_requests.step(tl.t_s, tl.running, where="post", linewidth=1, label="running")
+    if np.isfinite(tl.waiting).any():
+        ax_requests.step(tl.t_s, tl.waiting, where="post", linewidth=1, label="waiting")
+    ax_requests.set_ylim(bottom=0)
+    ax_requests.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _finish(ax_requests, xlabel="time since the first request (s)", ylabel="requests")
+
+
+def draw_throughput_latency(ax: Axes, lines: Sequence[Line]) -> None:
+    draw_lines(ax, lines, xlabel="throughput (requests/s)", ylabel="median end-to-end latency (s)",
+               title="Throughput against latency")
+    ax.set_xlim(left=0)
+
+
+def draw_percentile_bars(ax: Axes, bars: PercentileBars, *, xlabel: str) -> None:
+    """Grouped bars of E2E latency p50 / p90 / p95 per load point."""
+    x = np.arange(len(bars.labels))
+    width = 0.27
+    for i, (name, values) in enumerate((("p50", bars.p50), ("p90", bars.p90), ("p95", bars.p95))):
+        ax.bar(x + (i - 1) * width, np.nan_to_num(values), width, label=name)
+    ax.set_xticks(x, bars.labels)
+    _finish(ax, xlabel=xlabel, ylabel="end-to-end latency (s)", title=bars.title)

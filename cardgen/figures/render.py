@@ -1,0 +1,116 @@
+"""Laying out and writing the figures: deterministic PNGs (Agg, fixed style and dpi, no dates or versions in
+the metadata), so the same analysis gives the same bytes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from cardgen.analysis.analyse import Analysis
+from cardgen.figures import data
+from cardgen.figures.draw import (
+    draw_ingestion,
+    draw_pair,
+    draw_percentile_bars,
+    draw_throughput_latency,
+    draw_timeline,
+    draw_total_throughput,
+)
+from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
+from cardgen.rundir import FIGURES_DIR
+
+DPI = 100
+STYLE = {
+    "svg.hashsalt": "cardgen",
+    "savefig.dpi": DPI,
+    "figure.dpi": DPI,
+    "font.family": "DejaVu Sans",
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "path.simplify": True,
+}
+def _save(fig: Figure, path: Path) -> None:
+    FigureCanvasAgg(fig)
+    fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None})
+
+
+def _figure(width: float, height: float, rows: int = 1, cols: int = 1, **kw: object) -> tuple[Figure, list]:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False, **kw)
+    return fig, [ax for row in axes for ax in row]
+
+
+def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
+    """File name -> a function drawing that figure, for every figure the analysis has data for."""
+    s = analysis.summary
+    out: dict[str, Callable[[], Figure]] = {}
+    lines = data.total_throughput(s.scenarios)
+    if lines:
+        def total() -> Figure:
+            fig, (ax,) = _figure(8, 4.5)
+            draw_total_throughput(ax, lines)
+            return fig
+        out[FIGURE_NAMES["total_throughput"]] = total
+    for panel in data.pair_panels(s.scenarios):
+        def pair(panel: data.PairPanels = panel) -> Figure:
+            fig, (ax1, ax2) = _figure(8, 7, 2, 1, sharex=True)
+            draw_pair(ax1, ax2, panel)
+            return fig
+        out[pair_figure_name(panel.pair)] = pair
+    if analysis.ingestion is not None and analysis.ingestion.fit.tok_s:
+        plot = data.ingestion(analysis.ingestion)
+
+        def ingestion() -> Figure:
+            fig, (ax,) = _figure(8, 4.5)
+            draw_ingestion(ax, plot)
+            return fig
+        out[FIGURE_NAMES["ingestion"]] = ingestion
+    tl = data.timeline(analysis.timeseries, s.scenarios)
+    if tl is not None:
+        def timeline() -> Figure:
+            fig, (ax1, ax2) = _figure(10, 6, 2, 1, sharex=True)
+            draw_timeline(ax1, ax2, tl)
+            return fig
+        out[FIGURE_NAMES["timeline"]] = timeline
+    tput = data.throughput_latency(s.scenarios)
+    if tput:
+        def throughput_latency() -> Figure:
+            fig, (ax,) = _figure(8, 4.5)
+            draw_throughput_latency(ax, tput)
+            return fig
+        out[FIGURE_NAMES["throughput_latency"]] = throughput_latency
+    bars = data.latency_percentiles(s.scenarios)
+    if bars:
+        def percentiles() -> Figure:
+            cols = min(len(bars), 3)
+            rows = math.ceil(len(bars) / cols)
+            fig, axes = _figure(4 * cols, 3.5 * rows, rows, cols)
+            for ax, group in zip(axes, bars, strict=False):
+                draw_percentile_bars(ax, group, xlabel="rate" if "open" in group.title else "parallel requests")
+            for ax in axes[len(bars):]:
+                ax.set_visible(False)
+            return fig
+        out[FIGURE_NAMES["latency_percentiles"]] = percentiles
+    return out
+
+
+def write_figures(analysis: Analysis, run_dir: Path) -> list[str]:
+    """Draw every figure into ``run_dir/figures/`` (old PNGs there are removed first); returns the paths
+    relative to ``run_dir``, in drawing order."""
+    out_dir = Path(run_dir) / FIGURES_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("*.png"):
+        old.unlink()
+    written = []
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()
+        matplotlib.rcParams.update(STYLE)
+        for name, make in build_figures(analysis).items():
+            _save(make(), out_dir / name)
+            written.append(f"{FIGURES_DIR}/{name}")
+    return written

@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+import pytest
+
+from cardgen.analysis.analyse import Analysis, analyse
+from cardgen.analysis.synthetic import SyntheticTruth, synthetic_run
+
+
+@pytest.fixture(scope="session")
+def small_run() -> tuple[Analysis, SyntheticTruth]:
+    """The default synthetic run (every scenario kind, vLLM metric names, cache config exposed), analysed."""
+    data, truth = synthetic_run()
+    return analyse(data), truth

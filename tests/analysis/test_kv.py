@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cardgen.analysis.analyse import analyse
+from cardgen.analysis.kv import resident_tokens, saturation_probe
+from cardgen.analysis.requests import request_frame
+from cardgen.analysis.synthetic import SyntheticServer, synthetic_run
+from cardgen.analysis.timeseries import configured_kv_tokens, server_timeseries
+from cardgen.records import MetricSample, RequestRecord
+
+WAVES_ONLY = """
+name: waves
+scenarios:
+  - kind: closed
+    prompt_tokens: [1024]
+    output_tokens: [128]
+    parallel: [4]
+    min_requests: 8
+  - kind: waves
+    prompt_tokens: 1024
+    output_tokens: 128
+    max_wave: 16
+"""
+
+
+def kv_of(server: SyntheticServer, suite: str = WAVES_ONLY):
+    data, truth = synthetic_run(suite=suite, server=server)
+    return analyse(data).summary.kv_cache, truth
+
+
+def sample(**samples) -> MetricSample:
+    return MetricSample(t=1.0, samples={k.replace("__", ":"): v for k, v in samples.items()})
+
+
+def test_server_config_vllm_tokens_then_blocks():
+    new = sample(vllm__cache_config_info=[{"labels": {"kv_cache_size_tokens": "262144", "block_size": "128",
+                                                      "num_gpu_blocks": "2048"}, "value": 1}])
+    assert configured_kv_tokens([new], {}) == (262144.0, "vllm:cache_config_info kv_cache_size_tokens")
+    old = sample(vllm__cache_config_info=[{"labels": {"kv_cache_size_tokens": "None", "block_size": "16",
+                                                      "num_gpu_blocks": "7000"}, "value": 1}])
+    assert configured_kv_tokens([old], {})[0] == 112_000
+
+
+def test_server_config_tgi_and_llamacpp():
+    tgi = sample(tgi_batch_max_total_tokens=[{"labels": {}, "value": 32000}])
+    assert configured_kv_tokens([tgi], {})[0] == 32000
+    props = {"props": {"total_slots": 4, "default_generation_settings": {"n_ctx": 4096}}}
+    assert configured_kv_tokens([], props)[0] == 16384
+    assert configured_kv_tokens([], {"total_slots": 2, "default_generation_settings": {"n_ctx": 100}})[0] == 200
+    assert configured_kv_tokens([], {}) is None
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm-old", "tgi", "llamacpp"])
+def test_exposed_config_is_exact(engine):
+    kv, truth = kv_of(SyntheticServer(engine=engine, kv_capacity_tokens=16384))
+    assert kv.method == "server_config"
+    assert kv.tokens == pytest.approx(truth.server.kv_capacity_tokens, rel=0.02)
+
+
+def test_hidden_config_uses_usage_extrapolation():
+    kv, truth = kv_of(SyntheticServer(expose_cache_config=False, kv_capacity_tokens=16384, jitter=0.05,
+                                      network_s=0.004))
+    assert kv.method == "usage_extrapolation"
+    assert kv.block_size is None  # hidden too: resident tokens are not rounded to blocks
+    assert kv.tokens == pytest.approx(16384, rel=0.15)
+    assert kv.tokens == pytest.approx(16384, rel=0.03)
+
+
+def test_hidden_config_and_usage_falls_back_to_saturation_probe():
+    kv, truth = kv_of(SyntheticServer(expose_cache_config=False, expose_usage=False, kv_capacity_tokens=16384))
+    assert kv.method == "saturation_probe"
+    assert truth.preemptions > 0
+    probe = kv.estimates[0]
+    assert probe.low <= 16384 <= probe.high
+    assert kv.tokens == pytest.approx(16384, rel=0.15)
+
+
+def test_tgi_hidden_saturates_by_queueing():
+    kv, _ = kv_of(SyntheticServer(engine="tgi", expose_cache_config=False, kv_capacity_tokens=16384))
+    assert kv.method == "saturation_probe"
+    assert kv.tokens == pytest.approx(16384, rel=0.15)
+
+
+def test_no_metrics_at_all_still_estimates_from_client_timing():
+    kv, _ = kv_of(SyntheticServer(engine="none", kv_capacity_tokens=16384))
+    assert kv.method == "saturation_probe"
+    assert kv.tokens == pytest.approx(16384, rel=0.15)
+    assert any(w.queued or w.stalled for w in kv.waves)
+
+
+def test_agreement_is_reported():
+    kv, _ = kv_of(SyntheticServer(kv_capacity_tokens=16384))
+    assert [e.method for e in kv.estimates] == ["server_config", "usage_extrapolation", "saturation_probe"]
+    assert kv.estimates[0].vs_chosen_pct == 0
+    others = [abs(e.vs_chosen_pct) for e in kv.estimates[1:]]
+    assert kv.agreement_pct == pytest.approx(max(others))
+    assert kv.agreement_pct < 15
+
+
+def test_unsaturated_waves_give_only_a_lower_bound():
+    suite = WAVES_ONLY.replace("max_wave: 16", "max_wave: 3")
+    summary = analyse(synthetic_run(suite=suite, server=SyntheticServer(
+        engine="none", kv_capacity_tokens=65536))[0]).summary
+    kv = summary.kv_cache
+    assert kv.tokens is None and kv.method is None
+    assert kv.lower_bound == 3 * 1152
+    assert summary.kv_cache_tokens is None
+    assert any("lower bound" in m for m in summary.missing)
+
+
+def test_queueing_below_full_kv_is_not_taken_for_capacity():
+    kv, _ = kv_of(SyntheticServer(expose_cache_config=False, kv_capacity_tokens=65536, max_num_seqs=4))
+    assert kv.method == "usage_extrapolation"  # the probe gives nothing: max_num_seqs queued the waves
+    assert all(e.method != "saturation_probe" or e.tokens is None for e in kv.estimates)
+    assert "something other than the KV cache" in kv.saturation_note
+
+
+def test_resident_tokens_interpolates_over_chunks():
+    chunks = np.array([10.0, 11.0, 12.0, 13.0, 14.0])
+    kw = dict(prompt_tokens=100, output_tokens=9, first_token_at=10.0, chunk_times=chunks)
+    assert resident_tokens(9.0, **kw) == 100  # prefill: the prompt only
+    assert resident_tokens(10.5, **kw) == 101
+    assert resident_tokens(12.0, **kw) == 100 + 1 + 8 * 2 / 4
+    assert resident_tokens(14.0, **kw) == 109
+
+
+def test_probe_without_waves():
+    frame = request_frame([RequestRecord(scenario="x", kind="closed", prompt_tokens_target=1, output_tokens_target=1,
+                                         sent_at=1.0, end_at=2.0, first_token_at=1.5, output_tokens=1)])
+    assert saturation_probe(frame, server_timeseries([]), block_size=None) == (None, [], None)
+    assert isinstance(server_timeseries([]), pd.DataFrame)

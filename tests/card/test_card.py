@@ -1,0 +1,222 @@
+"""The card: pinned by a golden file, reproducible, parseable by huggingface_hub, safe with hostile names, and
+still written (saying what is missing) for bad runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from huggingface_hub import ModelCard
+
+from cardgen.analysis.analyse import analyse
+from cardgen.analysis.synthetic import synthetic_run, write_run
+from cardgen.card import RenderOptions, render_card, render_run
+from cardgen.card.context import card_date
+from cardgen.cli.main import main
+from cardgen.errors import RenderError
+from cardgen.records import ErrorKind
+from cardgen.rundir import CARD_MD, REQUESTS_JSONL, SERVER_METRICS_JSONL, SUMMARY_JSON
+
+HERE = Path(__file__).resolve().parent
+FIXTURE = HERE.parent / "data" / "run_small"
+GOLDEN = HERE / "golden" / "run_small.README.md"
+EPOCH = "1790035200"  # 2026-09-22T00:00:00Z, the day after the fixture ran
+SECTIONS = ["## Main metrics", "## Total generation speed", "## Generation speed and latency", "## KV cache",
+            "## Prompt ingestion", "## Serving under load (rates)", "## Batch table", "## Parameters", "## Method"]
+
+
+def outputs(run_dir: Path) -> dict[str, str]:
+    return {str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("card") / "run"
+    shutil.copytree(FIXTURE, run)
+    old = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = EPOCH
+    try:
+        render_run(run)
+    finally:
+        if old is None:
+            os.environ.pop("SOURCE_DATE_EPOCH")
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = old
+    return run
+
+
+def test_golden_card(rendered):
+    text = (rendered / CARD_MD).read_text("utf-8")
+    if os.environ.get("CARDGEN_UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(text, "utf-8")
+    assert text == GOLDEN.read_text("utf-8"), "card changed: rerun with CARDGEN_UPDATE_GOLDEN=1 if intended"
+
+
+def test_render_twice_same_bytes(rendered, monkeypatch):
+    before = outputs(rendered)
+    assert {"README.md", "summary.json", "tables/serving.json", "tables/batch.csv",
+            "figures/total_throughput.png"} <= set(before)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
+    render_run(rendered)
+    assert outputs(rendered) == before
+
+
+def test_card_sections_figures_and_date(rendered):
+    text = (rendered / CARD_MD).read_text("utf-8")
+    positions = [text.index(s) for s in SECTIONS]
+    assert positions == sorted(positions)
+    summary = json.loads((rendered / SUMMARY_JSON).read_text())
+    for fig in summary["figures"]:
+        assert f"]({fig})" in text and (rendered / fig).is_file()
+    assert "| Card date | 2026-09-22 |" in text
+    assert "MODELLED" not in text
+
+
+def test_front_matter_parses_with_huggingface_hub(rendered):
+    card = ModelCard((rendered / CARD_MD).read_text("utf-8"))
+    meta = card.data.to_dict()
+    summary = json.loads((rendered / SUMMARY_JSON).read_text())
+    assert meta["base_model"] == summary["model"]
+    assert meta["tags"][:2] == ["benchmark", "cardgen"]
+    head = meta["cardgen"]["headline"]
+    for key, value in summary["headline"].items():
+        assert head[key] == pytest.approx(value, rel=1e-5)
+    assert head["kv_cache_method"] == "server_config"
+    assert meta["cardgen"]["provenance"]["suite"] == "synthetic-small"
+    assert card.text.lstrip().startswith("# Performance card: synthetic/Llama-tiny")
+
+
+HOSTILE = "<script>alert('x')</script>"
+
+
+def test_hostile_names_stay_text():
+    data, _ = synthetic_run(model=HOSTILE, suite="""
+name: "<b>suite</b>"
+scenarios:
+  - kind: ingest
+    prompt_tokens: [16, 256, 1024]
+""")
+    info = data.info.model_copy(deep=True)
+    info.server.engine_version = "<img src=x onerror=alert(1)>"
+    info.server.launch = {"args": ["--served-model-name", "[x](javascript:alert(1))", "--api-key", "sekrit"]}
+    info.gpu = {"name": "A100 | <i>pwn</i>", "count": 1}
+    info.warnings = ["<iframe>"]
+    data = type(data)(info=info, requests=data.requests, metrics=data.metrics)
+    text = render_card(analyse(data), date="2026-01-01")
+    for raw in ("<script", "<img", "<b>", "<i>", "<iframe"):
+        assert raw not in text
+    assert re.search(r"(?<!\\)\]\(javascript", text) is None and "\\[x\\](javascript" in text
+    assert "&lt;script&gt;" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "sekrit" not in text
+    assert ModelCard(text).data.to_dict()["base_model"] == HOSTILE
+
+
+def test_modelled_card_has_a_banner():
+    data, _ = synthetic_run(modelled=True, suite="""
+name: tiny
+scenarios:
+  - kind: closed
+    prompt_tokens: [64]
+    output_tokens: [8]
+    parallel: [1]
+    min_requests: 2
+""")
+    text = render_card(analyse(data), date="2026-01-01")
+    banner = text.index("MODELLED, NOT MEASURED")
+    assert banner < text.index("## Main metrics")
+    assert "Synthetic-GPU" in text[banner:banner + 300] and "engine profile synthetic" in text[banner:banner + 300]
+    meta = ModelCard(text).data.to_dict()
+    assert meta["cardgen"]["modelled"] is True and "modelled" in meta["tags"]
+    assert "Synthetic-GPU" in meta["cardgen"]["modelled_by"]
+
+
+def test_card_date(monkeypatch):
+    info = synthetic_run(suite="name: x\nscenarios:\n  - kind: ingest\n    prompt_tokens: [16, 32, 64]\n")[0].info
+    assert card_date(info, environ={}) == info.ended_at[:10]
+    assert card_date(info, environ={"SOURCE_DATE_EPOCH": "0"}) == "1970-01-01"
+    with pytest.raises(RenderError, match="SOURCE_DATE_EPOCH"):
+        card_date(info, environ={"SOURCE_DATE_EPOCH": "yesterday"})
+
+
+@pytest.fixture()
+def bare_run(tmp_path) -> Path:
+    data, _ = synthetic_run(suite="name: x\nscenarios:\n  - kind: ingest\n    prompt_tokens: [16, 32, 64]\n")
+    write_run(tmp_path, data)
+    return tmp_path
+
+
+def test_run_without_requests_or_metrics_gets_a_card_saying_so(bare_run):
+    (bare_run / REQUESTS_JSONL).unlink()
+    (bare_run / SERVER_METRICS_JSONL).write_text("")
+    text = render_run(bare_run).read_text("utf-8")
+    assert "This run lacks some figures" in text
+    assert "requests.jsonl is missing or empty" in text and "server\\_metrics.jsonl is missing" in text
+    assert "| Prompt ingestion speed | not measured |" in text
+    assert json.loads((bare_run / SUMMARY_JSON).read_text())["requests_total"] == 0
+    ModelCard(text)
+
+
+def test_run_where_everything_failed_gets_a_card(bare_run):
+    data, _ = synthetic_run(suite="name: x\nscenarios:\n  - kind: ingest\n    prompt_tokens: [16, 32, 64]\n")
+    lines = [r.model_copy(update={"error": "refused", "error_kind": ErrorKind.CONNECT, "first_token_at": None,
+                                  "chunk_times": [], "output_tokens": None}).model_dump_json()
+             for r in data.requests]
+    (bare_run / REQUESTS_JSONL).write_text("\n".join(lines) + "\n")
+    text = render_run(bare_run).read_text("utf-8")
+    assert "no request succeeded (3 failed: connect 3)" in text
+    assert "Requests: 3 (3 failed)" in text
+
+
+def test_not_a_run_directory_is_a_render_error(tmp_path):
+    with pytest.raises(RenderError, match="no run.json"):
+        render_run(tmp_path)
+
+
+def test_cli_render(bare_run, capsys):
+    main(["render", str(bare_run), "--slo-ttft-s", "0.5", "--min-speed", "30"])
+    assert capsys.readouterr().out.strip() == str(bare_run / CARD_MD)
+    options = json.loads((bare_run / SUMMARY_JSON).read_text())["options"]
+    assert options["slo_ttft_s"] == 0.5 and options["min_speed_tok_s"] == 30
+    assert RenderOptions().slo_tpot_s == 0.1
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["render", "/nonexistent/run"], 5, "does not exist"),
+    (["render", ".", "--slo-tpot-s", "0"], 2, "--slo-tpot-s must be greater than 0"),
+])
+def test_cli_render_errors_are_one_line(args, code, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == code
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_launch_arguments_table_masks_secrets():
+    from cardgen.card.context import _launch
+
+    data, _ = synthetic_run(suite="name: x\nscenarios:\n  - kind: ingest\n    prompt_tokens: [16, 32, 64]\n")
+    info = data.info.model_copy(deep=True)
+    info.server.launch = {
+        "engine": "vllm", "engine_version": "0.32.0",
+        "command": ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m", "--api-key", "sekrit"],
+        "arguments": {"positional": ["serve"], "model": "m", "block_size": 16, "enforce_eager": True,
+                      "api_key": "sekrit"},
+        "engine_args": ["--model", "m", "--api-key", "sekrit"],
+        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_TOKEN": "sekrit"},
+        "pid": 123, "log": "/tmp/server.log", "url": "http://127.0.0.1:8000",
+    }
+    rows = {tuple(r) for r in _launch(info).rows}
+    assert ("--block-size", "16") in rows and ("--enforce-eager", "true") in rows and ("positional", "serve") in rows
+    assert ("--api-key", "***") in rows and ("env HF_TOKEN", "***") in rows
+    assert ("env VLLM_CPU_KVCACHE_SPACE", "1") in rows and ("engine_version", "0.32.0") in rows
+    flat = " ".join(" ".join(r) for r in rows)
+    assert "sekrit" not in flat and "/tmp/server.log" not in flat and "123" not in flat
+    assert "python -m vllm.entrypoints.openai.api_server --model m --api-key '***'" in flat

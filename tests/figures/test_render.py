@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from matplotlib.figure import Figure
+
+from cardgen.analysis.analyse import analyse
+from cardgen.analysis.synthetic import synthetic_run
+from cardgen.figures import data
+from cardgen.figures.draw import draw_lines
+from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
+from cardgen.figures.render import write_figures
+
+SUITE = """
+name: figures
+scenarios:
+  - kind: ingest
+    prompt_tokens: [16, 512, 1024, 2048]
+  - kind: closed
+    prompt_tokens: [256]
+    output_tokens: [16]
+    parallel: [1, 4]
+    min_requests: 4
+"""
+
+
+def test_pngs_written_and_byte_identical(tmp_path):
+    analysis = analyse(synthetic_run(suite=SUITE)[0])
+    first = write_figures(analysis, tmp_path)
+    expected = {FIGURE_NAMES[k] for k in ("total_throughput", "ingestion", "timeline", "throughput_latency",
+                                          "latency_percentiles")} | {pair_figure_name((256, 16))}
+    assert {name.split("/", 1)[1] for name in first} == expected
+    digest = {n: hashlib.sha256((tmp_path / n).read_bytes()).hexdigest() for n in first}
+    for name in first:
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert b"Matplotlib" not in (tmp_path / name).read_bytes()  # no version (or date) in the metadata
+    (tmp_path / "figures" / "stale.png").write_bytes(b"old")
+    second = write_figures(analysis, tmp_path)
+    assert second == first
+    assert {n: hashlib.sha256((tmp_path / n).read_bytes()).hexdigest() for n in second} == digest
+    assert not (tmp_path / "figures" / "stale.png").exists()
+
+
+def test_draw_lines_onto_given_axes():
+    fig = Figure()
+    ax = fig.subplots()
+    import numpy as np
+
+    draw_lines(ax, [data.Line("a", np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array([2.5, 3.5]),
+                              np.array([3.5, 4.5]))], xlabel="parallel requests", ylabel="tokens/s")
+    assert ax.get_xlabel() == "parallel requests" and ax.get_ylabel() == "tokens/s"
+    assert ax.lines[0].get_ydata().tolist() == [3.0, 4.0]
+    assert len(ax.collections) == 1  # the band
+    assert ax.get_ylim()[0] == pytest.approx(0)
