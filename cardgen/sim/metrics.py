@@ -1,0 +1,305 @@
+"""``/metrics`` of the virtual server: Prometheus text exposition with vLLM's metric names.
+
+Written by hand rather than with prometheus_client: an observation is two list operations (the server makes
+several per token), and the scheduler's gauges and counters are read when scraped instead of being mirrored.
+The output parses with ``prometheus_client.parser.text_string_to_metric_families`` (tested).
+
+Latency histograms are server-side and use the *modelled* times (arrival, admission, step ends), as a real
+engine measures its own. ``cardgen_sim_emit_lag_seconds`` is the one real-time figure: how late each token
+was written compared with the end of the step that produced it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cardgen.sim.scheduler import Scheduler, Seq
+
+# vLLM's buckets
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+REQUEST_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
+LAG_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.00075,
+    0.001,
+    0.0015,
+    0.002,
+    0.003,
+    0.005,
+    0.0075,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def format_labels(labels: Mapping[str, object]) -> str:
+    """``{a="1",b="x"}`` (empty string for no labels)."""
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items()) + "}"
+
+
+def _num(value: float) -> str:
+    return repr(float(value))
+
+
+class Histogram:
+    """A cumulative histogram; ``observe`` is one bisect and two additions."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(float(b) for b in bounds)
+        self.counts = [0] * (len(self.bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def lines(self, name: str, labels: Mapping[str, object]) -> list[str]:
+        out = []
+        cumulative = 0
+        for bound, n in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            cumulative += n
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            out.append(f"{name}_bucket{format_labels({**labels, 'le': le})} {_num(cumulative)}")
+        out.append(f"{name}_count{format_labels(labels)} {_num(cumulative)}")
+        out.append(f"{name}_sum{format_labels(labels)} {_num(self.sum)}")
+        return out
+
+
+def _family(lines: list[str], name: str, kind: str, help_text: str) -> None:
+    lines.append(f"# HELP {name} {help_text}")
+    lines.append(f"# TYPE {name} {kind}")
+
+
+class SimMetrics:
+    """Every metric the virtual server exposes. The driver calls the ``observe_*`` methods; ``render`` reads
+    the scheduler's gauges and counters at scrape time."""
+
+    def __init__(self, *, model_name: str, cache_config: Mapping[str, object] | None) -> None:
+        self.labels = {"engine": "0", "model_name": model_name}
+        self.cache_config = dict(cache_config) if cache_config is not None else None
+        self.ttft = Histogram(TTFT_BUCKETS)
+        self.itl = Histogram(ITL_BUCKETS)
+        self.e2e = Histogram(REQUEST_BUCKETS)
+        self.queue = Histogram(REQUEST_BUCKETS)
+        self.prefill = Histogram(REQUEST_BUCKETS)
+        self.decode = Histogram(REQUEST_BUCKETS)
+        self.emit_lag = Histogram(LAG_BUCKETS)
+        self.recent_lags: deque[float] = deque(maxlen=1 << 16)  # raw, for exact quantiles
+        self.faults: dict[str, int] = {}
+
+    # --- observations (the driver's hot path) ----------------------------------------------------------
+    def observe_lag(self, lag_s: float) -> None:
+        self.emit_lag.observe(lag_s)
+        self.recent_lags.append(lag_s)
+
+    def observe_first_token(self, seq: Seq) -> None:
+        assert seq.first_token_s is not None
+        self.ttft.observe(seq.first_token_s - seq.arrival_s)
+
+    def observe_finished(self, seq: Seq) -> None:
+        """A request that finished normally: request-level histograms."""
+        assert seq.end_s is not None and seq.first_token_s is not None and seq.scheduled_s is not None
+        self.e2e.observe(seq.end_s - seq.arrival_s)
+        self.queue.observe(seq.scheduled_s - seq.arrival_s)
+        self.prefill.observe(seq.first_token_s - seq.scheduled_s)
+        self.decode.observe(seq.end_s - seq.first_token_s)
+
+    def count_fault(self, kind: str) -> None:
+        self.faults[kind] = self.faults.get(kind, 0) + 1
+
+    def lag_summary(self, *, reset: bool = False) -> dict[str, float | int | None]:
+        """Exact quantiles of the last 65,536 emission lags (seconds)."""
+        values = sorted(self.recent_lags)
+        if reset:
+            self.recent_lags.clear()
+
+        def q(p: float) -> float | None:
+            return values[min(len(values) - 1, int(p * len(values)))] if values else None
+
+        return {
+            "count": len(values),
+            "p50": q(0.5),
+            "p90": q(0.9),
+            "p99": q(0.99),
+            "p999": q(0.999),
+            "max": values[-1] if values else None,
+        }
+
+    # --- exposition --------------------------------------------------------------------------------------
+    def render(self, sched: Scheduler) -> str:
+        lab = self.labels
+        lines: list[str] = []
+        if self.cache_config is not None:
+            _family(lines, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
+            lines.append(f"vllm:cache_config_info{format_labels({**self.cache_config, 'engine': '0'})} 1.0")
+        scalars: list[tuple[str, str, str, float]] = [
+            (
+                "vllm:num_requests_running",
+                "gauge",
+                "Number of requests in model execution batches.",
+                len(sched.running),
+            ),
+            (
+                "vllm:num_requests_waiting",
+                "gauge",
+                "Number of requests waiting to be processed.",
+                len(sched.waiting),
+            ),
+            (
+                "vllm:kv_cache_usage_perc",
+                "gauge",
+                "KV-cache usage. 1 means 100 percent usage.",
+                sched.kv_usage,
+            ),
+            (
+                "vllm:num_preemptions_total",
+                "counter",
+                "Cumulative number of preemption from the engine.",
+                sched.num_preemptions,
+            ),
+            (
+                "vllm:prompt_tokens_total",
+                "counter",
+                "Number of prefill tokens processed.",
+                sched.prompt_tokens_total,
+            ),
+            (
+                "vllm:generation_tokens_total",
+                "counter",
+                "Number of generation tokens processed.",
+                sched.generation_tokens_total,
+            ),
+        ]
+        for name, kind, help_text, value in scalars:
+            _family(lines, name, kind, help_text)
+            lines.append(f"{name}{format_labels(lab)} {_num(value)}")
+        _family(lines, "vllm:request_success_total", "counter", "Count of successfully processed requests.")
+        for reason, n in sched.finished_total.items():
+            lines.append(
+                f"vllm:request_success_total{format_labels({**lab, 'finished_reason': reason})} {_num(n)}"
+            )
+        histograms = [
+            ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft),
+            ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", self.itl),
+            ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", self.e2e),
+            (
+                "vllm:request_queue_time_seconds",
+                "Histogram of time spent in WAITING phase for request.",
+                self.queue,
+            ),
+            (
+                "vllm:request_prefill_time_seconds",
+                "Histogram of time spent in PREFILL phase for request.",
+                self.prefill,
+            ),
+            (
+                "vllm:request_decode_time_seconds",
+                "Histogram of time spent in DECODE phase for request.",
+                self.decode,
+            ),
+        ]
+        for name, help_text, hist in histograms:
+            _family(lines, name, "histogram", help_text)
+            lines.extend(hist.lines(name, lab))
+        _family(
+            lines,
+            "cardgen_sim_emit_lag_seconds",
+            "histogram",
+            "How late each token was written, after the modelled end of its step (real time).",
+        )
+        lines.extend(self.emit_lag.lines("cardgen_sim_emit_lag_seconds", lab))
+        _family(lines, "cardgen_sim_faults_total", "counter", "Faults injected (--faults), by kind.")
+        for kind, n in sorted(self.faults.items()):
+            lines.append(f"cardgen_sim_faults_total{format_labels({**lab, 'kind': kind})} {_num(n)}")
+        _family(lines, "cardgen_sim_steps_total", "counter", "Engine steps modelled.")
+        lines.append(f"cardgen_sim_steps_total{format_labels(lab)} {_num(sched.num_steps)}")
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,309 @@
+"""Continuous batching with paged KV blocks, as vLLM does it: pure (no clock, no I/O, no asyncio).
+
+A driver (the real-time server in ``cardgen.sim.server`` or the discrete-event loop in ``cardgen.sim.virtual``)
+repeats::
+
+    step = scheduler.next_step(now_s)        # what runs, and how long the modelled GPU takes
+    ... wait until step.end_s (real time) or jump there (virtual time) ...
+    emitted = scheduler.finish_step(step)    # every Seq in it got one token at step.end_s
+
+Times are plain floats in whatever time base the driver uses; the scheduler only adds step durations to them.
+
+Policy:
+
+- KV cache: ``perf.kv_capacity_tokens // perf.block_size`` blocks. A sequence with ``computed`` tokens in its
+  KV cache holds ``ceil(computed / block_size)`` blocks.
+- Admission: the waiting queue is FIFO and never skipped. The head is admitted while ``max_num_seqs`` allows,
+  the step's token budget (``max_num_batched_tokens``) allows, and its blocks plus one block of headroom are
+  free (the headroom is waived when nothing else runs, so a lone request always starts).
+- Prefill first (vLLM 0.4, the default): a step either prefills newly admitted prompts (whole prompts; a
+  prompt longer than the budget is admitted alone) or decodes one token for every running sequence.
+- Chunked prefill (``chunked_prefill=True``, vLLM 0.6+/V1): every step serves running sequences first (one
+  token per decoding sequence, the next chunk of a partly computed prompt), then admits waiting prompts into
+  what is left of the token budget, splitting the last one into a chunk.
+- Growth and preemption: a decode may need a new block; when none is free, the most recently admitted running
+  sequence is preempted by recompute (its blocks freed, its KV forgotten, put back at the front of the
+  waiting queue; on re-admission it prefills its prompt plus the tokens it had generated).
+- A sequence finishes with ``"length"`` at ``max_tokens`` output tokens, or ``"stop"`` at ``stop_at`` (the
+  modelled end-of-sequence, chosen by the driver), and frees its blocks at once.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from cardgen.sim.perf import PerfModel, SeqWork
+
+
+class SeqStatus(IntEnum):
+    WAITING = 0
+    RUNNING = 1
+    FINISHED = 2
+    ABORTED = 3
+
+
+@dataclass(eq=False, slots=True)
+class Seq:
+    """One request as the scheduler sees it. Times (``*_s``) are in the driver's time base."""
+
+    prompt_tokens: int
+    max_tokens: int
+    stop_at: int | None = None  # output length at which a modelled EOS ends it; None: never
+    ctx: Any = None  # the driver's own per-request state
+
+    status: SeqStatus = SeqStatus.WAITING
+    output_tokens: int = 0  # tokens generated so far
+    computed: int = 0  # tokens in its KV cache
+    blocks: int = 0  # KV blocks it holds
+    prefilled: bool = False  # computation reached the end of its known tokens since it was last admitted
+    preemptions: int = 0
+    finish_reason: str | None = None  # "length" | "stop" | "abort"
+
+    arrival_s: float = 0.0
+    scheduled_s: float | None = None  # first admitted
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    gap_s: float | None = None  # time between its last two tokens
+    end_s: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status >= SeqStatus.FINISHED
+
+
+@dataclass(slots=True)
+class Step:
+    """One engine step: ``prefill[i]`` computes ``prefill_tokens[i]`` prompt tokens, each of ``decode`` one."""
+
+    start_s: float
+    duration_s: float
+    prefill: list[Seq] = field(default_factory=list)
+    prefill_tokens: list[int] = field(default_factory=list)
+    decode: list[Seq] = field(default_factory=list)
+    preempted: list[Seq] = field(default_factory=list)  # preempted while this step was planned
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
+
+    @property
+    def kind(self) -> str:
+        if self.prefill and self.decode:
+            return "mixed"
+        return "prefill" if self.prefill else "decode"
+
+
+class Scheduler:
+    """Continuous batching over ``perf``'s KV cache (see the module docstring for the policy)."""
+
+    def __init__(self, perf: PerfModel, *, chunked_prefill: bool = False) -> None:
+        if perf.block_size < 1 or perf.kv_capacity_tokens < perf.block_size:
+            raise ValueError("the KV cache must hold at least one block")
+        self.perf = perf
+        self.chunked_prefill = chunked_prefill
+        self.block_size = int(perf.block_size)
+        self.total_blocks = int(perf.kv_capacity_tokens) // self.block_size
+        self.free_blocks = self.total_blocks
+        self.max_num_seqs = int(perf.max_num_seqs)
+        self.max_num_batched_tokens = int(perf.max_num_batched_tokens)
+        self.waiting: deque[Seq] = deque()
+        self.running: list[Seq] = []  # in admission order
+        self._in_flight: Step | None = None
+        # counters, for /metrics
+        self.num_steps = 0
+        self.num_preemptions = 0
+        self.prompt_tokens_total = 0  # counted once per request, at its first token
+        self.generation_tokens_total = 0
+        self.finished_total: dict[str, int] = {"length": 0, "stop": 0, "abort": 0}
+
+    # --- state -----------------------------------------------------------------------------------------
+    @property
+    def used_blocks(self) -> int:
+        return self.total_blocks - self.free_blocks
+
+    @property
+    def kv_usage(self) -> float:
+        """Fraction of KV blocks in use (vLLM's ``kv_cache_usage_perc``: 0..1)."""
+        return self.used_blocks / self.total_blocks
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    def blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.block_size)
+
+    def fits(self, prompt_tokens: int, max_tokens: int) -> bool:
+        """Whether a request can ever run: its whole sequence fits in the KV cache."""
+        return self.blocks_for(prompt_tokens + max_tokens) <= self.total_blocks
+
+    # --- requests --------------------------------------------------------------------------------------
+    def add(self, seq: Seq, now_s: float = 0.0) -> Seq:
+        """Queue ``seq`` (at the back of the waiting queue). Raises ValueError when it can never run."""
+        if seq.prompt_tokens < 1 or seq.max_tokens < 1:
+            raise ValueError("a request needs at least one prompt token and max_tokens >= 1")
+        if not self.fits(seq.prompt_tokens, seq.max_tokens):
+            raise ValueError(
+                f"{seq.prompt_tokens} prompt + {seq.max_tokens} output tokens exceed the KV cache "
+                f"({self.total_blocks * self.block_size} tokens)"
+            )
+        seq.status = SeqStatus.WAITING
+        seq.arrival_s = now_s
+        self.waiting.append(seq)
+        return seq
+
+    def abort(self, seq: Seq, now_s: float | None = None) -> None:
+        """Drop ``seq`` (a client went away): its blocks are freed at once. No-op once it has finished."""
+        if seq.status == SeqStatus.WAITING:
+            self.waiting.remove(seq)
+        elif seq.status == SeqStatus.RUNNING:
+            self.running.remove(seq)
+            self.free_blocks += seq.blocks
+            seq.blocks = 0
+        else:
+            return
+        seq.status = SeqStatus.ABORTED
+        seq.finish_reason = "abort"
+        seq.end_s = now_s
+        self.finished_total["abort"] += 1
+
+    # --- steps -----------------------------------------------------------------------------------------
+    def next_step(self, now_s: float = 0.0) -> Step | None:
+        """Plan the next step starting at ``now_s``; None when there is nothing to do."""
+        if self._in_flight is not None:
+            raise RuntimeError("finish_step() the step in flight before planning the next one")
+        step = Step(start_s=now_s, duration_s=0.0)
+        if self.chunked_prefill:
+            budget = self._schedule_running(step, self.max_num_batched_tokens)
+            if not step.preempted:  # as vLLM: no admission in a step that had to preempt
+                self._admit(step, budget, now_s)
+        else:
+            self._admit(step, self.max_num_batched_tokens, now_s)
+            if not step.prefill:
+                self._schedule_running(step, self.max_num_batched_tokens)
+        if not step.prefill and not step.decode:
+            return None
+        prefill_work = [
+            SeqWork(n, s.computed - n) for s, n in zip(step.prefill, step.prefill_tokens, strict=True)
+        ]
+        decode_work = [SeqWork(1, s.computed - 1) for s in step.decode]
+        step.duration_s = float(self.perf.step_time_s(prefill_work, decode_work))
+        self._in_flight = step
+        self.num_steps += 1
+        return step
+
+    def finish_step(self, step: Step) -> list[Seq]:
+        """Apply ``step``: every returned Seq got one token at ``step.end_s``; those that finished have
+        ``finish_reason`` set and their blocks freed. Sequences aborted meanwhile are skipped."""
+        if step is not self._in_flight:
+            raise RuntimeError("finish_step() takes the step returned by the last next_step()")
+        self._in_flight = None
+        end = step.end_s
+        emitted: list[Seq] = []
+        running = SeqStatus.RUNNING
+        for s in step.prefill:
+            if s.status == running and s.computed == s.prompt_tokens + s.output_tokens:
+                s.prefilled = True
+                emitted.append(s)
+        for s in step.decode:
+            if s.status == running:
+                emitted.append(s)
+        finished = 0
+        for s in emitted:
+            out = s.output_tokens = s.output_tokens + 1
+            last = s.last_token_s
+            if last is None:
+                s.first_token_s = end
+                self.prompt_tokens_total += s.prompt_tokens
+            else:
+                s.gap_s = end - last
+            s.last_token_s = end
+            if out >= s.max_tokens or (s.stop_at is not None and out >= s.stop_at):
+                s.finish_reason = "length" if out >= s.max_tokens else "stop"
+                s.status = SeqStatus.FINISHED
+                s.end_s = end
+                self.free_blocks += s.blocks
+                s.blocks = 0
+                self.finished_total[s.finish_reason] += 1
+                finished += 1
+        self.generation_tokens_total += len(emitted)
+        if finished:
+            self.running = [s for s in self.running if s.status == running]
+        return emitted
+
+    # --- internals -------------------------------------------------------------------------------------
+    def _schedule_running(self, step: Step, budget: int) -> int:
+        """Give every running sequence its next token (or prompt chunk), preempting from the back when blocks
+        run out. Computes the KV growth in advance (``computed`` is what it will be after the step)."""
+        bs = self.block_size
+        running = self.running
+        decode = step.decode
+        i = 0
+        while i < len(running):
+            s = running[i]
+            if budget <= 0:
+                break
+            n = 1 if s.prefilled else min(s.prompt_tokens + s.output_tokens - s.computed, budget)
+            need = (s.computed + n + bs - 1) // bs - s.blocks
+            if need > self.free_blocks:
+                victim = None
+                while need > self.free_blocks and victim is not s:
+                    victim = running[-1]
+                    self._preempt(victim, step)
+                if victim is s:
+                    break
+            self.free_blocks -= need
+            s.blocks += need
+            s.computed += n
+            budget -= n
+            if s.prefilled:
+                decode.append(s)
+            else:
+                step.prefill.append(s)
+                step.prefill_tokens.append(n)
+            i += 1
+        return budget
+
+    def _admit(self, step: Step, budget: int, now_s: float) -> None:
+        waiting = self.waiting
+        running = self.running
+        chunked = self.chunked_prefill
+        while waiting and len(running) < self.max_num_seqs and budget > 0:
+            s = waiting[0]
+            n = s.prompt_tokens + s.output_tokens - s.computed
+            if n > budget:
+                if chunked:
+                    n = budget
+                elif step.prefill:
+                    break
+            need = self.blocks_for(s.computed + n) - s.blocks
+            headroom = 1 if (running or step.prefill) else 0
+            if need + headroom > self.free_blocks:
+                break
+            waiting.popleft()
+            running.append(s)
+            s.status = SeqStatus.RUNNING
+            s.prefilled = False
+            if s.scheduled_s is None:
+                s.scheduled_s = now_s
+            self.free_blocks -= need
+            s.blocks += need
+            s.computed += n
+            budget -= n
+            step.prefill.append(s)
+            step.prefill_tokens.append(n)
+
+    def _preempt(self, victim: Seq, step: Step) -> None:
+        self.running.pop()
+        self.free_blocks += victim.blocks
+        victim.blocks = 0
+        victim.computed = 0
+        victim.prefilled = False
+        victim.status = SeqStatus.WAITING
+        victim.preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(victim)
+        step.preempted.append(victim)

@@ -1,0 +1,226 @@
+"""The virtual server over HTTP: vLLM's streaming format, /tokenize, /metrics, stamps and timing."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+from simclient import FIXED, MODEL, completion, post, read_stamps
+
+from cardgen.sim.launch import SimHandle
+
+
+def metrics(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Sample name -> [(labels, value)]."""
+    text = requests.get(f"{url}/metrics", timeout=5).text
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return out
+
+
+def value(m: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
+    for sample_labels, v in m[name]:
+        if all(sample_labels.get(k) == want for k, want in labels.items()):
+            return v
+    raise KeyError((name, labels))
+
+
+def test_identity_endpoints(sim: SimHandle) -> None:
+    assert requests.get(f"{sim.url}/health", timeout=5).status_code == 200
+    version = requests.get(f"{sim.url}/version", timeout=5).json()
+    assert version["engine"] == "cardgen-sim" and version["version"]
+    models = requests.get(f"{sim.url}/v1/models", timeout=5).json()
+    assert [m["id"] for m in models["data"]] == [MODEL]
+    described = sim.describe
+    assert described["modelled"] is True and described["model"] == MODEL
+    assert described["perf"]["kind"] == "fixed"
+    assert described["scheduler"]["num_gpu_blocks"] == FIXED["kv_capacity_tokens"] // FIXED["block_size"]
+
+
+def test_streaming_completion_format(sim: SimHandle) -> None:
+    r = post(sim.url, "/v1/completions", completion(prompt_words=12, max_tokens=7))
+    assert r.status == 200 and r.error is None and r.done
+    chunks = r.chunks
+    assert len(chunks) == 7 + 1  # one chunk per token, then usage
+    assert len({(c["id"], c["object"], c["created"], c["model"]) for c in chunks}) == 1
+    assert chunks[0]["id"].startswith("cmpl-") and chunks[0]["object"] == "text_completion"
+    assert chunks[0]["model"] == MODEL
+    texts = [c["choices"][0]["text"] for c in chunks[:-1]]
+    assert all(t.startswith(" ") and len(t.split()) == 1 for t in texts)
+    assert [c["choices"][0]["finish_reason"] for c in chunks[:-1]] == [None] * 6 + ["length"]
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"] == {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19}
+
+
+def test_streaming_chat_format(sim: SimHandle) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 5,
+            "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}  # fmt: skip
+    r = post(sim.url, "/v1/chat/completions", body)
+    assert r.status == 200 and r.done
+    chunks = r.chunks
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks[0]["id"].startswith("chatcmpl-") and chunks[0]["object"] == "chat.completion.chunk"
+    assert len({c["id"] for c in chunks}) == 1
+    contents = [c["choices"][0]["delta"]["content"] for c in chunks[1:-1]]
+    assert len(contents) == 5 and all(contents)
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 5
+    assert len(r.text_times()) == 5  # the role-only chunk carries no text
+
+
+def test_no_usage_chunk_unless_asked(sim: SimHandle) -> None:
+    r = post(sim.url, "/v1/completions", completion(max_tokens=3, stream_options=None))
+    assert r.done and all("usage" not in c for c in r.chunks) and len(r.chunks) == 3
+
+
+def test_non_streaming(sim: SimHandle) -> None:
+    r = post(
+        sim.url,
+        "/v1/completions",
+        completion(prompt_words=4, max_tokens=6, stream=False, stream_options=None),
+    )
+    assert r.status == 200
+    assert r.body["usage"] == {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}
+    assert len(r.body["choices"][0]["text"].split()) == 6
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "a b c"}],
+        "max_tokens": 3,
+        "ignore_eos": True,
+    }
+    r = post(sim.url, "/v1/chat/completions", body)
+    assert r.body["object"] == "chat.completion" and r.body["choices"][0]["message"]["role"] == "assistant"
+    assert r.body["usage"]["completion_tokens"] == 3
+
+
+def test_tokenize_agrees_with_usage(sim: SimHandle) -> None:
+    prompt = "one two  three\nfour five"
+    tok = requests.post(f"{sim.url}/tokenize", json={"model": MODEL, "prompt": prompt}, timeout=5).json()
+    assert tok["count"] == len(tok["tokens"]) == 5 and tok["max_model_len"] == FIXED["kv_capacity_tokens"]
+    r = post(sim.url, "/v1/completions", completion(max_tokens=2, prompt=prompt))
+    assert r.chunks[-1]["usage"]["prompt_tokens"] == tok["count"]
+
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "what is a token"}]
+    tok = requests.post(f"{sim.url}/tokenize", json={"model": MODEL, "messages": messages}, timeout=5).json()
+    body = {"model": MODEL, "messages": messages, "max_tokens": 2, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True}}  # fmt: skip
+    r = post(sim.url, "/v1/chat/completions", body)
+    assert r.chunks[-1]["usage"]["prompt_tokens"] == tok["count"] == 2 + 4 + 2 * 4 + 3
+    detok = requests.post(
+        f"{sim.url}/detokenize", json={"model": MODEL, "tokens": [1, 2, 3]}, timeout=5
+    ).json()
+    assert len(detok["prompt"].split()) == 3
+
+
+def test_output_length(sim: SimHandle) -> None:
+    # ignore_eos, or min_tokens = max_tokens: exactly max_tokens
+    r = post(sim.url, "/v1/completions", completion(max_tokens=40))
+    assert r.chunks[-1]["usage"]["completion_tokens"] == 40 and len(r.text_times()) == 40
+    r = post(sim.url, "/v1/completions", completion(max_tokens=40, ignore_eos=False, min_tokens=40))
+    assert r.chunks[-1]["usage"]["completion_tokens"] == 40
+    # without them, this server's modelled EOS (rate 0.2 per token) ends a long output early
+    r = post(sim.url, "/v1/completions", completion(max_tokens=200, ignore_eos=False))
+    n = r.chunks[-1]["usage"]["completion_tokens"]
+    assert 1 <= n < 200 and r.chunks[-2]["choices"][0]["finish_reason"] == "stop"
+    assert len(r.text_times()) == n
+
+
+def test_bad_requests(sim: SimHandle) -> None:
+    r = requests.post(f"{sim.url}/v1/completions", json={"model": "other", "prompt": "x"}, timeout=5)
+    assert r.status_code == 404 and "does not exist" in r.json()["error"]["message"]
+    r = requests.post(f"{sim.url}/v1/completions", json={"prompt": "x " * 4000, "max_tokens": 200}, timeout=5)
+    assert r.status_code == 400 and "maximum context length" in r.json()["error"]["message"]
+    r = requests.post(f"{sim.url}/v1/completions", data=b"{nope", timeout=5)
+    assert r.status_code == 400
+    r = requests.post(f"{sim.url}/v1/completions", json={"prompt": "x", "max_tokens": 0}, timeout=5)
+    assert r.status_code == 400
+
+
+def test_metrics_parse_and_count(sim: SimHandle) -> None:
+    before = metrics(sim.url)
+    info = before["vllm:cache_config_info"]
+    assert len(info) == 1 and info[0][1] == 1.0
+    labels = info[0][0]
+    blocks = FIXED["kv_capacity_tokens"] // FIXED["block_size"]
+    assert labels["block_size"] == "16"
+    assert labels["num_gpu_blocks"] == str(blocks)
+    assert labels["kv_cache_size_tokens"] == str(FIXED["kv_capacity_tokens"])
+    assert labels["enable_prefix_caching"] == "False" and "gpu_memory_utilization" in labels
+    post(sim.url, "/v1/completions", completion(prompt_words=9, max_tokens=11))
+    after = metrics(sim.url)
+    for name in ("vllm:prompt_tokens_total", "vllm:generation_tokens_total"):
+        assert (
+            value(after, name, model_name=MODEL) - value(before, name, model_name=MODEL)
+            == {
+                "vllm:prompt_tokens_total": 9,
+                "vllm:generation_tokens_total": 11,
+            }[name]
+        )
+    count = "vllm:time_to_first_token_seconds_count"
+    assert value(after, count) - value(before, count) == 1
+    assert value(after, "vllm:request_success_total", finished_reason="length") >= 1
+    assert value(after, "vllm:num_requests_running") == 0 and value(after, "vllm:kv_cache_usage_perc") == 0
+    assert value(after, "cardgen_sim_emit_lag_seconds_count") > 0
+    for name in ("vllm:num_requests_waiting", "vllm:num_preemptions_total", "vllm:inter_token_latency_seconds_sum",
+                 "vllm:e2e_request_latency_seconds_count", "vllm:request_queue_time_seconds_count"):  # fmt: skip
+        assert name in after
+
+
+def test_kv_usage_while_running_and_disconnect_frees_blocks(sim: SimHandle) -> None:
+    base = value(metrics(sim.url), "vllm:request_success_total", finished_reason="abort")
+    resp = requests.post(f"{sim.url}/v1/completions", json=completion(prompt_words=700, max_tokens=1000), stream=True,
+                         timeout=10)  # fmt: skip
+    chunks = resp.iter_content(chunk_size=None)
+    next(chunks)
+    running = metrics(sim.url)
+    assert value(running, "vllm:num_requests_running") == 1
+    # 700 prompt tokens plus the few generated: 44 or 45 of the 256 blocks
+    assert value(running, "vllm:kv_cache_usage_perc") in (44 / 256, 45 / 256)
+    resp.close()  # the client goes away
+    m = running
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        m = metrics(sim.url)
+        if value(m, "vllm:request_success_total", finished_reason="abort") > base:
+            break
+        time.sleep(0.05)
+    assert value(m, "vllm:request_success_total", finished_reason="abort") == base + 1
+    assert value(m, "vllm:num_requests_running") == 0 and value(m, "vllm:kv_cache_usage_perc") == 0
+
+
+def test_stamp_log_matches_the_stream(sim: SimHandle, stamp_path: Path) -> None:
+    r = post(sim.url, "/v1/completions", completion(prompt_words=500, max_tokens=30))
+    rid = r.chunks[0]["id"]
+    record = read_stamps(stamp_path, {rid})[rid]
+    arrivals = r.text_times()
+    assert record["output_tokens"] == len(record["times"]) == len(arrivals) == 30
+    assert record["prompt_tokens"] == 500 and record["finish_reason"] == "length" and "fault" not in record
+    assert record["times"] == sorted(record["times"])
+    # every chunk arrives after the server stamped it, and soon after
+    delays = [a - s for a, s in zip(arrivals, record["times"], strict=True)]
+    assert min(delays) > -0.002 and statistics.median(delays) < 0.05
+    # and the stamps follow the modelled times: TTFT = overhead + P / prefill rate, then one step per token
+    assert r.sent <= record["arrived"] <= record["times"][0]
+    ttft = record["times"][0] - record["arrived"]
+    assert ttft == pytest.approx(FIXED["step_overhead_s"] + 500 / FIXED["prefill_tok_s"], abs=0.004)
+    gaps = [b - a for a, b in zip(record["times"], record["times"][1:], strict=False)]
+    step = FIXED["step_overhead_s"] + FIXED["per_seq_s"]
+    assert statistics.median(gaps) == pytest.approx(step, abs=0.0015)
+
+
+def test_parallel_streams_share_steps(sim: SimHandle) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(
+            pool.map(lambda _: post(sim.url, "/v1/completions", completion(max_tokens=20)), range(8))
+        )
+    assert all(r.done and r.chunks[-1]["usage"]["completion_tokens"] == 20 for r in results)
+    lag = sim.get_json("/cardgen/sim/lag")
+    assert lag["count"] > 0 and lag["p50"] < 0.01
