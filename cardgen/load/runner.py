@@ -192,8 +192,10 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
             gevent.sleep(0.1)
         clients = [c.id for c in runner.clients.all][:n]
         for i, cid in enumerate(clients):
-            runner.send_message("cardgen_setup", {**plan.setup, "index": i, "parts": n, "name": f"worker-{i}"},
-                                client_id=cid)
+            setup = {**plan.setup, "index": i, "parts": n}
+            if not plan.remote_workers:  # remote workers keep the name they were started with
+                setup["name"] = f"worker-{i}"
+            runner.send_message("cardgen_setup", setup, client_id=cid)
         runner.start(n, spawn_rate=n)
 
         def check_workers() -> None:

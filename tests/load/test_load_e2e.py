@@ -168,3 +168,33 @@ def test_server_metrics_are_scraped_every_half_second(tmp_path, write_suite):
     for path in (tmp_path / "run").iterdir():  # the API key is in no file of the run
         assert "sk-very-secret-123" not in path.read_text(errors="replace"), path.name
     assert "sk-very-secret-123" not in proc.stdout + proc.stderr
+
+
+def test_remote_worker_joins_a_master_by_host_and_port(tmp_path, write_suite):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 8, parallel: 2, "
+                        "min_requests: 6}\n")
+    with sim_server(tmp_path) as (sim, stamps_path):
+        master = subprocess.Popen([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url,
+                                   "--suite", str(suite), "--out", str(tmp_path / "run"), "--no-card", "--quiet",
+                                   "--workers", "1", "--remote-workers", "--master-port", str(port)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)  # the master binds first, as on a real cluster; a worker started early retries anyway
+        worker = subprocess.Popen([sys.executable, "-m", "cardgen", "worker", "--master-host", "127.0.0.1",
+                                   "--master-port", str(port), "--url", sim.url, "--name", "far-away"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = master.communicate(timeout=120)
+            worker.wait(timeout=30)
+        finally:
+            for p in (master, worker):
+                if p.poll() is None:
+                    p.kill()
+    assert master.returncode == 0, err
+    records = read_records(tmp_path / "run")
+    assert len(records) == len(read_stamps(stamps_path)) >= 6
+    assert {r["worker"] for r in records} == {"far-away"}
