@@ -85,6 +85,21 @@ def _wait(event: Event, interrupt: _Interrupt, *, check: Callable[[], None] | No
     return True
 
 
+def _run_points(plan: RunPlan, outcome: RunOutcome, *, assign: Callable[[Point], None], done: Event,
+                interrupt: _Interrupt, check: Callable[[], None] | None = None) -> None:
+    """Run the plan's points one after another: assign, wait until done (or interrupted)."""
+    for point in plan.points:
+        if plan.on_point_start:
+            plan.on_point_start(point)
+        assign(point)
+        if not _wait(done, interrupt, check=check):
+            outcome.interrupted = True
+            return
+        outcome.points_done.append(point.name)
+        if plan.on_point_end:
+            plan.on_point_end(point)
+
+
 def run_local(plan: RunPlan, recorder: Recorder) -> RunOutcome:
     env = Environment(user_classes=[CardgenUser], host=plan.url)
     ready, done = Event(), Event()
@@ -111,17 +126,11 @@ def run_local(plan: RunPlan, recorder: Recorder) -> RunOutcome:
         if not _wait(ready, interrupt):
             outcome.interrupted = True
             return outcome
-        for point in plan.points:
-            if plan.on_point_start:
-                plan.on_point_start(point)
+        def assign(point: Point) -> None:
             done.clear()
             agent.assign(point.to_wire(), index=0, parts=1)
-            if not _wait(done, interrupt):
-                outcome.interrupted = True
-                break
-            outcome.points_done.append(point.name)
-            if plan.on_point_end:
-                plan.on_point_end(point)
+
+        _run_points(plan, outcome, assign=assign, done=done, interrupt=interrupt)
     finally:
         agent.stopping = True
         agent.queue.put((None, 0, 1))
@@ -206,20 +215,14 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
         if not _wait(ready_event, interrupt, check=check_workers):
             outcome.interrupted = True
             return outcome
-        for point in plan.points:
-            if plan.on_point_start:
-                plan.on_point_start(point)
+        def assign(point: Point) -> None:
             done.clear()
             done_event.clear()
             for i, cid in enumerate(clients):
                 runner.send_message("cardgen_point", {"point": point.to_wire(), "index": i, "parts": n},
                                     client_id=cid)
-            if not _wait(done_event, interrupt, check=check_workers):
-                outcome.interrupted = True
-                break
-            outcome.points_done.append(point.name)
-            if plan.on_point_end:
-                plan.on_point_end(point)
+
+        _run_points(plan, outcome, assign=assign, done=done_event, interrupt=interrupt, check=check_workers)
     finally:
         interrupt.uninstall()
         gevent.spawn(runner.quit).join(timeout=10)
