@@ -1,4 +1,9 @@
-"""Ask a server what it is: ``/v1/models``, ``/version`` and friends, and pick the engine.
+"""Ask a server what it is: ``/v1/models``, ``/version`` and each engine's own endpoints, and pick the engine.
+
+Recognition, most specific first: cardgen's virtual server (``/version`` says ``cardgen-sim``), TGI (``/info``),
+llama.cpp (``/props``), SGLang (``/server_info`` or ``/get_server_info``), vLLM (``/version`` and ``vllm:``
+metrics); anything else is a plain OpenAI-compatible server. What an engine's endpoints said is kept in
+``ServerInfo.extra`` (secrets echoed by a server are masked).
 
 Plain ``requests`` (no gevent): runs before any load starts.
 """
@@ -9,16 +14,23 @@ from typing import Any
 
 import requests
 
+from cardgen.engines.base import Fetch
+from cardgen.engines.registry import ADAPTERS, DETECTION_ORDER, engine_name
 from cardgen.errors import ServerError
 from cardgen.runinfo import ServerInfo
 
 
-def _get_json(session: requests.Session, url: str, timeout_s: float) -> Any:
+def _get(session: requests.Session, url: str, timeout_s: float) -> requests.Response | None:
     try:
         resp = session.get(url, timeout=timeout_s)
     except requests.RequestException:
         return None
-    if resp.status_code != 200:
+    return resp if resp.status_code == 200 else None
+
+
+def _get_json(session: requests.Session, url: str, timeout_s: float) -> Any:
+    resp = _get(session, url, timeout_s)
+    if resp is None:
         return None
     try:
         return resp.json()
@@ -26,29 +38,57 @@ def _get_json(session: requests.Session, url: str, timeout_s: float) -> Any:
         return None
 
 
-def probe(url: str, *, api_key: str | None = None, model: str | None = None, timeout_s: float = 5.0) -> ServerInfo:
-    """What the server at ``url`` says about itself. Raises :class:`ServerError` when it cannot be reached."""
+def _get_text(session: requests.Session, url: str, timeout_s: float) -> str | None:
+    resp = _get(session, url, timeout_s)
+    return resp.text if resp is not None else None
+
+
+def _model_ids(models: Any) -> list[str]:
+    if not isinstance(models, dict):
+        return []
+    return [str(m["id"]) for m in models.get("data", []) if isinstance(m, dict) and m.get("id") is not None]
+
+
+def probe(url: str, *, api_key: str | None = None, model: str | None = None, timeout_s: float = 5.0,
+          engine: str | None = None) -> ServerInfo:
+    """What the server at ``url`` says about itself. ``engine`` forces the adapter (``--engine``) instead of
+    recognising it. Raises :class:`ServerError` when the server cannot be reached, ``UsageError`` for an
+    unknown ``engine``."""
     base = url.rstrip("/")
+    forced = engine_name(engine) if engine else None
     session = requests.Session()
     if api_key:
         session.headers["Authorization"] = f"Bearer {api_key}"
     try:
-        session.get(f"{base}/v1/models", timeout=timeout_s)
+        first = session.get(f"{base}/v1/models", timeout=timeout_s)
     except requests.ConnectionError:
         raise ServerError(f"cannot connect to {base}: is the server running, and is the URL right?") from None
     except requests.Timeout:
         raise ServerError(f"{base} did not answer within {timeout_s:.0f} s") from None
     except requests.RequestException as exc:
         raise ServerError(f"cannot reach {base}: {type(exc).__name__}") from None
-    models = _get_json(session, f"{base}/v1/models", timeout_s)
+    try:
+        models = first.json() if first.status_code == 200 else None
+    except ValueError:
+        models = None
     version = _get_json(session, f"{base}/version", timeout_s)
+    fetch = Fetch(json=lambda path: _get_json(session, f"{base}{path}", timeout_s),
+                  text=lambda path: _get_text(session, f"{base}{path}", timeout_s))
+
+    name, extra = "openai-compatible", {}
+    if forced:
+        name, extra = forced, ADAPTERS[forced].read_extra(fetch, version)
+    else:
+        for candidate in DETECTION_ORDER:
+            found = ADAPTERS[candidate].identify(fetch, version)
+            if found is not None:
+                name, extra = candidate, found
+                break
+    adapter = ADAPTERS[name]
+
+    ids = _model_ids(models)
     served = model
-    ids = [m.get("id") for m in (models or {}).get("data", []) if isinstance(m, dict)] if isinstance(models, dict) else []
     if ids and (served is None or served not in ids):
         served = ids[0]
-    engine, engine_version = "openai-compatible", None
-    if isinstance(version, dict):
-        engine_version = str(version.get("version")) if version.get("version") is not None else None
-        engine = str(version.get("engine") or ("vllm" if engine_version else engine))
-    return ServerInfo(url=base, engine=engine, engine_version=engine_version, served_model=served,
-                      models=models, version=version)
+    return ServerInfo(url=base, engine=name, engine_version=adapter.server_version(extra, version),
+                      served_model=served, models=models, version=version, extra=extra)

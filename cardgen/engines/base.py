@@ -1,0 +1,199 @@
+"""What every engine adapter knows, and the small helpers they share for reading ``/metrics`` samples.
+
+An adapter is plain knowledge about one inference server: how to recognise it, where it says its version and
+KV-cache capacity, which gauges say how loaded it is, and how to start it. No I/O happens here except through
+the :class:`Fetch` a caller hands in (``detect.probe`` does, with ``requests``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Samples = dict[str, list[dict[str, Any]]]
+
+_SECRET_KEY = re.compile(r"(api_?key$|secret|password|(^|_)(hf|auth|access|bearer|api)_token$|^token$)",
+                         re.IGNORECASE)
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a setting's name says its value is a secret (``api_key``, ``hf_token``, ``admin_api_key``...),
+    not ``tokenizer`` or ``eos_token``."""
+    return bool(_SECRET_KEY.search(str(key).replace("-", "_")))
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """How an adapter reads a server while it is being identified: ``json(path)`` and ``text(path)`` return
+    the parsed body of a 200 answer, or None for anything else (404, refused, not JSON...)."""
+
+    json: Callable[[str], Any]
+    text: Callable[[str], str | None]
+
+
+def samples_of(sample: Any) -> Samples:
+    """The ``{sample name: [{"labels", "value"}]}`` table from whatever a caller holds: a
+    ``records.MetricSample``, its JSON dict (with ``samples``), the table itself, or Prometheus text."""
+    if sample is None:
+        return {}
+    if isinstance(sample, str):
+        from cardgen.promtext import parse_metrics
+
+        return parse_metrics(sample)
+    inner = getattr(sample, "samples", None)
+    if isinstance(inner, dict):
+        return inner
+    if isinstance(sample, Mapping):
+        if isinstance(sample.get("samples"), Mapping):
+            return dict(sample["samples"])
+        return dict(sample)
+    raise TypeError(f"cannot read metric samples from {type(sample).__name__}")
+
+
+def _number(value: Any) -> float | None:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(out) else out
+
+
+def gauge(samples: Samples, name: str, *, how: str = "sum") -> float | None:
+    """The value of ``name`` across its label sets (``sum``, ``mean`` or ``max``); None when absent."""
+    values = [v for v in (_number(s.get("value")) for s in samples.get(name, ())) if v is not None]
+    if not values:
+        return None
+    if how == "mean":
+        return sum(values) / len(values)
+    if how == "max":
+        return max(values)
+    return sum(values)
+
+
+def first_gauge(samples: Samples, *names: str, how: str = "sum") -> float | None:
+    """The first of ``names`` that is present."""
+    for name in names:
+        value = gauge(samples, name, how=how)
+        if value is not None:
+            return value
+    return None
+
+
+def labels_of(samples: Samples, name: str) -> dict[str, str] | None:
+    """The labels of the first sample of ``name`` (info-style gauges carry their data in labels)."""
+    for sample in samples.get(name, ()):
+        labels = sample.get("labels")
+        if isinstance(labels, Mapping):
+            return {str(k): str(v) for k, v in labels.items()}
+    return None
+
+
+def as_int(value: Any) -> int | None:
+    """``value`` as an int when it is a whole positive-or-zero number ("262144", 262144.0); else None
+    (vLLM writes unset fields as the string "None")."""
+    number = _number(value)
+    if number is None or number < 0 or number != int(number):
+        return None
+    return int(number)
+
+
+def redact_secrets(data: Any) -> Any:
+    """A copy of ``data`` with the value of every key that names a secret (``api_key``, ``hf_token``...)
+    replaced by ``***`` when it is set. Servers echo their own arguments (SGLang's ``/server_info``)."""
+    if isinstance(data, Mapping):
+        out = {}
+        for key, value in data.items():
+            secret = is_secret_key(str(key))
+            out[key] = "***" if secret and value not in (None, "", False) else redact_secrets(value)
+        return out
+    if isinstance(data, list):
+        return [redact_secrets(v) for v in data]
+    return data
+
+
+class EngineAdapter:
+    """Knowledge about one engine. Subclasses override what differs; the defaults fit a plain
+    OpenAI-compatible server that says nothing about itself."""
+
+    name: str = "openai-compatible"
+    label: str = "OpenAI-compatible server"
+    health_path: str = "/health"
+    launchable: bool = False
+    install_hint: str = ""
+
+    # --- recognising a running server -------------------------------------------------------------
+    def identify(self, fetch: Fetch, version: Any) -> dict[str, Any] | None:
+        """What this engine's own endpoints say (stored in ``ServerInfo.extra``) when the server is this
+        engine; None when it is not. ``version`` is ``/version`` as already read (or None)."""
+        return None
+
+    def read_extra(self, fetch: Fetch, version: Any) -> dict[str, Any]:
+        """Like :meth:`identify` but for an engine the user named (``--engine``): read what can be read."""
+        return self.identify(fetch, version) or {}
+
+    def server_version(self, extra: Mapping[str, Any], version: Any) -> str | None:
+        """The engine's version as the running server reports it."""
+        if isinstance(version, Mapping) and version.get("version") is not None:
+            return str(version["version"])
+        return None
+
+    # --- reading /metrics ---------------------------------------------------------------------------
+    def kv_config(self, samples: Samples, extra: Mapping[str, Any]) -> dict[str, Any] | None:
+        """KV-cache capacity: ``{"tokens": int, "source": str, ...raw fields}``, or None when unknown."""
+        return None
+
+    def load_gauges(self, samples: Samples) -> dict[str, float | None]:
+        """How loaded the server is right now: ``usage`` (KV cache, 0..1), ``running`` and ``waiting``
+        requests, and ``used_tokens`` where the engine exposes it. None for what it does not say."""
+        return {"usage": None, "running": None, "waiting": None, "used_tokens": None}
+
+    #: Prometheus names of the server's own counters and histograms, for the server-vs-client comparison:
+    #: keys ``prompt_tokens``, ``generation_tokens``, ``requests`` (counters, sample names as exposed) and
+    #: ``ttft``, ``itl``, ``e2e``, ``queue`` (histogram base names, without ``_bucket``/``_sum``/``_count``).
+    metric_names: Mapping[str, str] = {}
+
+    # --- launching ----------------------------------------------------------------------------------
+    def launch_command(self, model: str, host: str, port: int, args: list[str]) -> list[str]:
+        raise NotImplementedError(f"cardgen cannot start {self.label}")
+
+    def check_installed(self) -> str | None:
+        """None when the engine can be started here; else a one-line reason with how to install it."""
+        return f"cardgen cannot start {self.label}"
+
+    def installed_version(self) -> str | None:
+        """The version of the engine cardgen would start (None when it cannot tell)."""
+        return None
+
+    def default_env(self) -> dict[str, str]:
+        """Environment variables set (unless the caller sets them) when cardgen starts the engine."""
+        return {}
+
+    def config_from_log(self, log_text: str) -> dict[str, Any]:
+        """What the engine printed about its own configuration at start-up (``non_default_args``, the resolved
+        ``config`` table...), read from its log once it is healthy. Empty when it prints nothing useful."""
+        return {}
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """``text`` split at ``sep`` outside brackets and quotes: ``"a=1, b=[2, 3], c='x,y'"`` -> 3 parts."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth = max(0, depth - 1)
+        elif ch == sep and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    tail = text[start:].strip()
+    if tail:
+        parts.append(tail)
+    return [p for p in parts if p]

@@ -1,0 +1,86 @@
+"""SGLang: ``/server_info`` (``/get_server_info`` before 0.4.x renamed it) carries every server argument plus
+``max_total_num_tokens`` (the KV pool in tokens); ``/metrics`` (with ``--enable-metrics``) names ``sglang:*``."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Mapping
+from importlib import metadata
+from typing import Any
+
+from cardgen.engines.base import EngineAdapter, Fetch, Samples, as_int, gauge, redact_secrets
+
+INFO_PATHS = ("/server_info", "/get_server_info")
+
+
+class SglangAdapter(EngineAdapter):
+    name = "sglang"
+    label = "SGLang"
+    launchable = True
+    install_hint = "install SGLang into this Python: 'pip install sglang' (needs a GPU build of torch)"
+    metric_names = {
+        "prompt_tokens": "sglang:prompt_tokens_total",
+        "generation_tokens": "sglang:generation_tokens_total",
+        "requests": "sglang:num_requests_total",
+        "ttft": "sglang:time_to_first_token_seconds",
+        "itl": "sglang:inter_token_latency_seconds",
+        "tpot": "sglang:time_per_output_token_seconds",
+        "e2e": "sglang:e2e_request_latency_seconds",
+        "queue": "sglang:queue_time_seconds",
+    }
+
+    def _server_info(self, fetch: Fetch) -> tuple[str, dict[str, Any]] | None:
+        for path in INFO_PATHS:
+            info = fetch.json(path)
+            if isinstance(info, Mapping) and ("model_path" in info or "max_total_num_tokens" in info):
+                return path, dict(info)
+        return None
+
+    def identify(self, fetch: Fetch, version: Any) -> dict[str, Any] | None:
+        found = self._server_info(fetch)
+        if found is None:
+            return None
+        path, info = found
+        return {"server_info": redact_secrets(info), "server_info_path": path}
+
+    def server_version(self, extra: Mapping[str, Any], version: Any) -> str | None:
+        info = extra.get("server_info") or {}
+        if info.get("version") is not None:
+            return str(info["version"])
+        return super().server_version(extra, version)
+
+    def kv_config(self, samples: Samples, extra: Mapping[str, Any]) -> dict[str, Any] | None:
+        info = extra.get("server_info") or {}
+        fields = {"page_size": as_int(info.get("page_size")) or as_int(gauge(samples, "sglang:page_size"))}
+        tokens = as_int(gauge(samples, "sglang:max_total_num_tokens", how="max"))
+        if tokens:
+            return {"tokens": tokens, "source": "sglang:max_total_num_tokens", **fields}
+        tokens = as_int(info.get("max_total_num_tokens"))
+        if tokens:
+            return {"tokens": tokens, "source": "/server_info max_total_num_tokens", **fields}
+        return None
+
+    def load_gauges(self, samples: Samples) -> dict[str, float | None]:
+        return {
+            "usage": gauge(samples, "sglang:token_usage", how="max"),
+            "running": gauge(samples, "sglang:num_running_reqs"),
+            "waiting": gauge(samples, "sglang:num_queue_reqs"),
+            "used_tokens": gauge(samples, "sglang:num_used_tokens"),
+        }
+
+    def launch_command(self, model: str, host: str, port: int, args: list[str]) -> list[str]:
+        extra = [] if "--enable-metrics" in args else ["--enable-metrics"]
+        return [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--host", host,
+                "--port", str(port), *extra, *args]
+
+    def check_installed(self) -> str | None:
+        if importlib.util.find_spec("sglang") is None:
+            return f"SGLang is not installed in {sys.executable}: {self.install_hint}"
+        return None
+
+    def installed_version(self) -> str | None:
+        try:
+            return metadata.version("sglang")
+        except metadata.PackageNotFoundError:
+            return None

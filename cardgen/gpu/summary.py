@@ -1,0 +1,100 @@
+"""What the card says about the GPUs, from ``gpu_metrics.jsonl``: pure functions, no I/O but the reader."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from cardgen.rundir import GPU_METRICS_JSONL
+
+
+def read_gpu_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of ``run_dir/gpu_metrics.jsonl`` ([] when there is none); a torn last line is skipped."""
+    path = Path(run_dir) / GPU_METRICS_JSONL
+    if not path.is_file():
+        return []
+    out = []
+    lines = path.read_text("utf-8").split("\n")
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            if n < len(lines) - 2:
+                raise
+    return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _energy_j(rows: list[Mapping[str, Any]]) -> tuple[float | None, str | None]:
+    """Energy one GPU used over its rows: the NVML/DCGM energy counter's increase where it has one, else
+    power integrated over time (trapezoids)."""
+    counter = [(r["t"], r["energy_mj"]) for r in rows if r.get("energy_mj") is not None]
+    if len(counter) >= 2 and counter[-1][1] >= counter[0][1]:
+        return (counter[-1][1] - counter[0][1]) / 1000.0, "energy counter"
+    power = [(r["t"], r["power_w"]) for r in rows if r.get("power_w") is not None]
+    if len(power) >= 2:
+        joules = sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(power, power[1:], strict=False))
+        return joules, "power integrated over time"
+    return None, None
+
+
+def summarize_gpu(records: Iterable[Mapping[str, Any]], output_tokens: int | None, *,
+                  start_unix: float | None = None, end_unix: float | None = None) -> dict[str, Any]:
+    """Peak memory, mean utilization, energy and energy per output token over the records (optionally only
+    those between ``start_unix`` and ``end_unix``).
+
+    Returns ``{"available": False}`` when there is nothing to summarise; otherwise ``gpu_count``,
+    ``peak_memory_bytes`` (the highest of any one GPU), ``peak_memory_total_bytes`` (summed over GPUs at their
+    own peaks), ``mean_utilization_pct`` (over GPUs and samples), ``energy_j`` (all GPUs), ``energy_source``,
+    ``j_per_output_token``, ``mean_power_w``, ``duration_s`` and ``per_gpu``.
+    """
+    rows = [r for r in records if isinstance(r, Mapping) and r.get("t") is not None
+            and (start_unix is None or r["t"] >= start_unix) and (end_unix is None or r["t"] <= end_unix)]
+    if not rows:
+        return {"available": False}
+    by_gpu: dict[Any, list[Mapping[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: r["t"]):
+        by_gpu.setdefault(row.get("gpu", 0), []).append(row)
+
+    per_gpu, utils, powers, sources = [], [], [], set()
+    total_energy: float | None = 0.0
+    for gpu, gpu_rows in by_gpu.items():
+        mem = [r["mem_used_bytes"] for r in gpu_rows if r.get("mem_used_bytes") is not None]
+        util = [float(r["util_pct"]) for r in gpu_rows if r.get("util_pct") is not None]
+        power = [float(r["power_w"]) for r in gpu_rows if r.get("power_w") is not None]
+        energy, source = _energy_j(gpu_rows)
+        utils += util
+        powers += power
+        if source:
+            sources.add(source)
+        if energy is None:
+            total_energy = None
+        elif total_energy is not None:
+            total_energy += energy
+        per_gpu.append({"gpu": gpu, "peak_memory_bytes": max(mem) if mem else None,
+                        "mean_utilization_pct": _mean(util), "mean_power_w": _mean(power), "energy_j": energy,
+                        "samples": len(gpu_rows)})
+    peaks = [g["peak_memory_bytes"] for g in per_gpu if g["peak_memory_bytes"] is not None]
+    tokens = int(output_tokens or 0)
+    return {
+        "available": True,
+        "gpu_count": len(by_gpu),
+        "samples": len(rows),
+        "duration_s": rows[-1]["t"] - rows[0]["t"] if len(rows) > 1 else 0.0,
+        "peak_memory_bytes": max(peaks) if peaks else None,
+        "peak_memory_total_bytes": sum(peaks) if peaks else None,
+        "mean_utilization_pct": _mean(utils),
+        "mean_power_w": _mean(powers),
+        "energy_j": total_energy,
+        "energy_source": " + ".join(sorted(sources)) if sources else None,
+        "output_tokens": tokens,
+        "j_per_output_token": total_energy / tokens if total_energy is not None and tokens > 0 else None,
+        "per_gpu": per_gpu,
+    }

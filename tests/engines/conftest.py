@@ -1,0 +1,82 @@
+"""Fixtures for the engine tests: recorded responses, a server that replays them on loopback, the tiny model,
+and one real vLLM (CPU build) server shared by every ``engine``-marked test of the session."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_helpers import TINY_MAX_POSITIONS, VLLM_ARGS, ReplayServer, Route, vllm_env
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "engines"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return DATA
+
+
+@pytest.fixture
+def replay_server() -> Iterator[Callable[[dict[str, Route]], ReplayServer]]:
+    servers: list[ReplayServer] = []
+
+    def make(routes: dict[str, Route]) -> ReplayServer:
+        server = ReplayServer(routes)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+# --- the real engine ------------------------------------------------------------------------------------
+
+
+def cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the tiny model is kept between runs: ``.venv/cardgen-cache`` when the project's venv exists."""
+    venv = ROOT / ".venv"
+    if venv.is_dir() and os.access(venv, os.W_OK):
+        return venv / "cardgen-cache"
+    return tmp_path_factory.mktemp("cardgen-cache")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from cardgen.engines.tinymodel import make_tiny_model
+
+    return make_tiny_model(cache_root(tmp_path_factory), max_positions=TINY_MAX_POSITIONS)
+
+
+class VllmServer:
+    def __init__(self, handle: Any, start_s: float, tmp: Path) -> None:
+        self.handle = handle
+        self.url: str = handle.url
+        self.launch_info: dict[str, Any] = handle.launch_info
+        self.start_s = start_s
+        self.tmp = tmp
+        self.lock = threading.Lock()  # tests that compare counter deltas hold it
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """One vLLM server for the whole session (start-up takes 30-50 s on two cores)."""
+    from cardgen.engines import get_adapter, launched_engine
+
+    missing = get_adapter("vllm").check_installed()
+    if missing:
+        pytest.fail(f"{missing} (make test-engine does this)", pytrace=False)
+    tmp = tmp_path_factory.mktemp("vllm")
+    started = time.monotonic()
+    with launched_engine("vllm", str(tiny_model), engine_args=VLLM_ARGS, log_path=tmp / "server.log",
+                         env=vllm_env(tmp), startup_timeout_s=240) as handle:
+        yield VllmServer(handle, time.monotonic() - started, tmp)
+    print(f"\nvLLM server: ready after {handle.launch_info['ready_after_s']} s; {handle.launch_info['stopped']}",
+          file=sys.stderr)

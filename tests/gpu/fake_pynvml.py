@@ -1,0 +1,101 @@
+"""A stand-in for ``pynvml`` (nvidia-ml-py) with two GPUs, for the GPU telemetry tests.
+
+Behaviour from the environment, so the sampler's spawned process sees it too: ``FAKE_NVML_MODE`` = ``ok``
+(default), ``nolib`` (no NVML library), ``nodriver``, ``nogpu`` (zero devices), ``noenergy`` (the energy
+counter is not supported: the summary integrates power instead).
+"""
+
+import os
+import time
+
+
+class NVMLError(Exception):
+    pass
+
+
+class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 - pynvml's names
+    pass
+
+
+class NVMLError_DriverNotLoaded(NVMLError):  # noqa: N801
+    pass
+
+
+class NVMLError_NotSupported(NVMLError):  # noqa: N801
+    pass
+
+
+class _Util:
+    def __init__(self, gpu, memory):
+        self.gpu, self.memory = gpu, memory
+
+
+class _Mem:
+    def __init__(self, total, used):
+        self.total, self.used, self.free = total, used, total - used
+
+
+GIB = 2**30
+POWER_W = (300.0, 250.0)
+_T0 = time.time()
+
+
+def _mode():
+    return os.environ.get("FAKE_NVML_MODE", "ok")
+
+
+def nvmlInit():  # noqa: N802
+    if _mode() == "nolib":
+        raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+    if _mode() == "nodriver":
+        raise NVMLError_DriverNotLoaded("Driver Not Loaded")
+
+
+def nvmlShutdown():  # noqa: N802
+    pass
+
+
+def nvmlDeviceGetCount():  # noqa: N802
+    return 0 if _mode() == "nogpu" else 2
+
+
+def nvmlDeviceGetHandleByIndex(i):  # noqa: N802
+    return i
+
+
+def nvmlDeviceGetName(h):  # noqa: N802
+    return b"NVIDIA H100 80GB HBM3"  # older nvidia-ml-py returned bytes
+
+
+def nvmlDeviceGetUUID(h):  # noqa: N802
+    return f"GPU-0000000{h}"
+
+
+def nvmlSystemGetDriverVersion():  # noqa: N802
+    return "550.54.15"
+
+
+def nvmlSystemGetCudaDriverVersion():  # noqa: N802
+    return 12040
+
+
+def nvmlDeviceGetPowerManagementLimit(h):  # noqa: N802
+    return 700000
+
+
+def nvmlDeviceGetUtilizationRates(h):  # noqa: N802
+    return _Util(50 + 10 * h, 20)
+
+
+def nvmlDeviceGetMemoryInfo(h):  # noqa: N802
+    return _Mem(80 * GIB, (10 + h) * GIB)
+
+
+def nvmlDeviceGetPowerUsage(h):  # noqa: N802
+    return int(POWER_W[h] * 1000)
+
+
+def nvmlDeviceGetTotalEnergyConsumption(h):  # noqa: N802
+    if _mode() == "noenergy":
+        raise NVMLError_NotSupported("Not Supported")
+    return int(1_000_000 + POWER_W[h] * 1000 * (time.time() - _T0))
