@@ -33,6 +33,8 @@ from cardgen.errors import UsageError
 @click.option("--gpu", default="A100-80GB", show_default=True, help="Virtual server: the modelled GPU.")
 @click.option("--model-config", type=click.Path(path_type=Path), help="Virtual server: a Hugging Face config.json.")
 @click.option("--tp", type=int, default=1, show_default=True, help="Virtual server: tensor-parallel GPUs.")
+@click.option("--gpu-metrics-url", help="A DCGM exporter's /metrics URL, for GPU telemetry when the server is on "
+              "another host (a local server's GPUs are read through NVML).")
 @click.option("--scrape-interval", type=float, default=0.5, show_default=True,
               help="Seconds between /metrics scrapes (at least 0.1).")
 @click.option("--no-card", is_flag=True, help="Measure only: write the raw files, not the card.")
@@ -40,7 +42,7 @@ from cardgen.errors import UsageError
 def build(model: str, url: str | None, suite_name: str, out_dir: Path | None, runs_root: Path, api_key: str | None,
           workers: int, remote_workers: bool, master_bind: str, master_port: int, engine: str | None,
           launch: str | None, engine_args: str, gpu: str, model_config: Path | None, tp: int,
-          scrape_interval: float, no_card: bool, quiet: bool) -> None:
+          gpu_metrics_url: str | None, scrape_interval: float, no_card: bool, quiet: bool) -> None:
     """Measure MODEL's server and write its card into a run directory."""
     from cardgen.load.engine import LoadConfig, check_url, run_load  # first: monkey-patches for gevent
     from cardgen.rundir import SERVER_LOG, default_run_dir
@@ -51,6 +53,8 @@ def build(model: str, url: str | None, suite_name: str, out_dir: Path | None, ru
         raise UsageError("give either --url (a running server) or --launch (start one), not both")
     if url:
         check_url(url)
+    if gpu_metrics_url:
+        check_url(gpu_metrics_url)
     if workers < 0:
         raise UsageError("--workers must be 0 or more")
     if scrape_interval < 0.1:
@@ -60,7 +64,7 @@ def build(model: str, url: str | None, suite_name: str, out_dir: Path | None, ru
         raise UsageError(f"the parent of --out ({out_dir.parent}) does not exist: create it first")
     cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key, workers=workers,
                      remote_workers=remote_workers, master_bind_host=master_bind, master_port=master_port,
-                     scrape_interval_s=scrape_interval, quiet=quiet, engine=engine)
+                     scrape_interval_s=scrape_interval, quiet=quiet, engine=engine, gpu_metrics_url=gpu_metrics_url)
 
     if url:
         run_load(cfg)

@@ -13,6 +13,8 @@ import datetime as dt
 import logging
 import random
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,7 @@ class LoadConfig:
     sim: dict[str, Any] | None = None
     gpu: dict[str, Any] = field(default_factory=dict)
     launch: dict[str, Any] | None = None
+    gpu_metrics_url: str | None = None  # a DCGM exporter's /metrics for a GPU on another host
 
 
 @dataclass
@@ -129,6 +132,32 @@ def _loadgen_report(run_dir: Path) -> tuple[dict[str, Any], list[str]]:
     return report, warnings
 
 
+def _is_local(base: str) -> bool:
+    host = (urlparse(base).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+@contextmanager
+def _gpu_telemetry(cfg: LoadConfig, base: str, run_dir: Path) -> Iterator[dict[str, Any]]:
+    """Sample the server's GPUs while the load runs: NVML when the server is on this machine, the DCGM
+    exporter at --gpu-metrics-url otherwise. Yields what run.json's ``gpu`` holds. Nothing for a modelled
+    run: its GPU is modelled, not there."""
+    if cfg.modelled:
+        yield dict(cfg.gpu)
+        return
+    if cfg.gpu_metrics_url is None and not _is_local(base):
+        yield {"telemetry": False, "reason": "no GPU telemetry: the server is on another host; give "
+                                             "--gpu-metrics-url with its DCGM exporter's /metrics"}
+        return
+    from cardgen.gpu import start_gpu_sampler
+
+    sampler = start_gpu_sampler(run_dir, dcgm_url=cfg.gpu_metrics_url)
+    try:
+        yield {**cfg.gpu, **sampler.describe()}
+    finally:
+        sampler.stop()
+
+
 def _metrics_available(base: str, headers: dict[str, str]) -> bool:
     try:
         resp = requests.get(f"{base}/metrics", headers=headers, timeout=5)
@@ -155,9 +184,7 @@ def run_load(cfg: LoadConfig) -> LoadResult:
         raise UsageError(f"{run_dir} already holds a run: choose another --out")
     headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
 
-    server: ServerInfo = probe(base, api_key=cfg.api_key, model=cfg.model)
-    if cfg.engine:
-        server.engine = cfg.engine
+    server: ServerInfo = probe(base, api_key=cfg.api_key, model=cfg.model, engine=cfg.engine)
     if cfg.launch:
         server.launch = cfg.launch
     served = server.served_model or cfg.model
@@ -199,13 +226,14 @@ def run_load(cfg: LoadConfig) -> LoadResult:
         info.warnings.append("the server has no Prometheus /metrics: no server-side figures (KV usage, queue)")
     outcome = None
     try:
-        if scrape:
-            with Scraper(f"{base}/metrics", run_dir / SERVER_METRICS_JSONL, interval_s=cfg.scrape_interval_s,
-                         api_key=cfg.api_key), progress:
-                outcome = run_plan(plan, recorder)
-        else:
-            with progress:
-                outcome = run_plan(plan, recorder)
+        with ExitStack() as stack:
+            info.gpu = stack.enter_context(_gpu_telemetry(cfg, base, run_dir))
+            save_run_info(run_dir, info)
+            if scrape:
+                stack.enter_context(Scraper(f"{base}/metrics", run_dir / SERVER_METRICS_JSONL,
+                                            interval_s=cfg.scrape_interval_s, api_key=cfg.api_key))
+            stack.enter_context(progress)
+            outcome = run_plan(plan, recorder)
     finally:
         recorder.close()
         ended = dt.datetime.now(dt.UTC).timestamp()

@@ -198,3 +198,43 @@ def test_remote_worker_joins_a_master_by_host_and_port(tmp_path, write_suite):
     records = read_records(tmp_path / "run")
     assert len(records) == len(read_stamps(stamps_path)) >= 6
     assert {r["worker"] for r in records} == {"far-away"}
+
+
+def test_gpu_telemetry_from_a_dcgm_exporter_or_a_reason(tmp_path, write_suite):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from pathlib import Path
+
+    dcgm_text = (Path(__file__).resolve().parents[1] / "data" / "gpu" / "dcgm_exporter.txt").read_bytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(dcgm_text)))
+            self.end_headers()
+            self.wfile.write(dcgm_text)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 60, parallel: 2, "
+                        "min_requests: 4}\n")
+    try:
+        with sim_server(tmp_path) as (sim, _):
+            remote = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "dcgm"),
+                           "--gpu-metrics-url", f"http://127.0.0.1:{httpd.server_address[1]}/metrics")
+            local = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "local"))
+    finally:
+        httpd.shutdown()
+    assert remote.returncode == 0 and local.returncode == 0, remote.stderr + local.stderr
+    gpu = json.loads((tmp_path / "dcgm" / "run.json").read_text())["gpu"]
+    assert gpu["telemetry"] is True and gpu["count"] >= 1
+    lines = (tmp_path / "dcgm" / "gpu_metrics.jsonl").read_text().splitlines()
+    assert len(lines) >= 2 and all(json.loads(x)["source"] == "dcgm" for x in lines)
+    local_gpu = json.loads((tmp_path / "local" / "run.json").read_text())["gpu"]
+    if not local_gpu["telemetry"]:  # this machine has no GPU: say why, invent nothing
+        assert local_gpu["reason"].startswith("no GPU telemetry")
+        assert not (tmp_path / "local" / "gpu_metrics.jsonl").exists() or not (
+            tmp_path / "local" / "gpu_metrics.jsonl").read_text().strip()
