@@ -18,7 +18,7 @@ import numpy as np
 from cardgen.sim.launch import running_sim
 
 STEP_S = 0.020
-FIXED = {"prefill_tok_s": 1_000_000.0, "step_overhead_s": STEP_S, "per_seq_s": 0.0, "kv_capacity_tokens": 1 << 22,
+FIXED = {"prefill_tok_s": 1_000_000.0, "step_overhead_s": STEP_S, "per_seq_s": 0.00001, "kv_capacity_tokens": 1 << 22,
          "block_size": 16, "max_num_seqs": 1024, "max_num_batched_tokens": 1 << 16}
 OUTPUT_TOKENS = 100
 
