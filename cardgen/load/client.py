@@ -99,13 +99,15 @@ def stream_once(session: Any, *, endpoint: str, payload: dict[str, Any], record:
                 kind, error = ErrorKind.MALFORMED_SSE, f"malformed event: {parsed.malformed!r}"
             elif not parsed.done:
                 kind, error = ErrorKind.STREAM_DROPPED, "stream ended before data: [DONE]"
-            elif not parsed.chunk_times:
+            elif not parsed.chunk_times and not (parsed.output_tokens and parsed.silent_times):
                 kind, error = ErrorKind.EMPTY, "stream carried no text"
         rec = RequestRecord(
             **record,
             sent_at=sent_at,
             headers_at=headers_at,
-            first_token_at=parsed.first_token_at,
+            # no text at all but the server counted tokens (e.g. 1 special token): its chunk's arrival is the
+            # first token
+            first_token_at=parsed.first_token_at or (parsed.silent_times[0] if parsed.silent_times else None),
             chunk_times=parsed.chunk_times,
             end_at=end_at,
             response_id=parsed.response_id,

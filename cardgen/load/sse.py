@@ -18,6 +18,7 @@ class StreamResult:
 
     response_id: str | None = None
     chunk_times: list[float] = field(default_factory=list)  # text-bearing chunks only
+    silent_times: list[float] = field(default_factory=list)  # token chunks whose text is empty (not role-only)
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     finish_reason: str | None = None
@@ -49,6 +50,21 @@ def _chunk_text(obj: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _is_token_chunk(obj: dict[str, Any]) -> bool:
+    """A chunk with a choice that is not role-only: it carries a token even when its text is empty (a special
+    token, or part of a multi-byte character)."""
+    for choice in obj.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            if "role" not in delta and "content" in delta:
+                return True
+        elif "text" in choice:
+            return True
+    return False
+
+
 def _apply(result: StreamResult, payload: str, at: float) -> None:
     if payload == "[DONE]":
         result.done = True
@@ -73,6 +89,8 @@ def _apply(result: StreamResult, payload: str, at: float) -> None:
         result.response_id = obj["id"]
     if _chunk_text(obj):
         result.chunk_times.append(at)
+    elif _is_token_chunk(obj):
+        result.silent_times.append(at)
     for choice in obj.get("choices") or ():
         if isinstance(choice, dict) and choice.get("finish_reason"):
             result.finish_reason = str(choice["finish_reason"])

@@ -72,3 +72,14 @@ def test_cut_stream_is_not_done():
 def test_error_event_in_stream():
     r = parse_stream([(1.0, ev({"error": {"message": "out of memory", "code": 500}}))])
     assert r.server_error == "out of memory"
+
+
+def test_a_token_without_text_is_timed_but_is_no_text_chunk():
+    # max_tokens=1 whose token is special (or half a UTF-8 character): vLLM sends text "" for it
+    reads = [(1.0, ev(chat(content="", role="assistant"))), (1.4, ev(chat(content="", finish="length"))),
+             (1.5, ev(USAGE) + b"data: [DONE]\n\n")]
+    r = parse_stream(reads)
+    assert r.chunk_times == [] and r.silent_times == [1.4]  # the role-only chunk is not a token
+    reads = [(2.0, ev(comp(""))), (2.1, ev(comp("a"))), (2.2, b"data: [DONE]\n\n")]
+    r = parse_stream(reads)
+    assert r.chunk_times == [2.1] and r.silent_times == [2.0] and r.first_token_at == 2.1
