@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 
 from cardgen.analysis.capacity import capacity_thresholds
+from cardgen.analysis.crosscheck import server_vs_client
+from cardgen.analysis.gpu import gpu_telemetry
 from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion_points
 from cardgen.analysis.kv import kv_capacity
 from cardgen.analysis.options import AnalysisOptions
@@ -175,6 +177,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
             kv_cache_tokens=kv.tokens),
         ingestion=ingestion.fit if ingestion else None, generation=generation, kv_cache=kv,
         capacity=capacity, scenarios=scenarios,
+        gpu_telemetry=gpu_telemetry(info, data.gpu_metrics, requests),
+        server_vs_client=server_vs_client(data.metrics, requests, scenarios, engine=info.server.engine),
         options=asdict(options),
         tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
     )

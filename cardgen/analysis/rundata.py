@@ -1,27 +1,31 @@
-"""Reading a run directory (the only I/O of the analysis): ``run.json`` and the three JSON-lines files."""
+"""Reading a run directory (the only I/O of the analysis): ``run.json`` and the JSON-lines files."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from cardgen.errors import RenderError
+from cardgen.gpu import read_gpu_metrics
 from cardgen.records import LoadgenSample, MetricSample, RequestRecord, read_jsonl
-from cardgen.rundir import LOADGEN_JSONL, REQUESTS_JSONL, RUN_JSON, SERVER_METRICS_JSONL
+from cardgen.rundir import GPU_METRICS_JSONL, LOADGEN_JSONL, REQUESTS_JSONL, RUN_JSON, SERVER_METRICS_JSONL
 from cardgen.runinfo import RunInfo
 
 
 @dataclass(frozen=True)
 class RunData:
-    """Everything a run directory holds, parsed. ``absent`` names the optional files that were missing."""
+    """Everything a run directory holds, parsed. ``absent`` names the optional files that were missing.
+    ``gpu_metrics`` holds the records of ``gpu_metrics.jsonl`` as written (see :mod:`cardgen.gpu`)."""
 
     info: RunInfo
     requests: list[RequestRecord] = field(default_factory=list)
     metrics: list[MetricSample] = field(default_factory=list)
     loadgen: list[LoadgenSample] = field(default_factory=list)
+    gpu_metrics: list[dict[str, Any]] = field(default_factory=list)
     absent: tuple[str, ...] = ()
 
 
@@ -75,5 +79,14 @@ def load_run(run_dir: Path) -> RunData:
         else:
             absent.append(name)
             loaded[name] = []
+    gpu_path = run_dir / GPU_METRICS_JSONL
+    if not gpu_path.is_file():
+        absent.append(GPU_METRICS_JSONL)
+    try:
+        gpu = read_gpu_metrics(run_dir)
+    except json.JSONDecodeError as exc:
+        raise RenderError(f"{gpu_path} line {_first_bad_line(gpu_path)}: not valid JSON ({exc.msg})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RenderError(f"cannot read {gpu_path}: {exc}") from None
     return RunData(info=info, requests=loaded[REQUESTS_JSONL], metrics=loaded[SERVER_METRICS_JSONL],
-                   loadgen=loaded[LOADGEN_JSONL], absent=tuple(absent))
+                   loadgen=loaded[LOADGEN_JSONL], gpu_metrics=gpu, absent=tuple(absent))

@@ -15,6 +15,9 @@ Layout (``schema_version`` 2)::
     kv_cache      KVCapacity: every method's estimate, the one chosen, their agreement, the waves
     capacity      [CapacityThreshold] per (prompt, output) pair
     scenarios     [ScenarioSummary] in run order
+    gpu_telemetry GpuTelemetry: the GPUs over the measured window (gpu_metrics.jsonl), or why there is none
+    server_vs_client  ServerVsClient: the server's own latency histograms and token counters next to the
+                  client's figures for the same requests, for the whole run and per closed-loop point
     options       the SLOs and thresholds the figures were computed with
     tables, figures   file names written next to summary.json
     missing, warnings
@@ -194,6 +197,101 @@ class CapacityThreshold(_Saved):
     kv_bound_open: bool = False
 
 
+class GpuReading(_Saved):
+    """One GPU over the measured window."""
+
+    gpu: int | str
+    peak_memory_bytes: int | None = None
+    mean_utilization_pct: float | None = None
+    mean_power_w: float | None = None
+    energy_j: float | None = None
+    samples: int = 0
+
+
+class GpuTelemetry(_Saved):
+    """What the GPUs did while the run was measured, from ``gpu_metrics.jsonl`` (``status`` ``measured``), or
+    why nothing is known: ``no_telemetry`` with ``reason`` (run.json ``gpu.reason`` verbatim, or what is
+    missing), ``modelled`` (the virtual server models the GPU: no telemetry to read)."""
+
+    status: str = "no_telemetry"  # measured | no_telemetry | modelled
+    reason: str | None = None
+    source: str | None = None  # nvml | dcgm
+    name: str | None = None
+    count: int | None = None
+    driver: str | None = None
+    memory_total_bytes: int | None = None  # per GPU, as the inventory says
+    window_start_unix: float | None = None  # the measured window: first send to last end of the requests
+    window_end_unix: float | None = None
+    samples: int = 0  # records (one per GPU per sample) inside the window
+    duration_s: float | None = None  # first to last sample inside the window
+    peak_memory_bytes: int | None = None  # the highest of any one GPU
+    peak_memory_total_bytes: int | None = None  # summed over the GPUs, each at its own peak
+    mean_utilization_pct: float | None = None  # over GPUs and samples
+    mean_power_w: float | None = None
+    energy_j: float | None = None  # all GPUs
+    energy_source: str | None = None  # energy counter | power integrated over time
+    output_tokens: int | None = None  # successful requests' usage output tokens in the window
+    j_per_output_token: float | None = None  # energy_j / output_tokens
+    per_gpu: list[GpuReading] = Field(default_factory=list)
+
+
+class LatencyCheck(_Saved):
+    """One latency as the server's histogram says it (mean = sum / count increase, p50/p90 interpolated inside
+    the histogram's buckets) and as the client measured it (exact), with the difference client - server."""
+
+    metric: str  # ttft | itl | e2e | queue
+    server_metric: str | None = None  # the histogram's name; None when the server has none
+    server_count: float | None = None
+    server_mean_s: float | None = None
+    server_p50_s: float | None = None
+    server_p90_s: float | None = None
+    server_p50_bucket_s: list[float | None] | None = None  # [lower, upper] bound of the bucket p50 fell in
+    server_p90_bucket_s: list[float | None] | None = None  # (upper None: above the last finite bound)
+    client_count: int = 0  # requests (ttft, e2e) or token gaps, sum of (output tokens - 1) (itl)
+    client_mean_s: float | None = None
+    client_p50_s: float | None = None
+    client_p90_s: float | None = None
+    diff_mean_s: float | None = None  # client - server: what the network and the client add
+    diff_p50_s: float | None = None
+    diff_p90_s: float | None = None
+    note: str | None = None
+
+
+class TokenCheck(_Saved):
+    """Tokens the client's records count (sum of ``usage`` over successful requests) against the increase of the
+    server's counter over the same window."""
+
+    tokens: str  # prompt | output
+    client_tokens: int = 0
+    server_counter: str | None = None
+    server_tokens: float | None = None
+    diff: float | None = None  # client - server
+    approximate: bool = False  # requests only partly inside the window: their output tokens counted as chunks
+
+
+class CrossCheckWindow(_Saved):
+    """The comparison over one window: between two scrapes of the server's ``/metrics``."""
+
+    scope: str  # "run" (first to last scrape) or a closed-loop point's scenario name
+    start_unix: float
+    end_unix: float
+    requests: int = 0  # successful requests that ended inside the window
+    requests_failed: int = 0  # failed requests that ended inside the window
+    straddling: int = 0  # requests only partly inside the window (sent before its start or ended after its end)
+    latencies: list[LatencyCheck] = Field(default_factory=list)
+    tokens: list[TokenCheck] = Field(default_factory=list)
+
+
+class ServerVsClient(_Saved):
+    """The server's own view of the run next to the client's. ``available`` is False, with ``reason``, when the
+    server publishes no latency histogram or token counter, or there are fewer than two scrapes."""
+
+    available: bool = False
+    reason: str | None = None
+    run: CrossCheckWindow | None = None
+    points: list[CrossCheckWindow] = Field(default_factory=list)
+
+
 class Summary(_Saved):
     schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
@@ -221,6 +319,8 @@ class Summary(_Saved):
     kv_cache: KVCapacity = Field(default_factory=KVCapacity)
     capacity: list[CapacityThreshold] = Field(default_factory=list)
     scenarios: list[ScenarioSummary] = Field(default_factory=list)
+    gpu_telemetry: GpuTelemetry = Field(default_factory=GpuTelemetry)
+    server_vs_client: ServerVsClient = Field(default_factory=ServerVsClient)
     options: dict[str, Any] = Field(default_factory=dict)
     tables: list[str] = Field(default_factory=list)
     figures: list[str] = Field(default_factory=list)

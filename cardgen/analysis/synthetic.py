@@ -5,8 +5,9 @@ admission while blocks last, preemption with recompute when they run out, ``max_
 per step. A step takes ``step_overhead_s + per_seq_s x decoding sequences + prompt tokens / prefill_tok_s``,
 times a little seeded noise. Clients follow a :class:`cardgen.suite.Suite` (closed, open, waves, ingest, batch)
 and are recorded exactly as the load engine records them (``RequestRecord``, ``MetricSample`` every 0.5 s with the
-engine's metric names, ``run.json``). So an analysis of a synthetic run can be checked against the truth: the
-prefill rate, the KV capacity and the server-side emission times (:class:`SyntheticTruth`).
+engine's metric names, vLLM's latency histograms included, ``run.json``). So an analysis of a synthetic run can be
+checked against the truth: the prefill rate, the KV capacity and the server-side emission times
+(:class:`SyntheticTruth`).
 
 Not a model of any real GPU (that is ``cardgen.sim``): only a source of realistic, fully known records.
 """
@@ -29,8 +30,9 @@ import numpy as np
 from cardgen import __version__
 from cardgen.analysis.rundata import RunData
 from cardgen.records import ErrorKind, MetricSample, RequestRecord
-from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL
+from cardgen.rundir import GPU_METRICS_JSONL, REQUESTS_JSONL, SERVER_METRICS_JSONL
 from cardgen.runinfo import RunInfo, ServerInfo, save_run_info
+from cardgen.sim.metrics import ITL_BUCKETS, REQUEST_BUCKETS, TTFT_BUCKETS
 from cardgen.suite import BatchSweep, ClosedLoop, Ingest, OpenLoop, Suite, Waves, parse_suite
 
 ENGINES = ("vllm", "vllm-old", "tgi", "llamacpp", "none")
@@ -88,6 +90,7 @@ class SyntheticServer:
     engine: str = "vllm"  # which metric names to publish: see ENGINES
     expose_cache_config: bool = True
     expose_usage: bool = True
+    expose_histograms: bool = True  # vLLM's TTFT, ITL, E2E and queue-time histograms (vllm engines only)
     scrape_interval_s: float = 0.5
 
     def __post_init__(self) -> None:
@@ -117,6 +120,7 @@ class _Seq:
     queued_for_kv: bool = False
     preempted: int = 0
     failed: bool = False
+    admitted: float | None = None  # server time it was first scheduled (end of its queue time)
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,7 @@ class _Simulator:
         self.gen_total = 0
         self.done: list[_Seq] = []
         self.counter = itertools.count()
+        self.observations: list[tuple[float, str, float]] = []  # (server time, histogram role, value)
 
     def _blocks(self, tokens: int) -> int:
         return -(-tokens // self.s.block_size)
@@ -208,6 +213,8 @@ class _Simulator:
             if tokens > budget and prefill:
                 break
             self.waiting.popleft()
+            if q.admitted is None:
+                q.admitted = self.t
             self.free -= need
             q.blocks = need
             budget -= tokens
@@ -226,8 +233,14 @@ class _Simulator:
             q.generated += 1
             self.gen_total += 1
             q.emits.append(self.t)
+            if len(q.emits) == 1:
+                self.observations.append((self.t, "ttft", self.t - q.arrive))
+            else:
+                self.observations.append((self.t, "itl", q.emits[-1] - q.emits[-2]))
             if q.generated >= q.output:
                 finished.append(q)
+                self.observations.append((self.t, "e2e", self.t - q.arrive))
+                self.observations.append((self.t, "queue", (q.admitted or q.arrive) - q.arrive))
         for q in finished:
             self.running.remove(q)
             self.free += q.blocks
@@ -376,9 +389,47 @@ def _metric(value: float, model: str, **labels: str) -> list[dict[str, Any]]:
     return [{"labels": {"model_name": model, "engine": "0", **labels}, "value": float(value)}]
 
 
+class _Histograms:
+    """vLLM's latency histograms over the simulator's observations: cumulative bucket counts at any time."""
+
+    BUCKETS = {"ttft": TTFT_BUCKETS, "itl": ITL_BUCKETS, "e2e": REQUEST_BUCKETS, "queue": REQUEST_BUCKETS}
+
+    def __init__(self, observations: list[tuple[float, str, float]]) -> None:
+        self.tables: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for role, bounds in self.BUCKETS.items():
+            rows = sorted((t, v) for t, r, v in observations if r == role)
+            times = np.array([t for t, _ in rows], dtype=float)
+            values = np.array([v for _, v in rows], dtype=float)
+            edges = np.array([*bounds, np.inf])
+            hits = (values[:, None] <= edges[None, :]).astype(float) if rows else np.zeros((0, len(edges)))
+            self.tables[role] = (times, np.cumsum(hits, axis=0), np.cumsum(values))
+
+    def samples(self, role: str, name: str, t: float, model: str) -> dict[str, list[dict[str, Any]]]:
+        """The ``_bucket``, ``_count`` and ``_sum`` samples of histogram ``name`` as scraped at ``t``."""
+        times, cumulative, sums = self.tables[role]
+        i = int(np.searchsorted(times, t, side="right"))
+        counts = cumulative[i - 1] if i else np.zeros(cumulative.shape[1])
+        total = float(sums[i - 1]) if i else 0.0
+        bounds = [*(repr(float(b)) for b in self.BUCKETS[role]), "+Inf"]
+        return {
+            f"{name}_bucket": [{"labels": {"model_name": model, "engine": "0", "le": le}, "value": float(c)}
+                               for le, c in zip(bounds, counts, strict=True)],
+            f"{name}_count": _metric(counts[-1], model),
+            f"{name}_sum": _metric(round(total, 9), model),
+        }
+
+
+def _histogram_names(engine: str) -> dict[str, str]:
+    """vLLM's names; before 0.9 the inter-token histogram was ``vllm:time_per_output_token_seconds``."""
+    itl = "vllm:inter_token_latency_seconds" if engine == "vllm" else "vllm:time_per_output_token_seconds"
+    return {"ttft": "vllm:time_to_first_token_seconds", "itl": itl, "e2e": "vllm:e2e_request_latency_seconds",
+            "queue": "vllm:request_queue_time_seconds"}
+
+
 def _scrapes(sim: _Simulator, server: SyntheticServer, model: str, end: float) -> list[MetricSample]:
     if server.engine == "none":
         return []
+    histograms = _Histograms(sim.observations) if server.expose_histograms else None
     times = np.array([s[0] for s in sim.snapshots])
     out = []
     t = T0 + 0.25
@@ -403,6 +454,9 @@ def _scrapes(sim: _Simulator, server: SyntheticServer, model: str, end: float) -
                 if server.engine == "vllm":
                     labels["kv_cache_size_tokens"] = str(server.kv_capacity_tokens)
                 samples["vllm:cache_config_info"] = [{"labels": labels, "value": 1.0}]
+            if histograms is not None:
+                for role, name in _histogram_names(server.engine).items():
+                    samples.update(histograms.samples(role, name, t + 0.001, model))
         elif server.engine == "tgi":
             samples["tgi_batch_current_size"] = [{"labels": {}, "value": float(running)}]
             samples["tgi_queue_size"] = [{"labels": {}, "value": float(waiting)}]
@@ -464,7 +518,8 @@ def synthetic_run(*, suite: Suite | str = SMALL_SUITE, server: SyntheticServer |
 
 
 def write_run(run_dir: Path, data: RunData) -> Path:
-    """Write ``data`` as a run directory (run.json, requests.jsonl, server_metrics.jsonl)."""
+    """Write ``data`` as a run directory (run.json, requests.jsonl, server_metrics.jsonl, and gpu_metrics.jsonl
+    when ``data`` has GPU records)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_run_info(run_dir, data.info)
@@ -474,4 +529,8 @@ def write_run(run_dir: Path, data: RunData) -> Path:
     with (run_dir / SERVER_METRICS_JSONL).open("w", encoding="utf-8") as fh:
         for m in data.metrics:
             fh.write(m.model_dump_json(exclude_defaults=True) + "\n")
+    if data.gpu_metrics:
+        with (run_dir / GPU_METRICS_JSONL).open("w", encoding="utf-8") as fh:
+            for record in data.gpu_metrics:
+                fh.write(json.dumps(record) + "\n")
     return run_dir

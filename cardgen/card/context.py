@@ -20,11 +20,21 @@ from markupsafe import Markup
 
 from cardgen.analysis.analyse import HEADLINE_POINT, Analysis
 from cardgen.analysis.scenarios import closed_pairs
-from cardgen.analysis.summary import KVCapacity, ScenarioSummary, Summary
+from cardgen.analysis.summary import (
+    CrossCheckWindow,
+    GpuTelemetry,
+    KVCapacity,
+    LatencyCheck,
+    ScenarioSummary,
+    ServerVsClient,
+    Summary,
+)
 from cardgen.card import format as fmt
 from cardgen.card.escape import front_matter
+from cardgen.engines.base import is_secret_key
 from cardgen.errors import RenderError
 from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
+from cardgen.gpu import NO_TELEMETRY
 from cardgen.rundir import FIGURES_DIR, slugify
 from cardgen.runinfo import SECRET_FLAGS, RunInfo, redact_argv
 
@@ -67,6 +77,13 @@ class CardContext(TypedDict):
     batch_throughput: TableView | None
     parameters: TableView
     launch: TableView | None
+    gpu: TableView | None
+    gpu_per_device: TableView | None
+    gpu_reason: str
+    server_latency: TableView | None
+    server_tokens: TableView | None
+    server_points: TableView | None
+    server_notes: list[str]
     scenarios: TableView | None
 
 
@@ -299,7 +316,38 @@ def _parameters(s: Summary, info: RunInfo, date: str) -> TableView:
 
 
 _LAUNCH_SKIP = {"pid", "log", "started_unix", "url", "host", "port", "server_reported"}  # machine-local details
+_LAUNCH_FIRST = ("engine", "engine_version", "command")
 _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+MASK = "***"
+
+
+def is_secret_flag(flag: str) -> bool:
+    """Whether a command-line flag or argument name says its value is a secret: ``--api-key``, ``--hf-token``,
+    ``--admin-api-key``, ``ssl_secret``... (not ``--tokenizer`` or ``--max-num-batched-tokens``)."""
+    name = str(flag).split("=", 1)[0]
+    return name in SECRET_FLAGS or is_secret_key(name.lstrip("-"))
+
+
+def redact_args(argv: list[str]) -> list[str]:
+    """``argv`` with the value of every secret-named flag masked (``--x-api-key v`` and ``--x-api-key=v``); the
+    card masks again whatever run.json holds, whichever cardgen wrote it."""
+    out: list[str] = []
+    hide_next = False
+    for arg in redact_argv(argv):
+        if hide_next:
+            out.append(MASK)
+            hide_next = False
+            continue
+        flag, eq, _ = arg.partition("=")
+        if flag.startswith("-") and is_secret_flag(flag):
+            if eq:
+                out.append(f"{flag}={MASK}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(arg)
+    return out
 
 
 def _argv_rows(args: list[str]) -> list[list[str]]:
@@ -318,6 +366,13 @@ def _argv_rows(args: list[str]) -> list[list[str]]:
     return rows
 
 
+def _masked(name: str, value: Any) -> str:
+    """``value`` as text, masked when ``name`` says it is a secret (a bare flag or an unset value is shown)."""
+    if isinstance(value, bool) or value is None or value == "":
+        return _plain(value)
+    return MASK if is_secret_flag(name) else _plain(value)
+
+
 def _plain(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -333,23 +388,171 @@ def _launch(info: RunInfo) -> TableView | None:
     if not launch:
         return None
     rows: list[list[str]] = []
-    for key, value in launch.items():
+    keys = [k for k in _LAUNCH_FIRST if k in launch] + [k for k in launch if k not in _LAUNCH_FIRST]
+    for key in keys:
+        value = launch[key]
         if key in _LAUNCH_SKIP:
             continue
         if key == "command" and isinstance(value, list):
-            rows.append(["command", shlex.join(redact_argv([str(v) for v in value]))])
+            rows.append(["command", shlex.join(redact_args([str(v) for v in value]))])
         elif key == "arguments" and isinstance(value, dict):
-            rows += [[f"--{k.replace('_', '-')}" if k != "positional" else k,
-                      "***" if f"--{k.replace('_', '-')}" in SECRET_FLAGS else _plain(v)] for k, v in value.items()]
+            for k, v in value.items():
+                flag = f"--{str(k).replace('_', '-')}" if k != "positional" else "positional"
+                rows.append([flag, _masked(flag, v) if k != "positional" else _plain(v)])
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):
             if key != "engine_args" or "arguments" not in launch:  # the same arguments, already shown
-                rows += _argv_rows(redact_argv(value))
+                rows += _argv_rows(redact_args(value))
         elif isinstance(value, dict):
-            rows += [[f"{key} {k}", "***" if any(w in str(k).upper() for w in _SECRET_WORDS) else _plain(v)]
-                     for k, v in value.items()]
+            rows += [[f"{key} {k}", MASK if any(w in str(k).upper() for w in _SECRET_WORDS) or is_secret_key(str(k))
+                      else _plain(v)] for k, v in value.items()]
         else:
-            rows.append([str(key), _plain(value)])
+            rows.append([str(key), _masked(str(key), value)])
     return TableView(["Argument", "Value"], rows, ["l", "l"])
+
+
+_GPU_SOURCES = {"nvml": "NVML (nvidia-ml-py) on the machine that ran cardgen",
+                "dcgm": "the GPU host's DCGM exporter (--gpu-metrics-url)"}
+
+
+def _gpu(g: GpuTelemetry) -> tuple[TableView | None, TableView | None]:
+    """The GPU part of the parameters: what the telemetry said over the measured window (measured runs only)."""
+    if g.status != "measured":
+        return None, None
+    count = g.count or len(g.per_gpu) or None
+    peak = fmt.gib(g.peak_memory_bytes)
+    if g.memory_total_bytes and g.peak_memory_bytes is not None:
+        peak += f" of {fmt.gib(g.memory_total_bytes)}"
+    if (count or 0) > 1 and g.peak_memory_total_bytes is not None:
+        peak += f" (all GPUs together: {fmt.gib(g.peak_memory_total_bytes)})"
+    energy = fmt.joules(g.energy_j) + (f" ({g.energy_source})" if g.energy_source else "")
+    rows = [
+        ["GPU", g.name or fmt.DASH], ["GPU count", str(count) if count else fmt.DASH],
+        ["Driver", g.driver or fmt.DASH],
+        ["Telemetry", _GPU_SOURCES.get(g.source or "", g.source or fmt.DASH)],
+        ["Records in the measured window", f"{g.samples:,} (one per GPU per sample) over {fmt.secs(g.duration_s)}"],
+        ["Peak memory used (one GPU)", peak],
+        ["Mean utilization", fmt.sig(g.mean_utilization_pct) + " %" if g.mean_utilization_pct is not None
+         else fmt.DASH],
+        ["Mean power (per GPU)", fmt.watts(g.mean_power_w)],
+        ["Energy (all GPUs)", energy],
+        ["Energy per output token", f"{fmt.sig(g.j_per_output_token)} J/token over {fmt.integer(g.output_tokens)} "
+                                    "output tokens" if g.j_per_output_token is not None else fmt.DASH],
+    ]
+    per = None
+    if len(g.per_gpu) > 1:
+        per = TableView(["GPU", "Peak memory used", "Mean utilization", "Mean power", "Energy", "Samples"],
+                        [[str(p.gpu), fmt.gib(p.peak_memory_bytes),
+                          fmt.sig(p.mean_utilization_pct) + " %" if p.mean_utilization_pct is not None else fmt.DASH,
+                          fmt.watts(p.mean_power_w), fmt.joules(p.energy_j), str(p.samples)] for p in g.per_gpu])
+    return TableView(["GPU", "Value"], rows, ["l", "l"]), per
+
+
+def _no_telemetry_reason(g: GpuTelemetry) -> str:
+    """Why there is no telemetry, as recorded, without repeating "no GPU telemetry" (the card says it first)."""
+    reason = (g.reason or "no reason recorded").strip()
+    if reason.lower().startswith(NO_TELEMETRY.lower()):
+        reason = reason[len(NO_TELEMETRY):].lstrip(" :-–") or "no reason recorded"
+    return reason
+
+
+_LATENCY_LABELS = {"ttft": "TTFT", "itl": "ITL", "e2e": "E2E latency", "queue": "Queue time (server only)"}
+
+
+def _server_p(value: float | None, bucket: list[float | None] | None) -> str:
+    if value is None:
+        return fmt.DASH
+    if not bucket:
+        return fmt.ms(value)
+    low, high = bucket
+    span = f"{fmt.sig((low or 0) * 1000)}–{fmt.sig(high * 1000)} ms" if high is not None else \
+        f"> {fmt.sig((low or 0) * 1000)} ms"
+    return f"{fmt.ms(value)} (bucket {span})"
+
+
+def _p_diff(diff: float | None, client: float | None, bucket: list[float | None] | None) -> str:
+    """The difference of two percentiles, saying when the client's value lies inside the server's bucket (the two
+    agree as far as the histogram can tell)."""
+    text = fmt.signed_ms(diff)
+    if diff is None or client is None or not bucket:
+        return text
+    low, high = bucket
+    inside = (low or 0.0) <= client and (high is None or client <= high)
+    return f"{text}, inside the bucket" if inside else text
+
+
+def _latency_rows(c: LatencyCheck) -> list[list[str]]:
+    label = _LATENCY_LABELS.get(c.metric, c.metric)
+    unit = "tokens" if c.metric == "itl" else "requests"
+    client = c.metric != "queue"
+    n_diff = (fmt.signed_integer(c.client_count - c.server_count) if client and c.server_count is not None
+              else fmt.DASH)
+    return [
+        [label, f"count ({unit})", f"{c.client_count:,}" if client else fmt.DASH, fmt.integer(c.server_count),
+         n_diff],
+        [label, "mean", fmt.ms(c.client_mean_s) if client else fmt.DASH, fmt.ms(c.server_mean_s),
+         fmt.signed_ms(c.diff_mean_s)],
+        [label, "p50", fmt.ms(c.client_p50_s) if client else fmt.DASH, _server_p(c.server_p50_s, c.server_p50_bucket_s),
+         _p_diff(c.diff_p50_s, c.client_p50_s, c.server_p50_bucket_s)],
+        [label, "p90", fmt.ms(c.client_p90_s) if client else fmt.DASH, _server_p(c.server_p90_s, c.server_p90_bucket_s),
+         _p_diff(c.diff_p90_s, c.client_p90_s, c.server_p90_bucket_s)],
+    ]
+
+
+def _window_notes(w: CrossCheckWindow, where: str) -> list[str]:
+    notes = []
+    by = {c.metric: c for c in w.latencies}
+    ttft = by.get("ttft")
+    if ttft is not None and ttft.server_count is not None and ttft.server_count != ttft.client_count:
+        notes.append(f"{where}: the server counted {fmt.integer(ttft.server_count)} first tokens, the client "
+                     f"{ttft.client_count:,}: the two sides do not cover exactly the same requests (a first token in "
+                     "flight at a scrape, failed requests, or another client of the server)")
+    if w.straddling:
+        notes.append(f"{where}: {w.straddling} requests were only partly inside the window (sent before its first "
+                     "scrape or ended after its last); each of their figures counts where it fell")
+    if w.requests_failed:
+        notes.append(f"{where}: {w.requests_failed} failed requests are left out of the client's figures; the "
+                     "server may have counted their tokens")
+    notes += [f"{where}, {_LATENCY_LABELS.get(c.metric, c.metric)}: {c.note}" for c in w.latencies if c.note]
+    return notes
+
+
+def _server_vs_client(v: ServerVsClient) -> tuple[TableView | None, TableView | None, TableView | None, list[str]]:
+    """The whole run's latencies and tokens, server against client, the closed-loop points' means, and notes."""
+    if not v.available or v.run is None:
+        return None, None, None, []
+    run = v.run
+    present = [c for c in run.latencies if c.server_metric is not None]
+    latency = None
+    if present:
+        rows = [row for c in present for row in _latency_rows(c)]
+        latency = TableView(["Latency", "Statistic", "Client", "Server", "Client − server"], rows,
+                            ["l", "l", "r", "r", "r"])
+    token_rows = [[f"{t.tokens} tokens", ("≈ " if t.approximate else "") + fmt.integer(t.client_tokens),
+                   fmt.integer(t.server_tokens),
+                   fmt.signed_integer(t.diff), t.server_counter or fmt.DASH] for t in run.tokens]
+    tokens = TableView(["Tokens", "Client (Σ usage)", "Server (counter increase)", "Client − server", "Counter"],
+                       token_rows, ["l", "r", "r", "r", "l"])
+    points = None
+    if v.points and present:
+        rows = []
+        for w in v.points:
+            by = {c.metric: c for c in w.latencies}
+            e2e = by.get("e2e")
+            row = [w.scope, f"{w.requests} / {fmt.integer(e2e.server_count) if e2e else fmt.DASH}"]
+            for metric in ("ttft", "itl", "e2e"):
+                c = by.get(metric)
+                if c is None or c.server_metric is None:
+                    row += [fmt.DASH, fmt.DASH]
+                else:
+                    row += [f"{fmt.ms(c.client_mean_s)} / {fmt.ms(c.server_mean_s)}", fmt.signed_ms(c.diff_mean_s)]
+            rows.append(row)
+        points = TableView(["Point", "Requests (client / server)", "TTFT mean (client / server)", "Δ TTFT",
+                            "ITL mean (client / server)", "Δ ITL", "E2E mean (client / server)", "Δ E2E"], rows,
+                           ["l", "r", "r", "r", "r", "r", "r", "r"])
+    notes = _window_notes(run, "Whole run")
+    for w in v.points:
+        notes += _window_notes(w, w.scope)
+    return latency, tokens, points, notes
 
 
 def _scenarios(s: Summary) -> TableView | None:
@@ -387,6 +590,9 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
     fastgen = t.get("fastgen")
     scale = t.get("scale")
     kv_estimates, waves = _kv_views(s.kv_cache)
+    gpu, gpu_per_device = _gpu(s.gpu_telemetry)
+    gpu_reason = _no_telemetry_reason(s.gpu_telemetry)
+    server_latency, server_tokens, server_points, server_notes = _server_vs_client(s.server_vs_client)
     return CardContext(
         s=s, title=_title(s), front_matter=_front_matter(s), banner=_banner(s), card_date=date, figures=figures,
         main=_main(s), pairs=pairs, capacity=_capacity(s),
@@ -397,5 +603,7 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         fastgen=_frame_view(fastgen.drop(columns=["Kind"]), {**_numbers(fastgen), "Clients": lambda v: f"{v:.0f}"})
         if fastgen is not None and not fastgen.empty else None,
         batch_latency=_batch(t.get("batch"), "latency"), batch_throughput=_batch(t.get("batch"), "throughput"),
-        parameters=_parameters(s, analysis.info, date), launch=_launch(analysis.info), scenarios=_scenarios(s),
+        parameters=_parameters(s, analysis.info, date), launch=_launch(analysis.info), gpu=gpu,
+        gpu_per_device=gpu_per_device, gpu_reason=gpu_reason, server_latency=server_latency, server_tokens=server_tokens,
+        server_points=server_points, server_notes=server_notes, scenarios=_scenarios(s),
     )

@@ -63,3 +63,35 @@ def integer_interval(low: float | None, high: float | None) -> str:
 
 def signed_pct(x: float | None) -> str:
     return DASH if _missing(x) else f"{x:+.1f} %"
+
+
+def signed_ms(seconds: float | None) -> str:
+    """A difference in milliseconds with its sign: ``+2.10 ms``, ``−58.6 ms``; under 1 µs (the resolution of
+    the timestamps) ``0 ms``."""
+    if _missing(seconds):
+        return DASH
+    if abs(seconds) < 1e-6:
+        return "0 ms"
+    text = sig(abs(seconds) * 1000)
+    return "0 ms" if text == "0" else f"{'+' if seconds > 0 else '−'}{text} ms"
+
+
+def signed_integer(x: float | None) -> str:
+    """A whole-number difference with its sign: ``+1,024``, ``−3``, ``0``."""
+    if _missing(x):
+        return DASH
+    text = integer(abs(x))
+    return "0" if text == "0" else f"{'+' if x > 0 else '−'}{text}"
+
+
+def gib(n_bytes: float | None) -> str:
+    """Bytes in GiB to three significant figures: ``21.5 GiB``."""
+    return DASH if _missing(n_bytes) else f"{sig(n_bytes / 1024**3)} GiB"
+
+
+def joules(x: float | None) -> str:
+    return DASH if _missing(x) else f"{sig(x)} J"
+
+
+def watts(x: float | None) -> str:
+    return DASH if _missing(x) else f"{sig(x)} W"

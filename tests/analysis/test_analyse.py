@@ -47,6 +47,7 @@ def test_summary_json_has_the_required_keys_and_round_trips(small_run, tmp_path)
     text = analysis.summary.to_json()
     data = json.loads(text)
     assert REQUIRED_KEYS <= set(data)
+    assert data["gpu_telemetry"]["status"] == "no_telemetry" and data["server_vs_client"]["available"] is True
     assert set(data["headline"]) == {"prompt_ingestion_tok_s", "generation_tok_s_at_10_parallel_1024_128",
                                      "decode_tok_s_at_10_parallel_1024_128", "kv_cache_tokens"}
     assert data["schema_version"] == 2

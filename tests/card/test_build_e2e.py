@@ -98,3 +98,29 @@ def test_hidden_cache_config_is_estimated(built):
     kv = analyse(RunData(info=data.info, requests=data.requests, metrics=without_usage)).summary.kv_cache
     assert kv.method == "saturation_probe"
     assert kv.tokens == pytest.approx(FIXED["kv_capacity_tokens"], rel=0.15)
+
+
+def test_server_vs_client_against_the_virtual_server(built):
+    """The virtual server publishes vLLM's histograms from its modelled times: both sides count the same first
+    tokens, ends and token gaps, and the client sees each token after the server made it. The scrapes are live:
+    at a window's edge a token in flight (made before a scrape, received after it) counts on one side only, so
+    counts may differ by the streams in flight then (at most the largest wave, 13)."""
+    run, _ = built
+    summary = json.loads((run / SUMMARY_JSON).read_text())
+    v = summary["server_vs_client"]
+    assert v["available"], v["reason"]
+    whole = {c["metric"]: c for c in v["run"]["latencies"]}
+    assert 0 < v["run"]["requests"] <= summary["requests_total"]
+    for metric, slack in (("ttft", 2), ("e2e", 2), ("itl", 13)):
+        c = whole[metric]
+        assert c["client_count"] > 0 and abs(c["server_count"] - c["client_count"]) <= slack, (metric, c)
+    assert 0 <= whole["ttft"]["diff_mean_s"] < 0.05 and 0 <= whole["e2e"]["diff_mean_s"] < 0.05
+    assert abs(whole["itl"]["diff_mean_s"]) < 0.005
+    tokens = {t["tokens"]: t for t in v["run"]["tokens"]}
+    assert abs(tokens["output"]["diff"]) <= 13 and abs(tokens["prompt"]["diff"]) <= 2 * 4000
+    assert tokens["output"]["server_tokens"] > 1000
+    (point,) = [p for p in v["points"] if p["scope"] == HEADLINE]
+    ttft = {c["metric"]: c for c in point["latencies"]}["ttft"]
+    assert ttft["client_count"] >= 20 and abs(ttft["server_count"] - ttft["client_count"]) <= 2
+    text = (run / CARD_MD).read_text()
+    assert "## Server vs client" in text and "| TTFT | mean |" in text

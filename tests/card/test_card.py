@@ -27,7 +27,8 @@ FIXTURE = HERE.parent / "data" / "run_small"
 GOLDEN = HERE / "golden" / "run_small.README.md"
 EPOCH = "1790035200"  # 2026-09-22T00:00:00Z, the day after the fixture ran
 SECTIONS = ["## Main metrics", "## Total generation speed", "## Generation speed and latency", "## KV cache",
-            "## Prompt ingestion", "## Serving under load (rates)", "## Batch table", "## Parameters", "## Method"]
+            "## Prompt ingestion", "## Serving under load (rates)", "## Batch table", "## Server vs client",
+            "## Parameters", "## Method"]
 
 
 def outputs(run_dir: Path) -> dict[str, str]:
@@ -220,3 +221,50 @@ def test_launch_arguments_table_masks_secrets():
     flat = " ".join(" ".join(r) for r in rows)
     assert "sekrit" not in flat and "/tmp/server.log" not in flat and "123" not in flat
     assert "python -m vllm.entrypoints.openai.api_server --model m --api-key '***'" in flat
+
+
+def test_parameters_list_the_launch_command_version_and_every_argument():
+    """Seed 002's parameters table: every launch argument as name -> value, escaped, secrets masked whatever the
+    flag is called (run.json from an older cardgen may hold them unmasked)."""
+    data, _ = synthetic_run(suite="name: x\nscenarios:\n  - kind: ingest\n    prompt_tokens: [16, 32, 64]\n")
+    info = data.info.model_copy(deep=True)
+    command = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m", "--served-model-name",
+               "<script>alert(1)</script>", "--admin-api-key", "sekrit1", "--hf-token=sekrit2", "--tokenizer", "tok",
+               "--max-num-batched-tokens", "2048", "--enforce-eager"]
+    info.server.launch = {
+        "engine": "vllm", "engine_version": "0.32.0", "command": command,
+        "arguments": {"model": "m", "served_model_name": "<script>alert(1)</script>", "admin_api_key": "sekrit1",
+                      "hf_token": "sekrit2", "tokenizer": "tok", "max_num_batched_tokens": "2048",
+                      "enforce_eager": True, "ssl_secret_file": "sekrit3", "block_size": ["16", "32"]},
+        "engine_args": command[3:], "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "MY_PASSWORD": "sekrit4"},
+        "pid": 4242, "ready_after_s": 31.5, "stopped": "stopped with SIGTERM",
+    }
+    analysis = analyse(type(data)(info=info, requests=data.requests, metrics=data.metrics))
+    text = render_card(analysis, date="2026-01-01")
+    part = text[text.index("## Parameters"):text.index("## Method")]
+    launch = part[part.index("The engine was launched with (secrets masked):"):part.index("### GPU")]
+    rows = re.findall(r"^\| (.+?) \| (.+?) \|$", launch, re.MULTILINE)
+    assert rows[:4] == [("Argument", "Value"), (":---", ":---"), ("engine", "vllm"), ("engine\\_version", "0.32.0")]
+    assert rows[4][0] == "command" and "--admin-api-key '\\*\\*\\*'" in rows[4][1]
+    assert "'--hf-token=\\*\\*\\*'" in rows[4][1] and "--tokenizer tok" in rows[4][1]
+    table = dict(rows[5:])
+    expected = {"--model": "m", "--served-model-name": "&lt;script&gt;alert(1)&lt;/script&gt;",
+                "--admin-api-key": "\\*\\*\\*", "--hf-token": "\\*\\*\\*", "--tokenizer": "tok",
+                "--max-num-batched-tokens": "2048", "--enforce-eager": "true", "--ssl-secret-file": "\\*\\*\\*",
+                "--block-size": "16, 32", "env VLLM\\_CPU\\_KVCACHE\\_SPACE": "1", "env MY\\_PASSWORD": "\\*\\*\\*",
+                "ready\\_after\\_s": "31.5", "stopped": "stopped with SIGTERM"}
+    assert table == expected
+    assert "sekrit" not in text and "<script" not in text and "4242" not in launch
+    assert "| Engine version | synthetic |" in part  # what the running server reported, next to the launch
+
+
+def test_launch_secret_flags_are_recognised():
+    from cardgen.card.context import is_secret_flag, redact_args
+
+    for flag in ("--api-key", "--admin-api-key", "--hf-token", "--token", "--ssl-secret", "--db-password",
+                 "api_key", "--auth-token"):
+        assert is_secret_flag(flag), flag
+    for flag in ("--tokenizer", "--max-num-batched-tokens", "--ssl-keyfile", "--eos-token", "--model"):
+        assert not is_secret_flag(flag), flag
+    assert redact_args(["--x-api-key", "v", "--secret=v", "--tokenizer", "t", "--token"]) == [
+        "--x-api-key", "***", "--secret=***", "--tokenizer", "t", "--token"]
