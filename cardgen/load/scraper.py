@@ -23,6 +23,7 @@ from cardgen.promtext import parse_metrics
 from cardgen.records import MetricSample
 
 MIN_INTERVAL_S = 0.1
+FIRST_SCRAPE_TIMEOUT_S = 10.0
 
 
 def scrape_loop(url: str, out: Path, *, interval_s: float, parent_pid: int | None = None,
@@ -36,8 +37,11 @@ def scrape_loop(url: str, out: Path, *, interval_s: float, parent_pid: int | Non
     started = time.monotonic()
     next_at = time.monotonic()
     failures_in_a_row = 0
+    last = False
     with Path(out).open("a", encoding="utf-8") as fh:
-        while not stop["now"]:
+        while True:
+            if stop["now"]:
+                last = True  # one more scrape after the load ended, so counters bracket the whole run
             if parent_pid is not None and os.getppid() != parent_pid:
                 break
             if stop_after_s is not None and time.monotonic() - started > stop_after_s:
@@ -55,6 +59,8 @@ def scrape_loop(url: str, out: Path, *, interval_s: float, parent_pid: int | Non
                 failures_in_a_row += 1
             fh.write(json.dumps(sample.model_dump(mode="json", exclude_none=True), separators=(",", ":")) + "\n")
             fh.flush()
+            if last:
+                break
             if failures_in_a_row >= 20:  # the endpoint is not there: say so once a second, not twice
                 interval = max(interval_s, 1.0)
             else:
@@ -64,7 +70,17 @@ def scrape_loop(url: str, out: Path, *, interval_s: float, parent_pid: int | Non
             if delay < 0:  # fell behind (slow server): do not burst to catch up
                 next_at = time.monotonic()
                 delay = 0
-            time.sleep(delay)
+            _sleep_unless(stop, delay)
+
+
+def _sleep_unless(stop: dict[str, bool], seconds: float) -> None:
+    """Sleep, waking early (within 20 ms) when told to stop."""
+    end = time.monotonic() + seconds
+    while not stop["now"]:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, 0.02))
 
 
 class Scraper:
@@ -83,6 +99,12 @@ class Scraper:
             [sys.executable, "-m", "cardgen.load.scraper", "--url", self.url, "--out", str(self.out),
              "--interval", str(self.interval_s), "--parent-pid", str(os.getpid())],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        # the first scrape lands before the first request, so counters bracket the whole run
+        deadline = time.monotonic() + FIRST_SCRAPE_TIMEOUT_S
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if self.out.exists() and self.out.stat().st_size > 0:
+                break
+            time.sleep(0.02)
         return self
 
     def __exit__(self, *exc: object) -> None:

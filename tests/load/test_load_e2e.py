@@ -165,6 +165,9 @@ def test_server_metrics_are_scraped_every_half_second(tmp_path, write_suite):
     gaps = np.diff([x["t"] for x in lines])
     assert 0.4 <= float(np.median(gaps)) <= 0.7
     assert any("vllm:num_requests_running" in x.get("samples", {}) for x in lines)
+    records = read_records(tmp_path / "run")  # the scrapes bracket the run: counters cover every request
+    assert lines[0]["t_end"] < min(r["sent_at"] for r in records)
+    assert lines[-1]["t"] > max(r["end_at"] for r in records)
     for path in (tmp_path / "run").iterdir():  # the API key is in no file of the run
         assert "sk-very-secret-123" not in path.read_text(errors="replace"), path.name
     assert "sk-very-secret-123" not in proc.stdout + proc.stderr
