@@ -123,3 +123,22 @@ def _render(run_dir: Path, *, quiet: bool) -> None:
     card = render_run(run_dir)
     if not quiet:
         click.echo(f"cardgen: card written to {card}", err=True)
+        click.echo(headline_text(run_dir), err=True)
+
+
+def headline_text(run_dir: Path) -> str:
+    """The three headline figures in one line, from summary.json ('-' where the run could not measure one)."""
+    from cardgen.analysis.summary import Summary
+    from cardgen.rundir import SUMMARY_JSON
+
+    summary = Summary.model_validate_json((run_dir / SUMMARY_JSON).read_text("utf-8"))
+    h = summary.headline
+
+    def fmt(value: float | None, unit: str) -> str:
+        return "-" if value is None else f"{value:,.0f} {unit}" if value >= 100 else f"{value:,.1f} {unit}"
+
+    label = "MODELLED" if summary.modelled else "measured"
+    return (f"cardgen: {label}: prompt ingestion {fmt(h.prompt_ingestion_tok_s, 'tok/s')}; generation "
+            f"{fmt(h.generation_tok_s_at_10_parallel_1024_128, 'tok/s')} per request at 10 parallel (1024 in, "
+            f"128 out); KV cache {fmt(h.kv_cache_tokens, 'tokens')}"
+            + (f" ({summary.kv_cache_method})" if summary.kv_cache_method else ""))

@@ -26,7 +26,7 @@ import requests
 from cardgen import __version__
 from cardgen.engines.detect import probe
 from cardgen.errors import RunError, ServerError, UsageError
-from cardgen.load.plan import Point, expand
+from cardgen.load.plan import Point, expand, fit_context
 from cardgen.load.progress import PointProgress
 from cardgen.load.recorder import Recorder
 from cardgen.load.runner import RunPlan, run_plan
@@ -132,6 +132,16 @@ def _loadgen_report(run_dir: Path) -> tuple[dict[str, Any], list[str]]:
     return report, warnings
 
 
+def _max_model_len(server: ServerInfo) -> int | None:
+    """The served model's context length as ``/v1/models`` gives it (vLLM, SGLang, the virtual server)."""
+    if isinstance(server.models, dict):
+        for entry in server.models.get("data") or ():
+            if isinstance(entry, dict) and entry.get("id") == server.served_model:
+                value = entry.get("max_model_len")
+                return value if isinstance(value, int) and value > 0 else None
+    return None
+
+
 def _is_local(base: str) -> bool:
     host = (urlparse(base).hostname or "").lower()
     return host in ("localhost", "::1") or host.startswith("127.")
@@ -188,7 +198,10 @@ def run_load(cfg: LoadConfig) -> LoadResult:
     if cfg.launch:
         server.launch = cfg.launch
     served = server.served_model or cfg.model
-    points = expand(cfg.suite)
+    points, context_warnings = fit_context(expand(cfg.suite), _max_model_len(server))
+    if not points:
+        raise UsageError(f"no point of suite '{cfg.suite.name}' fits the server's context of "
+                         f"{_max_model_len(server)} tokens: use shorter prompts and outputs")
 
     session = requests.Session()
     session.trust_env = False
@@ -207,6 +220,7 @@ def run_load(cfg: LoadConfig) -> LoadResult:
         suite_spec=cfg.suite.model_dump(mode="json"), started_at=_utc(started), started_unix=started,
         server=server, modelled=cfg.modelled, sim=cfg.sim, gpu=cfg.gpu, workers=cfg.workers,
     )
+    info.warnings.extend(context_warnings)
     save_run_info(run_dir, info)
 
     progress = PointProgress(quiet=cfg.quiet)

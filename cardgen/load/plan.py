@@ -122,3 +122,28 @@ def expand(suite: Suite) -> list[Point]:
         else:
             seen[point.name] = 1
     return points
+
+
+def fit_context(points: list[Point], max_model_len: int | None) -> tuple[list[Point], list[str]]:
+    """Leave out what cannot fit the server's context (prompt + output > ``max_model_len``): every such
+    request would fail with HTTP 400. Returns the points to run and one warning per point changed."""
+    if not max_model_len:
+        return points, []
+    kept: list[Point] = []
+    warnings: list[str] = []
+    for point in points:
+        if point.kind == "ingest":
+            lengths = [n for n in point.lengths if n + point.output_tokens <= max_model_len]
+            if len(lengths) < len(point.lengths):
+                warnings.append(f"{point.name}: prompts over {max_model_len - point.output_tokens} tokens left out "
+                                f"(the server's max_model_len is {max_model_len})")
+            if len(lengths) >= 2:
+                point.lengths = lengths
+                kept.append(point)
+            continue
+        if point.prompt_tokens + point.output_tokens > max_model_len:
+            warnings.append(f"{point.name} left out: {point.prompt_tokens} + {point.output_tokens} tokens exceed "
+                            f"the server's max_model_len of {max_model_len}")
+            continue
+        kept.append(point)
+    return kept, warnings

@@ -241,3 +241,15 @@ def test_gpu_telemetry_from_a_dcgm_exporter_or_a_reason(tmp_path, write_suite):
         assert local_gpu["reason"].startswith("no GPU telemetry")
         assert not (tmp_path / "local" / "gpu_metrics.jsonl").exists() or not (
             tmp_path / "local" / "gpu_metrics.jsonl").read_text().strip()
+
+
+def test_points_beyond_the_servers_context_are_left_out_not_failed(tmp_path, write_suite):
+    suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: [64, 1024], output_tokens: 8, "
+                        "parallel: 2, min_requests: 4}\n")
+    with sim_server(tmp_path, "--max-model-len", "512") as (sim, _):
+        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    records = read_records(tmp_path / "run")
+    assert {r["scenario"] for r in records} == {"closed-in64-out8-p2"} and all(r["error"] is None for r in records)
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert any("closed-in1024-out8-p2 left out" in w and "512" in w for w in run["warnings"])

@@ -56,3 +56,16 @@ def test_unknown_suite_name(tmp_path):
         load_suite("fast")
     with pytest.raises(UsageError, match="does not exist"):
         load_suite(str(tmp_path / "missing.yaml"))
+
+
+def test_points_that_cannot_fit_the_context_are_left_out_with_a_warning():
+    from cardgen.load.plan import fit_context
+
+    suite = parse_suite("name: t\nscenarios:\n"
+                        "- {kind: ingest, prompt_tokens: [100, 1000, 2000, 3000], output_tokens: 1}\n"
+                        "- {kind: closed, prompt_tokens: [1024, 4096], output_tokens: 128, parallel: 2}\n")
+    points, warnings = fit_context(expand(suite), 2048)
+    assert [p.name for p in points] == ["ingest", "closed-in1024-out128-p2"]
+    assert points[0].lengths == [100, 1000, 2000]
+    assert len(warnings) == 2 and all("2048" in w for w in warnings)
+    assert fit_context(expand(suite), None)[0] == expand(suite)
