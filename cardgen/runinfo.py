@@ -10,31 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cardgen.redact import SECRET_FLAGS, redact_argv  # noqa: F401  (re-exported)
+
 RUN_SCHEMA_VERSION = 1
-
-SECRET_FLAGS = ("--api-key", "--token", "--hf-token")
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """The command line with the value of every secret flag replaced by ``***``."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-            continue
-        flag, eq, _ = arg.partition("=")
-        if flag in SECRET_FLAGS:
-            if eq:
-                out.append(f"{flag}=***")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
-    return out
-
 
 class ServerInfo(BaseModel):
     """What the server said about itself."""

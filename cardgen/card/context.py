@@ -31,12 +31,12 @@ from cardgen.analysis.summary import (
 )
 from cardgen.card import format as fmt
 from cardgen.card.escape import front_matter
-from cardgen.engines.base import is_secret_key
 from cardgen.errors import RenderError
 from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
 from cardgen.gpu import NO_TELEMETRY
+from cardgen.redact import MASK, is_secret_flag, is_secret_key, redact_argv
 from cardgen.rundir import FIGURES_DIR, slugify
-from cardgen.runinfo import SECRET_FLAGS, RunInfo, redact_argv
+from cardgen.runinfo import RunInfo
 
 
 @dataclass(frozen=True)
@@ -318,38 +318,6 @@ def _parameters(s: Summary, info: RunInfo, date: str) -> TableView:
 _LAUNCH_SKIP = {"pid", "log", "started_unix", "url", "host", "port", "server_reported"}  # machine-local details
 _LAUNCH_FIRST = ("engine", "engine_version", "command")
 _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
-MASK = "***"
-
-
-def is_secret_flag(flag: str) -> bool:
-    """Whether a command-line flag or argument name says its value is a secret: ``--api-key``, ``--hf-token``,
-    ``--admin-api-key``, ``ssl_secret``... (not ``--tokenizer`` or ``--max-num-batched-tokens``)."""
-    name = str(flag).split("=", 1)[0]
-    return name in SECRET_FLAGS or is_secret_key(name.lstrip("-"))
-
-
-def redact_args(argv: list[str]) -> list[str]:
-    """``argv`` with the value of every secret-named flag masked (``--x-api-key v`` and ``--x-api-key=v``); the
-    card masks again whatever run.json holds, whichever cardgen wrote it."""
-    out: list[str] = []
-    hide_next = False
-    for arg in redact_argv(argv):
-        if hide_next:
-            out.append(MASK)
-            hide_next = False
-            continue
-        flag, eq, _ = arg.partition("=")
-        if flag.startswith("-") and is_secret_flag(flag):
-            if eq:
-                out.append(f"{flag}={MASK}")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
-    return out
-
-
 def _argv_rows(args: list[str]) -> list[list[str]]:
     """``--flag value`` / ``--flag=value`` / bare ``--flag`` pairs of an (already redacted) argument list."""
     rows, i = [], 0
@@ -394,14 +362,14 @@ def _launch(info: RunInfo) -> TableView | None:
         if key in _LAUNCH_SKIP:
             continue
         if key == "command" and isinstance(value, list):
-            rows.append(["command", shlex.join(redact_args([str(v) for v in value]))])
+            rows.append(["command", shlex.join(redact_argv([str(v) for v in value]))])
         elif key == "arguments" and isinstance(value, dict):
             for k, v in value.items():
                 flag = f"--{str(k).replace('_', '-')}" if k != "positional" else "positional"
                 rows.append([flag, _masked(flag, v) if k != "positional" else _plain(v)])
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):
             if key != "engine_args" or "arguments" not in launch:  # the same arguments, already shown
-                rows += _argv_rows(redact_args(value))
+                rows += _argv_rows(redact_argv(value))
         elif isinstance(value, dict):
             rows += [[f"{key} {k}", MASK if any(w in str(k).upper() for w in _SECRET_WORDS) or is_secret_key(str(k))
                       else _plain(v)] for k, v in value.items()]

@@ -8,22 +8,13 @@ the :class:`Fetch` a caller hands in (``detect.probe`` does, with ``requests``).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cardgen.redact import is_secret_key  # noqa: F401  (re-exported for the adapters)
+
 Samples = dict[str, list[dict[str, Any]]]
-
-_SECRET_KEY = re.compile(r"(api_?key$|secret|password|(^|_)(hf|auth|access|bearer|api)_token$|^token$)",
-                         re.IGNORECASE)
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a setting's name says its value is a secret (``api_key``, ``hf_token``, ``admin_api_key``...),
-    not ``tokenizer`` or ``eos_token``."""
-    return bool(_SECRET_KEY.search(str(key).replace("-", "_")))
-
 
 @dataclass(frozen=True)
 class Fetch:

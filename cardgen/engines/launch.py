@@ -28,7 +28,7 @@ import requests
 
 from cardgen.engines.registry import ADAPTERS, engine_name
 from cardgen.errors import ServerError, UsageError
-from cardgen.runinfo import SECRET_FLAGS, redact_argv
+from cardgen.redact import SECRET_FLAGS, redact_argv
 
 #: flags cardgen sets itself: a user's --engine-args must not repeat them
 RESERVED_FLAGS = ("--host", "--hostname", "--port")

@@ -259,12 +259,12 @@ def test_parameters_list_the_launch_command_version_and_every_argument():
 
 
 def test_launch_secret_flags_are_recognised():
-    from cardgen.card.context import is_secret_flag, redact_args
+    from cardgen.redact import is_secret_flag, redact_argv
 
     for flag in ("--api-key", "--admin-api-key", "--hf-token", "--token", "--ssl-secret", "--db-password",
                  "api_key", "--auth-token"):
         assert is_secret_flag(flag), flag
     for flag in ("--tokenizer", "--max-num-batched-tokens", "--ssl-keyfile", "--eos-token", "--model"):
         assert not is_secret_flag(flag), flag
-    assert redact_args(["--x-api-key", "v", "--secret=v", "--tokenizer", "t", "--token"]) == [
+    assert redact_argv(["--x-api-key", "v", "--secret=v", "--tokenizer", "t", "--token"]) == [
         "--x-api-key", "***", "--secret=***", "--tokenizer", "t", "--token"]
