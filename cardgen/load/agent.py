@@ -23,6 +23,7 @@ from locust import HttpUser, task
 from locust.clients import HttpSession
 from locust.exception import StopUser
 
+from cardgen.engines import counter, load_gauges
 from cardgen.load.client import build_payload, stream_once
 from cardgen.load.plan import Point
 from cardgen.load.prompts import PromptTemplate, request_id
@@ -146,7 +147,8 @@ class Agent:
 
     def _waves(self, ctx: _PointContext, *, index: int, parts: int) -> None:
         point = ctx.point
-        watcher = _SaturationWatcher(ctx.base_url, ctx.headers) if point.stop_at_saturation else None
+        watcher = (_SaturationWatcher(ctx.base_url, ctx.headers, ctx.engine)
+                   if point.stop_at_saturation else None)
         for wave in range(1, point.max_wave + 1, point.step):
             if self.stopping:
                 break
@@ -211,6 +213,7 @@ class _PointContext:
         self.issued = 0
         self.base_url = user.host.rstrip("/")
         self.headers = dict(agent.setup_data.get("headers") or {})
+        self.engine: str | None = agent.setup_data.get("engine")
         self._free: list[HttpSession] = []
 
     def session(self) -> HttpSession:
@@ -255,18 +258,20 @@ class _PointContext:
 class _SaturationWatcher:
     """Polls ``/metrics`` every 0.25 s during a wave: saturated when requests wait or get preempted."""
 
-    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
+    def __init__(self, base_url: str, headers: dict[str, str], engine: str | None) -> None:
         import requests
 
         self.session = requests.Session()
         self.session.headers.update(headers)
         self.url = f"{base_url}/metrics"
+        self.engine = engine
         self.available = True
         self.greenlet: gevent.Greenlet | None = None
         self.saturated = False
         self._preempt0: float | None = None
 
     def _poll(self) -> dict[str, float]:
+        """Waiting requests and KV usage as the engine's adapter reads them, and vLLM's preemption counter."""
         import requests
 
         try:
@@ -278,17 +283,11 @@ class _SaturationWatcher:
         except (requests.RequestException, ValueError):
             self.available = False
             return {}
-
-        def first(*names: str) -> float:
-            for name in names:
-                for s in samples.get(name, ()):
-                    return float(s["value"] or 0.0)
-            return 0.0
-
+        gauges = load_gauges(self.engine, samples)
         return {
-            "waiting": first("vllm:num_requests_waiting", "tgi_queue_size", "llamacpp:requests_deferred"),
-            "preempted": first("vllm:num_preemptions_total"),
-            "usage": first("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+            "waiting": gauges["waiting"] or 0.0,
+            "usage": gauges["usage"] or 0.0,
+            "preempted": counter(samples, "vllm:num_preemptions_total") or 0.0,
         }
 
     def start(self) -> None:

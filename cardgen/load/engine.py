@@ -32,8 +32,7 @@ from cardgen.load.recorder import Recorder
 from cardgen.load.runner import RunPlan, run_plan
 from cardgen.load.scraper import Scraper
 from cardgen.load.sizing import PromptBook
-from cardgen.records import LoadgenSample, RequestRecord, read_jsonl
-from cardgen.rundir import LOADGEN_JSONL, REQUESTS_JSONL, SERVER_METRICS_JSONL
+from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL
 from cardgen.runinfo import RunInfo, ServerInfo, redact_argv, save_run_info
 from cardgen.suite import Suite
 
@@ -95,22 +94,9 @@ def _pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
-def _loadgen_report(run_dir: Path) -> tuple[dict[str, Any], list[str]]:
+def _loadgen_report(recorder: Recorder) -> tuple[dict[str, Any], list[str]]:
     """Percentiles of event-loop lag, send lag and CPU, and warnings when the client was the bottleneck."""
-    lags: list[float] = []
-    cpus: list[float] = []
-    path = run_dir / LOADGEN_JSONL
-    if path.exists():
-        for s in read_jsonl(path, LoadgenSample):
-            lags.append(s.loop_lag_s)
-            if s.cpu_percent is not None:
-                cpus.append(s.cpu_percent)
-    send_lags: list[float] = []
-    req_path = run_dir / REQUESTS_JSONL
-    if req_path.exists():
-        for r in read_jsonl(req_path, RequestRecord):
-            if r.scheduled_at is not None:
-                send_lags.append(max(0.0, r.sent_at - r.scheduled_at))
+    lags, cpus, send_lags = recorder.loop_lags_s, recorder.cpu_percents, recorder.send_lags_s
     report = {
         "loop_lag_p50_s": _pct(lags, 50), "loop_lag_p95_s": _pct(lags, 95), "loop_lag_p99_s": _pct(lags, 99),
         "loop_lag_max_s": max(lags, default=None),
@@ -228,7 +214,8 @@ def run_load(cfg: LoadConfig) -> LoadResult:
     recorder.listeners.append(progress.on_record)
     plan = RunPlan(
         url=base, points=points,
-        setup={"model": served, "headers": headers, "templates": templates, "nonce": random.randrange(10_000)},
+        setup={"model": served, "engine": server.engine, "headers": headers, "templates": templates,
+               "nonce": random.randrange(10_000)},
         workers=cfg.workers, remote_workers=cfg.remote_workers, master_bind_host=cfg.master_bind_host,
         master_port=cfg.master_port, on_point_start=progress.start, on_point_end=progress.end,
     )
@@ -255,7 +242,7 @@ def run_load(cfg: LoadConfig) -> LoadResult:
         info.requests_total, info.requests_failed = recorder.total, recorder.failed
         info.failures_by_kind = dict(recorder.failures_by_kind)
         info.length_mismatches = recorder.length_mismatches
-        info.loadgen, lg_warnings = _loadgen_report(run_dir)
+        info.loadgen, lg_warnings = _loadgen_report(recorder)
         info.warnings.extend(lg_warnings)
         if recorder.length_mismatches:
             info.warnings.append(f"{recorder.length_mismatches} requests returned a different number of tokens "

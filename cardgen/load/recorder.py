@@ -47,6 +47,10 @@ class Recorder:
         self.by_point: Counter[str] = Counter()
         self.output_tokens_by_point: Counter[str] = Counter()
         self.failed_by_point: Counter[str] = Counter()
+        # the load generator measuring itself, for run.json's percentiles (no need to re-read the files)
+        self.send_lags_s: list[float] = []  # open loop: actual - scheduled send time
+        self.loop_lags_s: list[float] = []
+        self.cpu_percents: list[float] = []
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     def _fail(self, exc: BaseException) -> None:
@@ -63,6 +67,8 @@ class Recorder:
             self.total += 1
             point = data.get("scenario", "?")
             self.by_point[point] += 1
+            if data.get("scheduled_at") is not None:
+                self.send_lags_s.append(max(0.0, float(data["sent_at"]) - float(data["scheduled_at"])))
             if data.get("error") is not None:
                 self.failed += 1
                 self.failed_by_point[point] += 1
@@ -81,6 +87,9 @@ class Recorder:
         try:
             self._loadgen.write(json.dumps(data, separators=(",", ":")) + "\n")
             self._loadgen.flush()
+            self.loop_lags_s.append(float(data["loop_lag_s"]))
+            if data.get("cpu_percent") is not None:
+                self.cpu_percents.append(float(data["cpu_percent"]))
         except Exception as exc:  # noqa: BLE001
             self._fail(exc)
 
