@@ -95,7 +95,8 @@ def _run_virtual(cfg, *, model: str, gpu: str, model_config: Path | None, tp: in
         raise UsageError(f"--model-config {model_config} does not exist")
     if tp < 1:
         raise UsageError("--tp must be 1 or more")
-    perf = build_perf_model(model=None if model_config else model, model_config=model_config, gpu=gpu, tp=tp)
+    # unknown model or GPU: a one-line error before any process starts
+    build_perf_model(model=None if model_config else model, model_config=model_config, gpu=gpu, tp=tp)
     argv = [model, "--gpu", gpu, "--tp", str(tp)]
     if model_config is not None:
         argv += ["--model-config", str(model_config)]
@@ -106,7 +107,7 @@ def _run_virtual(cfg, *, model: str, gpu: str, model_config: Path | None, tp: in
     with running_sim(argv, log_path=cfg.run_dir / SERVER_LOG) as sim:
         cfg.url = sim.url
         cfg.modelled = True
-        cfg.sim = sim.describe if isinstance(sim.describe, dict) else perf.describe()
+        cfg.sim = sim.describe
         cfg.gpu = {"name": gpu, "count": tp, "modelled": True}
         cfg.engine = "cardgen-sim"
         run_load(cfg)
