@@ -9,8 +9,6 @@ worker). It also measures the load generator itself (event-loop lag, CPU, reques
 from __future__ import annotations
 
 import logging
-import math
-import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,8 +23,8 @@ from locust.exception import StopUser
 
 from cardgen.engines import counter, load_gauges
 from cardgen.load.client import build_payload, stream_once
-from cardgen.load.plan import Point
 from cardgen.load.prompts import PromptTemplate, request_id
+from cardgen.points import Point
 from cardgen.promtext import parse_metrics
 from cardgen.records import LoadgenSample
 
@@ -35,11 +33,6 @@ log = logging.getLogger("cardgen.load")
 LAG_TICK_S = 0.05
 LAG_REPORT_S = 1.0
 SATURATED_USAGE = 0.9
-
-
-def share(total: int, index: int, parts: int) -> int:
-    """Worker ``index``'s share of ``total`` items split as evenly as possible over ``parts`` workers."""
-    return total // parts + (1 if index < total % parts else 0)
 
 
 class Agent:
@@ -99,23 +92,21 @@ class Agent:
             "closed": self._closed, "open": self._open, "waves": self._waves, "ingest": self._ingest,
             "batch": self._batch,
         }[point.kind]
-        if point.kind in ("waves", "ingest", "batch") and index != 0:
-            return 0  # barrier scenarios run in one process: spreading them would blur their timing
+        if not point.runs_on(index):
+            return 0
         ctx = _PointContext(self, user, point)
         runner(ctx, index=index, parts=parts)
         return ctx.issued
 
     def _closed(self, ctx: _PointContext, *, index: int, parts: int) -> None:
         point = ctx.point
-        slots = share(point.parallel or 1, index, parts)
-        quota = share(point.min_requests, index, parts)
+        slots = point.closed_slots(index, parts)
+        quota = point.closed_quota(index, parts)
         t0 = time.time()
 
         def more() -> bool:
-            elapsed = time.time() - t0
-            if self.stopping or (point.max_duration_s is not None and elapsed >= point.max_duration_s):
-                return False
-            return ctx.issued < quota or elapsed < point.min_duration_s
+            return not self.stopping and point.closed_continues(issued=ctx.issued, quota=quota,
+                                                                elapsed_s=time.time() - t0)
 
         def slot() -> None:
             session = ctx.session()
@@ -129,16 +120,12 @@ class Agent:
 
     def _open(self, ctx: _PointContext, *, index: int, parts: int) -> None:
         point = ctx.point
-        n = share(point.num_requests, index, parts)
-        rate = (point.rate_rps or math.inf) / parts
-        rng = random.Random(point.seed * 1000 + index)
         group = Group()
-        t = time.time() + 0.05
-        for _ in range(n):
+        t0 = time.time() + 0.05
+        for offset in point.arrival_offsets(index, parts):
             if self.stopping:
                 break
-            if not math.isinf(rate):
-                t += rng.expovariate(rate)
+            t = t0 + offset
             delay = t - time.time()
             if delay > 0:
                 gevent.sleep(delay)
@@ -149,7 +136,7 @@ class Agent:
         point = ctx.point
         watcher = (_SaturationWatcher(ctx.base_url, ctx.headers, ctx.engine)
                    if point.stop_at_saturation else None)
-        for wave in range(1, point.max_wave + 1, point.step):
+        for wave in point.wave_sizes():
             if self.stopping:
                 break
             if watcher:
@@ -165,24 +152,21 @@ class Agent:
     def _ingest(self, ctx: _PointContext, *, index: int, parts: int) -> None:
         point = ctx.point
         session = ctx.session()
-        for rep in range(point.repeats):
-            for length in point.lengths:
-                if self.stopping:
-                    return
-                ctx.send(session, prompt_tokens=length, repeat=rep, parallel=1)
+        for length, rep in point.ingest_order():
+            if self.stopping:
+                return
+            ctx.send(session, prompt_tokens=length, repeat=rep, parallel=1)
 
     def _batch(self, ctx: _PointContext, *, index: int, parts: int) -> None:
         point = ctx.point
         size = point.parallel or 1
         sessions = [ctx.session() for _ in range(size)]
-        for run in range(point.warmups + point.runs):
+        for repeat, warm in point.batch_rounds():
             if self.stopping:
                 return
-            warm = run < point.warmups
             group = Group()
             for s in sessions:
-                group.spawn(ctx.send, s, repeat=run - point.warmups if not warm else run, warmup=warm,
-                            parallel=size)
+                group.spawn(ctx.send, s, repeat=repeat, warmup=warm, parallel=size)
             group.join()
 
     # -- measuring the load generator -------------------------------------------------------------------

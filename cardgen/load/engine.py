@@ -26,7 +26,7 @@ import requests
 from cardgen import __version__
 from cardgen.engines.detect import probe
 from cardgen.errors import RunError, ServerError, UsageError
-from cardgen.load.plan import Point, expand, fit_context
+from cardgen.points import Point, expand, fit_context
 from cardgen.load.progress import PointProgress
 from cardgen.load.recorder import Recorder
 from cardgen.load.runner import RunPlan, run_plan

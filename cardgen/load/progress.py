@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cardgen.load.plan import Point
+from cardgen.points import Point
 
 
 class PointProgress:

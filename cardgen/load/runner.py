@@ -23,8 +23,8 @@ from locust.env import Environment
 
 from cardgen.errors import RunError
 from cardgen.load.agent import Agent, CardgenUser
-from cardgen.load.plan import Point
 from cardgen.load.recorder import Recorder
+from cardgen.points import Point
 
 log = logging.getLogger("cardgen.load")
 

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from cardgen.errors import UsageError
-from cardgen.load.plan import Point, expand
+from cardgen.points import Point, expand
 from cardgen.suite import load_suite, parse_suite
 
 
@@ -59,7 +59,7 @@ def test_unknown_suite_name(tmp_path):
 
 
 def test_points_that_cannot_fit_the_context_are_left_out_with_a_warning():
-    from cardgen.load.plan import fit_context
+    from cardgen.points import fit_context
 
     suite = parse_suite("name: t\nscenarios:\n"
                         "- {kind: ingest, prompt_tokens: [100, 1000, 2000, 3000], output_tokens: 1}\n"
@@ -69,3 +69,40 @@ def test_points_that_cannot_fit_the_context_are_left_out_with_a_warning():
     assert points[0].lengths == [100, 1000, 2000]
     assert len(warnings) == 2 and all("2048" in w for w in warnings)
     assert fit_context(expand(suite), None)[0] == expand(suite)
+
+
+# -- the scenario rules every driver obeys -------------------------------------------------------------------
+def _point(**kw) -> Point:
+    base = dict(name="p", kind="closed", group="g", endpoint="completions", timeout_s=10.0)
+    return Point(**{**base, **kw})
+
+
+def test_closed_loop_stops_at_quota_and_duration_and_never_past_max_duration():
+    p = _point(parallel=4, min_requests=10, min_duration_s=2.0, max_duration_s=5.0)
+    assert p.closed_continues(issued=9, quota=10, elapsed_s=3.0)
+    assert p.closed_continues(issued=10, quota=10, elapsed_s=1.0)  # quota met, duration not yet
+    assert not p.closed_continues(issued=10, quota=10, elapsed_s=2.0)
+    assert not p.closed_continues(issued=0, quota=10, elapsed_s=5.0)
+    assert [p.closed_quota(i, 3) for i in range(3)] == [4, 3, 3]
+    assert [p.closed_slots(i, 3) for i in range(3)] == [2, 1, 1]
+
+
+def test_open_loop_arrivals_are_seeded_poisson_split_over_processes():
+    p = _point(kind="open", rate_rps=4.0, num_requests=2000, seed=3)
+    one = p.arrival_offsets()
+    assert one == p.arrival_offsets() and len(one) == 2000
+    assert all(b > a for a, b in zip(one, one[1:], strict=False))
+    assert abs(one[-1] / len(one) - 0.25) < 0.02  # mean gap 1 / rate
+    halves = [p.arrival_offsets(i, 2) for i in range(2)]
+    assert [len(h) for h in halves] == [1000, 1000]
+    assert abs(halves[0][-1] / 1000 - 0.5) < 0.05  # each process at rate / 2
+    burst = _point(kind="open", rate_rps=math.inf, num_requests=5)
+    assert burst.arrival_offsets() == [0.0] * 5
+
+
+def test_waves_ingest_and_batch_order():
+    assert _point(kind="waves", max_wave=7, step=3).wave_sizes() == [1, 4, 7]
+    assert _point(kind="ingest", lengths=[16, 32], repeats=2).ingest_order() == [(16, 0), (32, 0), (16, 1), (32, 1)]
+    assert _point(kind="batch", warmups=1, runs=2).batch_rounds() == [(0, True), (0, False), (1, False)]
+    assert _point(kind="batch").runs_on(0) and not _point(kind="batch").runs_on(1)
+    assert _point(kind="closed").runs_on(1)

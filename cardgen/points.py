@@ -1,15 +1,31 @@
-"""Expand a suite into points: the unit the load engine runs, one after another.
+"""Points: the one home of a suite's expansion into runs and of each scenario's rules.
 
-A point is plain data (a dict-able dataclass) so it can travel to Locust workers over msgpack.
+A point is one run of fixed parameters (e.g. the closed loop at 10 parallel users). :func:`expand` turns a
+suite into points and names them; the methods of :class:`Point` say how each kind of scenario sends its
+requests (when a closed loop stops, when open-loop requests arrive, how waves grow, in which order ingestion
+prompts go). The load agent (real time) and the virtual-time driver (``cardgen.sim.drive``) both obey these
+rules, so what the virtual server predicts is what the load engine does.
+
+A point is plain data (a dict-able dataclass) so it can travel to Locust workers.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cardgen.suite import BatchSweep, ClosedLoop, Ingest, OpenLoop, Suite, Waves
+
+#: scenario kinds whose timing is a barrier (all of a wave, a batch, one prompt at a time): never split
+#: across load-generating processes, because spreading them would blur their timing
+BARRIER_KINDS = ("waves", "ingest", "batch")
+
+
+def share(total: int, index: int, parts: int) -> int:
+    """Worker ``index``'s share of ``total`` items split as evenly as possible over ``parts`` workers."""
+    return total // parts + (1 if index < total % parts else 0)
 
 
 @dataclass
@@ -70,6 +86,57 @@ class Point:
 
     def prompt_lengths(self) -> list[int]:
         return list(self.lengths) if self.kind == "ingest" else [self.prompt_tokens]
+
+    # -- the scenario rules: what every driver of a point obeys --------------------------------------------
+    def runs_on(self, index: int) -> bool:
+        """Whether load-generating process ``index`` takes part: barrier kinds run on process 0 only."""
+        return index == 0 or self.kind not in BARRIER_KINDS
+
+    def closed_slots(self, index: int, parts: int) -> int:
+        """Closed loop: the parallel users process ``index`` of ``parts`` runs."""
+        return share(self.parallel or 1, index, parts)
+
+    def closed_quota(self, index: int, parts: int) -> int:
+        """Closed loop: the requests process ``index`` of ``parts`` must send at least."""
+        return share(self.min_requests, index, parts)
+
+    def closed_continues(self, *, issued: int, quota: int, elapsed_s: float) -> bool:
+        """Closed loop: whether a user sends another request, ``elapsed_s`` after the point started, when its
+        process has sent ``issued`` of its ``quota``. Past ``max_duration_s`` never; else until both the quota
+        and ``min_duration_s`` are reached."""
+        if self.max_duration_s is not None and elapsed_s >= self.max_duration_s:
+            return False
+        return issued < quota or elapsed_s < self.min_duration_s
+
+    def arrival_offsets(self, index: int = 0, parts: int = 1) -> list[float]:
+        """Open loop: when process ``index`` of ``parts`` sends each of its requests, in seconds after the
+        point's start. Poisson arrivals (exponential gaps, seeded per process) at ``rate_rps / parts``; all at
+        0 for an infinite rate."""
+        n = share(self.num_requests, index, parts)
+        rate = (self.rate_rps or math.inf) / parts
+        if math.isinf(rate):
+            return [0.0] * n
+        rng = random.Random(self.seed * 1000 + index)
+        t, out = 0.0, []
+        for _ in range(n):
+            t += rng.expovariate(rate)
+            out.append(t)
+        return out
+
+    def wave_sizes(self) -> list[int]:
+        """Waves: the number of requests sent at once in each wave, in order (the run may stop early when
+        ``stop_at_saturation`` and the server queued or preempted)."""
+        return list(range(1, self.max_wave + 1, self.step))
+
+    def ingest_order(self) -> list[tuple[int, int]]:
+        """Ingestion: ``(prompt_tokens, repeat)`` of each request, sent one at a time in this order."""
+        return [(length, rep) for rep in range(self.repeats) for length in self.lengths]
+
+    def batch_rounds(self) -> list[tuple[int, bool]]:
+        """Batch table: ``(repeat, warmup)`` of each round of ``parallel`` simultaneous requests; warm-up
+        rounds count 0, 1, ... and so do the measured ones after them."""
+        return [(run if run < self.warmups else run - self.warmups, run < self.warmups)
+                for run in range(self.warmups + self.runs)]
 
 
 def _rate_label(rate: float) -> str:
