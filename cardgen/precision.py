@@ -1,0 +1,146 @@
+"""When a point's figure is known: steady state and precision, the rules that let a point stop early.
+
+Pure functions over the requests of one point; the load runner (real time), the virtual-time driver and the
+analysis all call these, so a point stops on the same evidence the card later shows.
+
+**Steady state (closed loop).** All users of a closed-loop point start at once, so the first round contends
+for prefill together, and when the point stops, the requests still in flight finish with fewer and fewer
+neighbours. Steady state is the requests sent at or after the point's first completion and ended at or
+before its last send; the rest are the ramp and the drain, left out of the point's figures and counted.
+
+**Precision (batch means over whole rounds).** Requests of one point are not independent: parallel users
+share batches, so neighbours in time are correlated. The steady requests, in the order they were sent, are cut
+into ``k`` consecutive batches of whole rounds (a round is ``parallel`` requests; at most 20 batches, at least
+5). The median of each batch is one observation; the 95 % interval half-width of the point's median is
+``t(0.975, k-1) * s / sqrt(k)``, ``s`` the standard deviation of the ``k`` batch medians. A point with a target
+stops when that half-width, divided by the median of all its steady requests, is within the target for every
+figure that decides (speed from start and TTFT).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_BATCHES = 5
+MAX_BATCHES = 20
+MIN_BATCH_REQUESTS = 4  # a batch of one request at parallel 1 would be no median at all
+
+# two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30); the normal 1.96 beyond
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def t975(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom."""
+    if df < 1:
+        raise ValueError("degrees of freedom must be at least 1")
+    return _T975[df - 1] if df <= len(_T975) else 1.96
+
+
+@dataclass(frozen=True)
+class MedianInterval:
+    """The median of a point's figure and its batch-means 95 % interval."""
+
+    median: float
+    half_width: float
+    batches: int
+
+    @property
+    def relative(self) -> float:
+        """Half-width as a fraction of the median (inf when the median is 0)."""
+        return self.half_width / abs(self.median) if self.median else math.inf
+
+    @property
+    def low(self) -> float:
+        return self.median - self.half_width
+
+    @property
+    def high(self) -> float:
+        return self.median + self.half_width
+
+
+def batch_size(n: int, parallel: int) -> int:
+    """Requests per batch for ``n`` steady requests at ``parallel`` users: whole rounds, at least
+    :data:`MIN_BATCH_REQUESTS`, and large enough that there are at most :data:`MAX_BATCHES` batches."""
+    rounds = max(1, math.ceil(MIN_BATCH_REQUESTS / max(parallel, 1)))
+    size = rounds * max(parallel, 1)
+    while n // size > MAX_BATCHES:
+        size += max(parallel, 1)
+    return size
+
+
+def median_interval(values: Sequence[float], *, parallel: int = 1) -> MedianInterval | None:
+    """Batch-means interval of the median of ``values`` (in send order); None with fewer than
+    :data:`MIN_BATCHES` whole batches."""
+    data = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    size = batch_size(len(data), parallel)
+    k = len(data) // size
+    if k < MIN_BATCHES:
+        return None
+    # the batches end at the newest request: a partial batch is the oldest requests, closest to the ramp
+    tail = data[len(data) - k * size:]
+    medians = np.median(tail.reshape(k, size), axis=1)
+    half = t975(k - 1) * float(np.std(medians, ddof=1)) / math.sqrt(k)
+    return MedianInterval(median=float(np.median(data)), half_width=half, batches=k)
+
+
+def steady_mask(sent_at: Sequence[float], ended_at: Sequence[float]) -> np.ndarray:
+    """Which requests of one closed-loop point are steady: sent at or after the point's first completion
+    and ended at or before its last send (see the module's docstring)."""
+    sent = np.asarray(sent_at, dtype=float)
+    ended = np.asarray(ended_at, dtype=float)
+    if sent.size == 0:
+        return np.zeros(0, dtype=bool)
+    first_end = np.nanmin(ended)
+    last_send = np.nanmax(sent)
+    return (sent >= first_end) & (ended <= last_send)
+
+
+def running_steady_mask(sent_at: Sequence[float], ended_at: Sequence[float]) -> np.ndarray:
+    """Steady requests while a point still runs (its last send is not known yet): every completed request
+    sent at or after the first completion."""
+    sent = np.asarray(sent_at, dtype=float)
+    ended = np.asarray(ended_at, dtype=float)
+    if sent.size == 0:
+        return np.zeros(0, dtype=bool)
+    return sent >= np.nanmin(ended)
+
+
+def precision_reached(figures: Sequence[Sequence[float]], *, target: float, parallel: int) -> bool:
+    """Whether every figure (each a list of per-request values of the steady requests, in send order) has a
+    median interval within ``target`` (a fraction: 0.03 is +-3 %)."""
+    for values in figures:
+        interval = median_interval(values, parallel=parallel)
+        if interval is None or interval.relative > target:
+            return False
+    return True
+
+
+def mean_interval(values: Sequence[float]) -> MedianInterval | None:
+    """Mean of independent repeats (the batch table's rounds) with its t interval; None with fewer than 2.
+    (``median`` holds the mean: the same shape as a median's interval.)"""
+    data = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if data.size < 2:
+        return None
+    half = t975(data.size - 1) * float(np.std(data, ddof=1)) / math.sqrt(data.size)
+    return MedianInterval(median=float(np.mean(data)), half_width=half, batches=int(data.size))
+
+
+def slope_interval(x: Sequence[float], y: Sequence[float]) -> MedianInterval | None:
+    """Least-squares slope of ``y`` on ``x`` (the ingestion sweep: seconds per prompt token) with its 95 %
+    t interval; None with fewer than 3 points or no spread in ``x``. (``median`` holds the slope.)"""
+    xs = np.asarray(x, dtype=float)
+    ys = np.asarray(y, dtype=float)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[ok], ys[ok]
+    if xs.size < 3 or np.ptp(xs) == 0:
+        return None
+    slope, intercept = np.polyfit(xs, ys, 1)
+    residual = ys - (slope * xs + intercept)
+    se = math.sqrt(float(np.sum(residual**2)) / (xs.size - 2) / float(np.sum((xs - xs.mean()) ** 2)))
+    return MedianInterval(median=float(slope), half_width=t975(xs.size - 2) * se, batches=int(xs.size))

@@ -1,0 +1,84 @@
+import math
+
+import numpy as np
+import pytest
+
+from cardgen.precision import (
+    batch_size,
+    mean_interval,
+    median_interval,
+    precision_reached,
+    running_steady_mask,
+    slope_interval,
+    steady_mask,
+    t975,
+)
+
+
+def test_t_quantiles():
+    assert t975(1) == pytest.approx(12.706)
+    assert t975(9) == pytest.approx(2.262)
+    assert t975(1000) == 1.96
+    with pytest.raises(ValueError):
+        t975(0)
+
+
+def test_batches_are_whole_rounds_and_at_most_twenty():
+    assert batch_size(60, 1) == 4
+    assert batch_size(100, 1) == 5
+    assert batch_size(100, 10) == 10
+    assert batch_size(1000, 10) == 50
+    assert 1000 // batch_size(1000, 3) <= 20
+
+
+def test_a_steady_figure_is_precise_and_a_noisy_one_is_not():
+    rng = np.random.default_rng(0)
+    steady = 50 + rng.normal(0, 0.5, 200)
+    noisy = 50 * rng.lognormal(0, 0.6, 200)
+    good = median_interval(steady, parallel=4)
+    bad = median_interval(noisy, parallel=4)
+    assert good is not None and good.relative < 0.01
+    assert bad is not None and bad.relative > 0.03
+    assert precision_reached([steady, steady], target=0.03, parallel=4)
+    assert not precision_reached([steady, noisy], target=0.03, parallel=4)
+
+
+def test_too_few_batches_give_no_interval():
+    assert median_interval([1.0] * 19, parallel=1) is None  # 4 batches of 4
+    assert median_interval([1.0] * 20, parallel=1) is not None
+    assert not precision_reached([[1.0] * 10], target=0.5, parallel=1)
+
+
+def test_the_interval_covers_the_true_median_about_95_percent_of_the_time():
+    rng = np.random.default_rng(1)
+    covered = 0
+    trials = 400
+    for _ in range(trials):
+        # correlated within rounds: each round of 8 shares a batch-level shift
+        shifts = np.repeat(rng.normal(0, 1.0, 20), 8)
+        values = 100 + shifts + rng.normal(0, 1.0, 160)
+        iv = median_interval(values, parallel=8)
+        covered += iv.low <= 100 <= iv.high
+    assert 0.90 <= covered / trials <= 0.99
+
+
+def test_steady_state_drops_the_ramp_and_the_drain():
+    # 2 users: requests 0,1 start together (ramp); request 4, 5 end after the last send (drain)
+    sent = [0.0, 0.0, 1.0, 1.1, 2.0, 2.1]
+    ended = [1.0, 1.1, 2.0, 2.1, 3.0, 3.1]
+    assert steady_mask(sent, ended).tolist() == [False, False, True, True, False, False]
+    assert running_steady_mask(sent, ended).tolist() == [False, False, True, True, True, True]
+    assert steady_mask([], []).size == 0
+
+
+def test_mean_and_slope_intervals():
+    iv = mean_interval([10.0, 10.2, 9.8, 10.1])
+    assert iv.median == pytest.approx(10.025) and 0 < iv.relative < 0.03
+    assert mean_interval([1.0]) is None
+    x = np.arange(16, 4000, 200)
+    rng = np.random.default_rng(2)
+    y = 0.01 + x / 10000 + rng.normal(0, 1e-4, x.size)
+    s = slope_interval(x, y)
+    assert s.median == pytest.approx(1e-4, rel=0.02) and s.relative < 0.03
+    assert slope_interval([1, 1, 1], [1, 2, 3]) is None
+    assert math.isinf(median_interval([0.0] * 20).relative)
