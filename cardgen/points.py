@@ -43,19 +43,23 @@ class Point:
     min_requests: int = 0
     min_duration_s: float = 0.0
     max_duration_s: float | None = None
+    max_requests: int | None = None
+    target_ci: float | None = None  # closed, ingest, batch: stop once the figure is this precise
+    stop_at_saturation: bool = True  # closed: skip larger counts of the pair; waves: stop at saturation
     # open
     num_requests: int = 0
     seed: int = 0
     # waves
     max_wave: int = 0
     step: int = 1
-    stop_at_saturation: bool = True
+    search: str = "step"  # waves: bisect | step
     # ingest
     lengths: list[int] = field(default_factory=list)
     repeats: int = 1
     # batch
     warmups: int = 0
     runs: int = 0
+    max_runs: int | None = None
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
@@ -100,13 +104,24 @@ class Point:
         """Closed loop: the requests process ``index`` of ``parts`` must send at least."""
         return share(self.min_requests, index, parts)
 
-    def closed_continues(self, *, issued: int, quota: int, elapsed_s: float) -> bool:
+    def closed_cap(self, index: int, parts: int) -> int | None:
+        """Closed loop: the most requests process ``index`` of ``parts`` may send (None: no cap)."""
+        return None if self.max_requests is None else share(self.max_requests, index, parts)
+
+    def closed_continues(self, *, issued: int, quota: int, elapsed_s: float, cap: int | None = None,
+                         precise: bool = False) -> bool:
         """Closed loop: whether a user sends another request, ``elapsed_s`` after the point started, when its
-        process has sent ``issued`` of its ``quota``. Past ``max_duration_s`` never; else until both the quota
-        and ``min_duration_s`` are reached."""
+        process has sent ``issued`` requests (``quota`` at least, ``cap`` at most: :meth:`closed_quota`,
+        :meth:`closed_cap`). Past ``max_duration_s`` or the cap never; before the quota and ``min_duration_s``
+        always; after them, a point with a ``target_ci`` goes on until its driver finds it ``precise``
+        (``cardgen.precision``), one without stops."""
         if self.max_duration_s is not None and elapsed_s >= self.max_duration_s:
             return False
-        return issued < quota or elapsed_s < self.min_duration_s
+        if cap is not None and issued >= cap:
+            return False
+        if issued < quota or elapsed_s < self.min_duration_s:
+            return True
+        return self.target_ci is not None and not precise
 
     def arrival_offsets(self, index: int = 0, parts: int = 1) -> list[float]:
         """Open loop: when process ``index`` of ``parts`` sends each of its requests, in seconds after the
@@ -124,9 +139,14 @@ class Point:
         return out
 
     def wave_sizes(self) -> list[int]:
-        """Waves: the number of requests sent at once in each wave, in order (the run may stop early when
-        ``stop_at_saturation`` and the server queued or preempted)."""
+        """Waves stepped by a fixed count (``search: step``): the number of requests sent at once in each
+        wave, in order (the run may stop early when ``stop_at_saturation`` and the server queued or
+        preempted). A searching point (``search: bisect``) asks :meth:`wave_search` instead."""
         return list(range(1, self.max_wave + 1, self.step))
+
+    def wave_search(self) -> WaveSearch:
+        """Waves that find the saturating size: see :class:`WaveSearch`."""
+        return WaveSearch(max_wave=self.max_wave)
 
     def ingest_order(self) -> list[tuple[int, int]]:
         """Ingestion: ``(prompt_tokens, repeat)`` of each request, sent one at a time in this order."""
@@ -137,6 +157,52 @@ class Point:
         rounds count 0, 1, ... and so do the measured ones after them."""
         return [(run if run < self.warmups else run - self.warmups, run < self.warmups)
                 for run in range(self.warmups + self.runs)]
+
+
+class WaveSearch:
+    """The sizes of growing waves that find the smallest wave that saturates the server (a wave = that many
+    requests sent at once). Sizes double from 1 until one saturates (or ``max_wave`` is reached), then bisect
+    between the largest size that did not saturate and the smallest that did, until they are one request
+    apart: the KV capacity is then bracketed within one request's tokens.
+
+    ``next_size()`` gives the next wave (None when done); ``report(size, saturated)`` tells what it did.
+    """
+
+    def __init__(self, *, max_wave: int) -> None:
+        self.max_wave = max(1, max_wave)
+        self.low = 0  # largest size seen not to saturate
+        self.high: int | None = None  # smallest size seen to saturate
+        self.sizes: list[int] = []
+        self._pending: int | None = None
+
+    def next_size(self) -> int | None:
+        if self._pending is not None:
+            raise RuntimeError("report the last wave before asking for the next")
+        if self.high is None:
+            if self.low >= self.max_wave:
+                return None
+            size = min(max(1, self.low * 2), self.max_wave)
+        else:
+            if self.high - self.low <= 1:
+                return None
+            size = (self.low + self.high) // 2
+        self._pending = size
+        return size
+
+    def report(self, size: int, saturated: bool) -> None:
+        if size != self._pending:
+            raise RuntimeError(f"wave of {size} reported, {self._pending} was asked for")
+        self._pending = None
+        self.sizes.append(size)
+        if saturated:
+            self.high = size if self.high is None else min(self.high, size)
+        else:
+            self.low = max(self.low, size)
+
+    @property
+    def bracketed(self) -> bool:
+        """Whether the saturating size is known to within one request."""
+        return self.high is not None and self.high - self.low <= 1
 
 
 def _rate_label(rate: float) -> str:
@@ -159,7 +225,9 @@ def expand(suite: Suite) -> list[Point]:
                         points.append(Point(
                             name=f"closed-in{p}-out{o}-p{par}", kind="closed", group=group, prompt_tokens=p,
                             output_tokens=o, parallel=par, min_requests=max(entry.min_requests, par * entry.min_rounds),
-                            min_duration_s=entry.min_duration_s, max_duration_s=entry.max_duration_s, **common))
+                            min_duration_s=entry.min_duration_s, max_duration_s=entry.max_duration_s,
+                            max_requests=entry.max_requests, target_ci=entry.target_ci,
+                            stop_at_saturation=entry.stop_at_saturation, **common))
         elif isinstance(entry, OpenLoop):
             for rate in entry.rates:
                 points.append(Point(
@@ -170,17 +238,19 @@ def expand(suite: Suite) -> list[Point]:
             points.append(Point(
                 name=f"waves-in{entry.prompt_tokens}-out{entry.output_tokens}", kind="waves", group=group,
                 prompt_tokens=entry.prompt_tokens, output_tokens=entry.output_tokens, max_wave=entry.max_wave,
-                step=entry.step, stop_at_saturation=entry.stop_at_saturation, **common))
+                step=entry.step, stop_at_saturation=entry.stop_at_saturation, search=entry.search, **common))
         elif isinstance(entry, Ingest):
             points.append(Point(
                 name="ingest", kind="ingest", group=group,
-                output_tokens=entry.output_tokens, lengths=entry.lengths(), repeats=entry.repeats, **common))
+                output_tokens=entry.output_tokens, lengths=entry.lengths(), repeats=entry.repeats,
+                target_ci=entry.target_ci, **common))
         elif isinstance(entry, BatchSweep):
             for b in entry.batch_sizes:
                 points.append(Point(
                     name=f"batch-in{entry.prompt_tokens}-out{entry.output_tokens}-b{b}", kind="batch", group=group,
                     prompt_tokens=entry.prompt_tokens, output_tokens=entry.output_tokens, parallel=b,
-                    warmups=entry.warmups, runs=entry.runs, **common))
+                    warmups=entry.warmups, runs=entry.runs, target_ci=entry.target_ci,
+                    max_runs=entry.max_runs, **common))
     seen: dict[str, int] = {}
     for point in points:  # make names unique when two entries expand to the same parameters
         if point.name in seen:

@@ -43,6 +43,12 @@ class ClosedLoop(_Entry):
     min_rounds: int = Field(default=1, ge=1)  # at least this many requests per user: min_requests >= parallel * this
     min_duration_s: float = Field(default=0.0, ge=0)
     max_duration_s: float | None = Field(default=None, gt=0)  # hard stop; requests in flight still finish
+    # precision target: stop once the 95 % intervals of the median speed from start and the median TTFT are
+    # each within +-target_ci of the median (after min_requests; see cardgen.precision); None runs to the minimum
+    target_ci: float | None = Field(default=None, gt=0, lt=1)
+    max_requests: int | None = Field(default=None, ge=1)  # hard cap on requests, whatever the precision
+    # once a parallel count saturates the server, the larger counts of the same prompt/output pair are not run
+    stop_at_saturation: bool = True
 
     _as_list = field_validator("prompt_tokens", "output_tokens", "parallel", mode="before")(
         lambda v: v if isinstance(v, list) else [v]
@@ -80,6 +86,9 @@ class Waves(_Entry):
     max_wave: int = Field(default=32, ge=1)
     step: int = Field(default=1, ge=1)
     stop_at_saturation: bool = True
+    # bisect: double the wave until one saturates, then bisect to one request (see points.WaveSearch);
+    # step: 1, 1 + step, 1 + 2 step ... up to max_wave
+    search: Literal["bisect", "step"] = "bisect"
 
 
 class Ingest(_Entry):
@@ -92,6 +101,9 @@ class Ingest(_Entry):
     points: int = Field(default=20, ge=2)
     output_tokens: int = Field(default=1, ge=1)
     repeats: int = Field(default=1, ge=1)
+    # precision target for the slope (seconds per prompt token): after each full sweep, stop once its 95 %
+    # interval is within +-target_ci; repeats is then the most sweeps run
+    target_ci: float | None = Field(default=None, gt=0, lt=1)
 
     def lengths(self) -> list[int]:
         """The prompt lengths, in the order they are sent."""
@@ -111,6 +123,10 @@ class BatchSweep(_Entry):
     batch_sizes: list[int]
     warmups: int = Field(default=1, ge=0)
     runs: int = Field(default=3, ge=1)
+    # precision target for each batch size's mean: after ``runs``, keep running rounds until the 95 % interval
+    # of the mean decode speed is within +-target_ci, at most max_runs
+    target_ci: float | None = Field(default=None, gt=0, lt=1)
+    max_runs: int | None = Field(default=None, ge=1)
 
 
 Scenario = Annotated[ClosedLoop | OpenLoop | Waves | Ingest | BatchSweep, Field(discriminator="kind")]

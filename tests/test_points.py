@@ -83,6 +83,11 @@ def test_closed_loop_stops_at_quota_and_duration_and_never_past_max_duration():
     assert p.closed_continues(issued=10, quota=10, elapsed_s=1.0)  # quota met, duration not yet
     assert not p.closed_continues(issued=10, quota=10, elapsed_s=2.0)
     assert not p.closed_continues(issued=0, quota=10, elapsed_s=5.0)
+    capped = _point(parallel=4, min_requests=10, max_requests=30, target_ci=0.03)
+    assert capped.closed_cap(0, 2) == 15 and p.closed_cap(0, 1) is None
+    assert capped.closed_continues(issued=12, quota=10, elapsed_s=1.0, cap=30)  # not yet precise
+    assert not capped.closed_continues(issued=12, quota=10, elapsed_s=1.0, cap=30, precise=True)
+    assert not capped.closed_continues(issued=30, quota=10, elapsed_s=1.0, cap=30)
     assert [p.closed_quota(i, 3) for i in range(3)] == [4, 3, 3]
     assert [p.closed_slots(i, 3) for i in range(3)] == [2, 1, 1]
 
@@ -106,3 +111,36 @@ def test_waves_ingest_and_batch_order():
     assert _point(kind="batch", warmups=1, runs=2).batch_rounds() == [(0, True), (0, False), (1, False)]
     assert _point(kind="batch").runs_on(0) and not _point(kind="batch").runs_on(1)
     assert _point(kind="closed").runs_on(1)
+
+
+def _search(capacity: int, max_wave: int) -> tuple[list[int], object]:
+    from cardgen.points import WaveSearch
+
+    search = WaveSearch(max_wave=max_wave)
+    while (size := search.next_size()) is not None:
+        search.report(size, size > capacity)
+    return search.sizes, search
+
+
+@pytest.mark.parametrize("capacity", [1, 5, 37, 98, 200])
+def test_wave_search_brackets_the_saturating_size_within_one_request(capacity):
+    sizes, search = _search(capacity, 256)
+    assert search.bracketed and search.low == capacity and search.high == capacity + 1
+    assert len(sizes) <= 2 * 9  # doubling then bisecting: logarithmic, not linear
+    assert sizes[:3] == [1, 2, 4][: len(sizes[:3])]
+
+
+def test_wave_search_stops_at_max_wave_when_nothing_saturates():
+    sizes, search = _search(10_000, 100)
+    assert sizes == [1, 2, 4, 8, 16, 32, 64, 100] and not search.bracketed and search.low == 100
+
+
+def test_wave_search_refuses_a_report_out_of_turn():
+    from cardgen.points import WaveSearch
+
+    search = WaveSearch(max_wave=8)
+    assert search.next_size() == 1
+    with pytest.raises(RuntimeError):
+        search.next_size()
+    with pytest.raises(RuntimeError):
+        search.report(2, False)
