@@ -1,0 +1,52 @@
+"""When the server is saturated: the one rule the load runner, the virtual-time driver and the card share.
+
+A closed-loop point saturates the server when, during the point, the KV cache is (nearly) full, a request
+was preempted, requests were left waiting, or the median request's speed from start fell below the speed a
+user still accepts. The larger parallel counts of the same prompt/output pair then measure only queueing, so a
+suite with ``stop_at_saturation`` does not run them (the card lists them as not run).
+
+A wave (all its requests sent at once) saturates when a request was preempted, or requests waited while the
+KV cache was nearly full: waiting alone may be ``max_num_seqs``, not the cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_KV_USAGE = 0.95  # the analysis' default capacity bound (AnalysisOptions.max_kv_usage)
+MIN_SPEED_TOK_S = 20.0  # the analysis' default slowest acceptable speed (AnalysisOptions.min_speed_tok_s)
+WAVE_FULL_USAGE = 0.9  # a wave that queues below this usage is limited by something other than the KV cache
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadSeen:
+    """What the server's gauges and the point's requests showed while the point ran (None: not known)."""
+
+    kv_usage_max: float | None = None
+    preemptions: float | None = None  # the increase of the server's preemption counter
+    waiting_max: float | None = None
+    median_speed_tok_s: float | None = None
+
+
+def point_saturation(seen: LoadSeen, *, max_kv_usage: float = MAX_KV_USAGE,
+                     min_speed_tok_s: float = MIN_SPEED_TOK_S) -> str | None:
+    """Why a closed-loop point saturated the server, in words; None when it did not (or nothing is known)."""
+    reasons = []
+    if seen.kv_usage_max is not None and seen.kv_usage_max >= max_kv_usage:
+        reasons.append(f"KV cache {seen.kv_usage_max:.0%} full")
+    if seen.preemptions:
+        reasons.append(f"{seen.preemptions:g} preemptions")
+    if seen.waiting_max:
+        reasons.append(f"up to {seen.waiting_max:g} requests waiting")
+    if seen.median_speed_tok_s is not None and seen.median_speed_tok_s < min_speed_tok_s:
+        reasons.append(f"median speed {seen.median_speed_tok_s:.1f} tok/s below {min_speed_tok_s:g}")
+    return "; ".join(reasons) or None
+
+
+def wave_saturated(*, preempted: bool, waiting: float | None, kv_usage: float | None,
+                   queued_for_kv: bool = False) -> bool:
+    """Whether one reading during a wave shows saturation (see the module's docstring). ``queued_for_kv`` is
+    a driver that knows directly that a request waited for KV blocks (the virtual server)."""
+    if preempted or queued_for_kv:
+        return True
+    return bool(waiting) and kv_usage is not None and kv_usage >= WAVE_FULL_USAGE

@@ -1,0 +1,25 @@
+from cardgen.analysis.options import AnalysisOptions
+from cardgen.saturation import MAX_KV_USAGE, MIN_SPEED_TOK_S, LoadSeen, point_saturation, wave_saturated
+
+
+def test_defaults_are_the_analysis_defaults():
+    options = AnalysisOptions()
+    assert (MAX_KV_USAGE, MIN_SPEED_TOK_S) == (options.max_kv_usage, options.min_speed_tok_s)
+
+
+def test_a_point_saturates_on_any_signal_and_says_which():
+    assert point_saturation(LoadSeen()) is None
+    assert point_saturation(LoadSeen(kv_usage_max=0.5, preemptions=0, waiting_max=0, median_speed_tok_s=40)) is None
+    assert point_saturation(LoadSeen(kv_usage_max=0.97)) == "KV cache 97% full"
+    assert "2 preemptions" in point_saturation(LoadSeen(preemptions=2))
+    assert "3 requests waiting" in point_saturation(LoadSeen(waiting_max=3))
+    assert "below 20" in point_saturation(LoadSeen(median_speed_tok_s=12.5))
+    assert point_saturation(LoadSeen(median_speed_tok_s=12.5), min_speed_tok_s=10) is None
+
+
+def test_a_wave_saturates_on_preemption_or_waiting_with_a_full_cache():
+    assert wave_saturated(preempted=True, waiting=0, kv_usage=0.1)
+    assert wave_saturated(preempted=False, waiting=2, kv_usage=0.93)
+    assert not wave_saturated(preempted=False, waiting=2, kv_usage=0.5)  # max_num_seqs, not the cache
+    assert not wave_saturated(preempted=False, waiting=0, kv_usage=0.99)
+    assert wave_saturated(preempted=False, waiting=None, kv_usage=None, queued_for_kv=True)
