@@ -5,9 +5,13 @@
     ├── ServerError         the server under test could not be reached or misbehaved before any load
     ├── RunError            a run went wrong (every request failed, the recorder broke)
     └── RenderError         a run directory could not be analysed or rendered
+        └── RunFileError    a file of a run directory is missing, garbled or does not fit its schema
+            └── NewerSchemaError  ... because a newer cardgen wrote it: upgrade
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
@@ -46,3 +50,20 @@ class RenderError(CardgenError):
     """A run directory is missing files or holds data that cannot be analysed."""
 
     exit_code = 5
+
+
+class RunFileError(RenderError):
+    """A file of a run directory cannot be used; ``path`` is the file (or the directory when it is missing)."""
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message)
+        self.path = Path(path)
+
+
+class NewerSchemaError(RunFileError):
+    """The file was written by a newer cardgen, with a schema version this one does not know."""
+
+    def __init__(self, path: Path, *, found: int, known: int) -> None:
+        super().__init__(f"{path} was written by a newer cardgen (schema {found}; this one reads up to {known}): "
+                         "upgrade cardgen", path=path)
+        self.found, self.known = found, known

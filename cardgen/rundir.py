@@ -1,16 +1,39 @@
-"""The run directory: the one place where the file names of a run are defined.
+"""The run directory: the one owner of a run's files, their names, how they are written and how they are read.
 
 Stages talk through these files: load writes ``run.json``, ``requests.jsonl``, ``server_metrics.jsonl`` and
 ``loadgen.jsonl``; analysis writes ``summary.json`` and ``tables/``; figures go to ``figures/``; the card is
-``README.md``.
+``README.md``. :class:`RunDir` is how every stage, the site and the hub reach them, because:
+
+- a JSON or text file is replaced whole or not at all (a temporary file in the same directory, fsync,
+  ``os.replace``): a crash mid-write leaves the previous version, and a reader running at the same time (the
+  site, a render during the load) never sees half a file;
+- a file written by a newer cardgen fails in one line that says to upgrade, instead of loading half-understood,
+  and a missing or garbled file fails in one line that names it (:class:`~cardgen.errors.RunFileError`);
+- ``kill -9`` leaves ``run.json`` saying ``running`` forever: the reader, not the dead writer, has to notice
+  (:func:`effective_status`).
+
+The schemas themselves are in :mod:`cardgen.schemas`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import os
 import re
+import socket
+import tempfile
+import time
 import unicodedata
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from cardgen.errors import NewerSchemaError, RunFileError
+from cardgen.schemas.run import DIED, RUN_SCHEMA_VERSION, RUNNING, STALE, RunInfo
+from cardgen.schemas.summary import SUMMARY_SCHEMA_VERSION, Summary
 
 RUN_JSON = "run.json"
 REQUESTS_JSONL = "requests.jsonl"
@@ -23,7 +46,17 @@ TABLES_DIR = "tables"
 FIGURES_DIR = "figures"
 CARD_MD = "README.md"
 
+STAMP = re.compile(r"^(\d{8})T(\d{6})Z$")  # a run directory named by utc_stamp
+# A "running" run written on another host whose writer has not saved run.json for this long reads "stale". The
+# writer saves on every change of state; a load stage that refreshes heartbeat_unix more often than this keeps a
+# long quiet run from looking stale.
+STALE_AFTER_S = 600.0
+# How much later than its last sign of life a process may seem to have started and still be the writer (process
+# start times are rounded to clock ticks and derived from the boot time).
+_START_SLACK_S = 1.0
+
 _SLUG_BAD = re.compile(r"[^a-z0-9._-]+")
+M = TypeVar("M", bound=BaseModel)
 
 
 def slugify(name: str, *, max_len: int = 80) -> str:
@@ -47,3 +80,317 @@ def utc_stamp(when: _dt.datetime | None = None) -> str:
 def default_run_dir(model: str, *, root: Path = Path("runs"), when: _dt.datetime | None = None) -> Path:
     """``runs/<model-slug>/<UTC timestamp>/``: not created here."""
     return root / slugify(model) / utc_stamp(when)
+
+
+# --- writing -----------------------------------------------------------------------------------------------
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so that a crash leaves either the old file or the new one, never half of
+    one, and no temporary file behind. The parent directory is created when missing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename itself durable; not every file system lets a directory be opened for that."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def json_text(data: BaseModel | Mapping[str, Any]) -> str:
+    """How cardgen writes a JSON document: two-space indent, keys in model order, ending with a newline."""
+    if isinstance(data, BaseModel):
+        data = data.model_dump(mode="json")
+    return json.dumps(data, indent=2, default=str) + "\n"
+
+
+# --- reading -----------------------------------------------------------------------------------------------
+
+
+def read_jsonl(path: Path, model: type[M] | None) -> Iterator[Any]:
+    """Yield ``model`` objects (plain dicts with ``None``) from a JSON-lines file; a torn last line (a crash
+    mid-write) is skipped."""
+    with Path(path).open(encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            if n >= len(lines) - 2:  # only the last line can be torn
+                continue
+            raise
+        yield data if model is None else model.model_validate(data)
+
+
+def _first_bad_line(path: Path) -> int:
+    for number, line in enumerate(path.read_text("utf-8").split("\n"), start=1):
+        try:
+            if line.strip():
+                json.loads(line)
+        except json.JSONDecodeError:
+            return number
+    return 0
+
+
+def _unreadable(path: Path, exc: OSError | UnicodeDecodeError) -> RunFileError:
+    reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc.strerror or type(exc).__name__
+    return RunFileError(f"cannot read {path}: {reason}", path=path)
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "document"
+    return f"{where}: {first['msg']}"
+
+
+# --- is the writer still there? ----------------------------------------------------------------------------
+
+
+def _writer_alive(pid: int, last_seen_unix: float) -> bool:
+    """Whether process ``pid`` of this host is still the one that wrote at ``last_seen_unix``: a process with
+    that pid that started later is another one that was given a recycled pid."""
+    import psutil
+
+    if pid == os.getpid():
+        return True
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped by its parent
+            return False
+        started = proc.create_time()
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:  # it exists and is not ours to inspect: assume it is the writer
+        return True
+    return started <= last_seen_unix + _START_SLACK_S
+
+
+def effective_status(info: RunInfo, *, now: float | None = None, host: str | None = None) -> str:
+    """``info.status`` as it stands now. A run that says ``running``:
+
+    - written on this host: ``died`` when its writer (``pid``) is gone, or the pid now belongs to a process that
+      started after the writer's last save;
+    - written on another host: ``stale`` when ``heartbeat_unix`` is more than :data:`STALE_AFTER_S` old;
+    - written by a cardgen that did not record its writer: ``running`` (nothing to check).
+    """
+    if info.status != RUNNING:
+        return info.status
+    host = socket.gethostname() if host is None else host
+    last_seen = info.heartbeat_unix if info.heartbeat_unix is not None else info.started_unix
+    if info.hostname == host and info.pid is not None:
+        return RUNNING if _writer_alive(info.pid, last_seen) else DIED
+    now = time.time() if now is None else now
+    if info.heartbeat_unix is not None and now - info.heartbeat_unix > STALE_AFTER_S:
+        return STALE
+    return RUNNING
+
+
+# --- the run directory -------------------------------------------------------------------------------------
+
+
+class RunDir:
+    """One run directory: the path of each file, atomic writes, and loading with schema-version checks.
+
+    Loading raises :class:`~cardgen.errors.RunFileError` (a :class:`~cardgen.errors.RenderError`) with one line
+    naming the file when it is missing, garbled or does not fit its schema, and
+    :class:`~cardgen.errors.NewerSchemaError` when a newer cardgen wrote it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
+
+    # the files
+
+    @property
+    def run_json(self) -> Path:
+        return self.path / RUN_JSON
+
+    @property
+    def requests_jsonl(self) -> Path:
+        return self.path / REQUESTS_JSONL
+
+    @property
+    def server_metrics_jsonl(self) -> Path:
+        return self.path / SERVER_METRICS_JSONL
+
+    @property
+    def loadgen_jsonl(self) -> Path:
+        return self.path / LOADGEN_JSONL
+
+    @property
+    def gpu_metrics_jsonl(self) -> Path:
+        return self.path / GPU_METRICS_JSONL
+
+    @property
+    def server_log(self) -> Path:
+        return self.path / SERVER_LOG
+
+    @property
+    def summary_json(self) -> Path:
+        return self.path / SUMMARY_JSON
+
+    @property
+    def tables_dir(self) -> Path:
+        return self.path / TABLES_DIR
+
+    @property
+    def figures_dir(self) -> Path:
+        return self.path / FIGURES_DIR
+
+    @property
+    def card_md(self) -> Path:
+        return self.path / CARD_MD
+
+    def files(self, sub: str = "") -> list[str]:
+        """Files under ``sub`` (``""``: the whole run) as sorted run-relative POSIX paths.
+
+        Hidden files (a write in progress among them) and symbolic links that lead out of the run directory are
+        left out: never copied or uploaded.
+        """
+        root = self.path.resolve()
+        base = self.path / sub
+        if not base.is_dir():
+            return []
+        found = []
+        for path in base.rglob("*"):
+            rel = path.relative_to(self.path)
+            if (
+                path.is_file()
+                and not any(p.startswith(".") for p in rel.parts)
+                and path.resolve().is_relative_to(root)
+            ):
+                found.append(rel.as_posix())
+        return sorted(found)
+
+    # writing
+
+    def write_text(self, name: str, text: str) -> Path:
+        """Replace the file ``name`` (run-relative, e.g. ``README.md`` or ``tables/x.csv``) atomically."""
+        path = self.path / name
+        write_text_atomic(path, text)
+        return path
+
+    def write_json(self, name: str, data: BaseModel | Mapping[str, Any]) -> Path:
+        """Replace the JSON file ``name`` atomically with a model or a mapping (see :func:`json_text`)."""
+        return self.write_text(name, json_text(data))
+
+    def save_run_info(self, info: RunInfo) -> Path:
+        """Write ``run.json``. While the run is ``running`` this process signs it: ``pid``, ``hostname`` and
+        ``heartbeat_unix`` are set on ``info`` (so saving again is the heartbeat)."""
+        if info.status == RUNNING:
+            info.pid, info.hostname, info.heartbeat_unix = os.getpid(), socket.gethostname(), time.time()
+        return self.write_json(RUN_JSON, info)
+
+    def save_summary(self, summary: Summary) -> Path:
+        """Write ``summary.json`` (its own stable text: :meth:`Summary.to_json`)."""
+        return self.write_text(SUMMARY_JSON, summary.to_json())
+
+    def mark_died(self) -> RunInfo:
+        """Persist what :meth:`load_run_info` reports: a ``running`` run whose writer on this host is gone
+        becomes ``died`` in ``run.json``, with a warning saying so. For a command that resumes or cleans up runs;
+        any other run is left as it is. Returns ``run.json`` as it now is on disk."""
+        info = self.load_run_info(as_written=True)
+        if info.status == RUNNING and effective_status(info) == DIED:
+            info.status = DIED
+            when = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+            info.warnings.append(f"the process measuring this run (pid {info.pid} on {info.hostname}) ended "
+                                 f"without recording an end (killed?); marked died at {when}")
+            self.write_json(RUN_JSON, info)
+        return info
+
+    # reading
+
+    def load_run_info(self, *, as_written: bool = False) -> RunInfo:
+        """``run.json``, version-checked. ``status`` is the :func:`effective_status` (a ``running`` run whose
+        writer was killed reads ``died``) unless ``as_written``; the file itself is never changed here."""
+        if not self.path.is_dir():
+            raise RunFileError(f"run directory {self.path} does not exist", path=self.path)
+        info = self._load(RUN_JSON, RunInfo, known=RUN_SCHEMA_VERSION, absent="not a cardgen run directory")
+        if not as_written:
+            status = effective_status(info)
+            if status != info.status:
+                info = info.model_copy(update={"status": status})
+        return info
+
+    def load_summary(self) -> Summary:
+        """``summary.json``, version-checked."""
+        return self._load(SUMMARY_JSON, Summary, known=SUMMARY_SCHEMA_VERSION,
+                          absent=f"analyse the run with 'cardgen render {self.path}'")
+
+    def load_card(self) -> str:
+        """The card's Markdown (``README.md``)."""
+        path = self.card_md
+        if not path.is_file():
+            raise RunFileError(f"{self.path} has no {CARD_MD} (the card): render it with 'cardgen render "
+                               f"{self.path}'", path=path)
+        try:
+            return path.read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _unreadable(path, exc) from None
+
+    def load_jsonl(self, name: str, model: type[M] | None = None) -> list[Any]:
+        """Every line of the JSON-lines file ``name`` as ``model`` (a plain dict with ``None``); a torn last
+        line is skipped (see :func:`read_jsonl`). Its version is ``run.json``'s, checked by
+        :meth:`load_run_info`."""
+        path = self.path / name
+        try:
+            return list(read_jsonl(path, model))
+        except json.JSONDecodeError as exc:
+            raise RunFileError(f"{path} line {_first_bad_line(path)}: not valid JSON ({exc.msg})",
+                               path=path) from None
+        except ValidationError as exc:
+            raise RunFileError(f"{path}: a record does not fit the schema ({_first_error(exc)})", path=path) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _unreadable(path, exc) from None
+
+    def _load(self, name: str, model: type[M], *, known: int, absent: str) -> M:
+        path = self.path / name
+        if not path.is_file():
+            raise RunFileError(f"{self.path} has no {name}: {absent}", path=path)
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except json.JSONDecodeError as exc:
+            raise RunFileError(f"{path} is not readable JSON (line {exc.lineno} column {exc.colno}: {exc.msg})",
+                               path=path) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _unreadable(path, exc) from None
+        if not isinstance(data, dict):
+            raise RunFileError(f"{path} is not a JSON object", path=path)
+        version = data.get("schema_version", known)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise RunFileError(f"{path}: schema_version is not a whole number ({version!r})", path=path)
+        if version > known:
+            raise NewerSchemaError(path, found=version, known=known)
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            raise RunFileError(f"{path} does not fit schema {known} ({_first_error(exc)})", path=path) from None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from cardgen.analysis.analyse import Analysis, analyse, write_analysis
@@ -11,7 +9,7 @@ from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.rundata import load_run
 from cardgen.card.context import CardContext, card_context, card_date
 from cardgen.card.templates import CARD_TEMPLATE, get_template
-from cardgen.rundir import CARD_MD
+from cardgen.rundir import CARD_MD, RunDir
 
 RenderOptions = AnalysisOptions  # what a render can be asked for today: the analysis' SLOs and thresholds
 
@@ -35,17 +33,6 @@ def render_card(analysis: Analysis, *, date: str) -> str:
     return render_markdown(card_context(analysis, date=date))
 
 
-def _write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def render_run(run_dir: Path, *, options: RenderOptions | None = None) -> Path:
     """Rebuild everything after the load stage from the raw files of ``run_dir``: ``summary.json``,
     ``tables/``, ``figures/`` and ``README.md``. Returns the card's path. Rendering twice gives the same bytes;
@@ -62,6 +49,4 @@ def render_run(run_dir: Path, *, options: RenderOptions | None = None) -> Path:
     analysis = analyse(data, options=options)
     analysis.summary.figures = write_figures(analysis, run_dir)
     write_analysis(analysis, run_dir)
-    path = run_dir / CARD_MD
-    _write_text(path, render_card(analysis, date=date))
-    return path
+    return RunDir(run_dir).write_text(CARD_MD, render_card(analysis, date=date))

@@ -60,8 +60,8 @@ def build(model: str, url: str | None, suite_name: str, out_dir: Path | None, ru
     if scrape_interval < 0.1:
         raise UsageError("--scrape-interval must be at least 0.1 s: scraping faster loads the server you measure")
     run_dir = out_dir or default_run_dir(model, root=runs_root)
-    if out_dir is not None and not out_dir.parent.exists():
-        raise UsageError(f"the parent of --out ({out_dir.parent}) does not exist: create it first")
+    if out_dir is not None:
+        _check_out(out_dir)  # missing parents are created with the run directory, as users expect
     cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key, workers=workers,
                      remote_workers=remote_workers, master_bind_host=master_bind, master_port=master_port,
                      scrape_interval_s=scrape_interval, quiet=quiet, engine=engine, gpu_metrics_url=gpu_metrics_url)
@@ -83,6 +83,15 @@ def build(model: str, url: str | None, suite_name: str, out_dir: Path | None, ru
     if not no_card:
         _render(run_dir, quiet=quiet)
     click.echo(str(run_dir))
+
+
+def _check_out(out_dir: Path) -> None:
+    """Fail early, before any server is probed, when --out can never become a directory."""
+    for path in (out_dir, *out_dir.parents):
+        if path.exists() or path.is_symlink():
+            if not path.is_dir():
+                raise UsageError(f"--out {out_dir}: {path} is not a directory")
+            return
 
 
 def _run_virtual(cfg, *, model: str, gpu: str, model_config: Path | None, tp: int) -> None:  # noqa: ANN001
@@ -129,10 +138,9 @@ def _render(run_dir: Path, *, quiet: bool) -> None:
 
 def headline_text(run_dir: Path) -> str:
     """The three headline figures in one line, from summary.json ('-' where the run could not measure one)."""
-    from cardgen.analysis.summary import Summary
-    from cardgen.rundir import SUMMARY_JSON
+    from cardgen.rundir import RunDir
 
-    summary = Summary.model_validate_json((run_dir / SUMMARY_JSON).read_text("utf-8"))
+    summary = RunDir(run_dir).load_summary()
     h = summary.headline
 
     def fmt(value: float | None, unit: str) -> str:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import click
 
-from cardgen.errors import RenderError, UsageError
+from cardgen.errors import UsageError
 
 
 @click.command(name="push")
@@ -47,7 +47,7 @@ def push(
     """
     from cardgen.hub import card_plan, dataset_plan, format_plan
     from cardgen.hub.plan import check_repo_id
-    from cardgen.site.runs import load_run
+    from cardgen.rundir import RunDir
 
     if not repo_id and not dataset_id:
         raise UsageError(
@@ -55,11 +55,10 @@ def push(
         )
     if path_in_repo is not None and not repo_id:
         raise UsageError("--path-in-repo places the card: it needs --repo")
-    try:
-        run = load_run(run_dir, PurePosixPath("."))
-    except ValueError as exc:
-        raise RenderError(f"cannot push {run_dir}: {exc}") from None
-    if run.summary.modelled and not allow_modelled:
+    rd = RunDir(run_dir)
+    card = rd.load_card()  # a RunFileError names the file that is missing or unreadable
+    summary = rd.load_summary()
+    if summary.modelled and not allow_modelled:
         raise UsageError(
             f"refusing to push {run_dir}: its figures are modelled by cardgen's virtual server, not "
             "measured on a GPU; pass --allow-modelled to publish them labelled as modelled"
@@ -69,8 +68,8 @@ def push(
         plans.append(
             card_plan(
                 run_dir,
-                run.summary,
-                run.card,
+                summary,
+                card,
                 repo_id=check_repo_id(repo_id, flag="--repo"),
                 path_in_repo=path_in_repo,
                 create_pr=not no_pr,
@@ -79,7 +78,7 @@ def push(
     if dataset_id:
         plans.append(
             dataset_plan(
-                run_dir, run.summary, repo_id=check_repo_id(dataset_id, flag="--dataset"), create_pr=not no_pr
+                run_dir, summary, repo_id=check_repo_id(dataset_id, flag="--dataset"), create_pr=not no_pr
             )
         )
     for plan in plans:

@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from cardgen.analysis.summary import Summary
 from cardgen.errors import UsageError
-from cardgen.rundir import CARD_MD, FIGURES_DIR, SUMMARY_JSON, TABLES_DIR, slugify, utc_stamp
+from cardgen.rundir import CARD_MD, FIGURES_DIR, STAMP, SUMMARY_JSON, TABLES_DIR, RunDir, slugify, utc_stamp
+from cardgen.schemas import Summary
 from cardgen.site.mdtext import localize_links
-from cardgen.site.runs import STAMP, run_files
 
 DATASET_ROOT = "runs"
 CARD_DIRS = (FIGURES_DIR, TABLES_DIR)
@@ -78,7 +77,7 @@ def card_plan(
     rels = {CARD_MD, *linked.files}
     rels |= {SUMMARY_JSON} if (run_dir / SUMMARY_JSON).is_file() else set()
     for sub in CARD_DIRS:
-        rels.update(run_files(run_dir, sub))
+        rels.update(RunDir(run_dir).files(sub))
     kind = "modelled" if summary.modelled else "measured"
     message = _one_line(
         f"cardgen: {kind} performance card for {summary.model} on {summary.gpu or 'unknown GPU'}"
@@ -108,7 +107,7 @@ def run_stamp(run_dir: Path, summary: Summary) -> str:
 def dataset_plan(run_dir: Path, summary: Summary, *, repo_id: str, create_pr: bool) -> PushPlan:
     """Every file of the run directory (hidden files left out) under ``runs/<model-slug>/<stamp>/``."""
     folder = f"{DATASET_ROOT}/{slugify(summary.model)}/{run_stamp(run_dir, summary)}"
-    rels = run_files(run_dir)
+    rels = RunDir(run_dir).files()
     message = _one_line(f"cardgen: run of {summary.model} on {summary.gpu or 'unknown GPU'} ({folder})")
     return PushPlan(
         repo_id=repo_id,

@@ -1,21 +1,20 @@
 """What a run saves, line by line: the schemas of ``requests.jsonl``, ``server_metrics.jsonl`` and
 ``loadgen.jsonl``.
 
-Saved models ignore unknown fields, so files written by a newer cardgen still load. Every time is Unix
-seconds (float, ``time.time()``), comparable across processes on one host.
+The lines carry no version of their own: ``run.json``, written by the same load stage next to them, versions
+them too (bump ``RUN_SCHEMA_VERSION`` when a line changes incompatibly). Unknown fields are ignored, so lines
+written by a newer cardgen that only added fields still load. Every time is Unix seconds (float,
+``time.time()``), comparable across processes on one host.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-RECORD_SCHEMA_VERSION = 1
+from cardgen.schemas.saved import Saved
 
 
 class ErrorKind(StrEnum):
@@ -31,7 +30,7 @@ class ErrorKind(StrEnum):
     CLIENT = "client"  # the load generator itself failed while sending (a bug or an overload of cardgen)
 
 
-class RequestRecord(BaseModel):
+class RequestRecord(Saved):
     """One request, as the load engine saw it. Written as one JSON line as soon as the request ends."""
 
     model_config = ConfigDict(extra="ignore", ser_json_inf_nan="strings")  # inf rate -> "Infinity": valid JSON
@@ -74,12 +73,10 @@ class RequestRecord(BaseModel):
         return self.error is None
 
 
-class MetricSample(BaseModel):
+class MetricSample(Saved):
     """One scrape of the server's ``/metrics``, parsed. ``families`` maps a sample name (as written in the
     exposition, e.g. ``vllm:num_requests_running`` or ``vllm:prompt_tokens_total``) to its samples, each
     ``{"labels": {...}, "value": float}``."""
-
-    model_config = ConfigDict(extra="ignore")
 
     t: float  # Unix time the scrape was sent
     t_end: float | None = None  # Unix time the scrape finished
@@ -94,29 +91,11 @@ class MetricSample(BaseModel):
         return default
 
 
-class LoadgenSample(BaseModel):
+class LoadgenSample(Saved):
     """The load generator measuring itself: event-loop lag and CPU, every ``interval`` seconds, per process."""
-
-    model_config = ConfigDict(extra="ignore")
 
     t: float
     worker: str = "local"
     loop_lag_s: float  # how late a sleep(interval) woke up
     cpu_percent: float | None = None  # this process, 100 = one core
     in_flight: int = 0
-
-
-def read_jsonl(path: Path, model: type[BaseModel]) -> Iterator[Any]:
-    """Yield ``model`` objects from a JSON-lines file; a torn last line (a crash mid-write) is skipped."""
-    with Path(path).open(encoding="utf-8") as fh:
-        lines = fh.read().split("\n")
-    for n, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            if n >= len(lines) - 2:  # only the last line can be torn
-                continue
-            raise
-        yield model.model_validate(data)

@@ -1,6 +1,7 @@
 """``summary.json``: the versioned result of analysing one run. The card, the site and the hub read it.
 
-Saved models: unknown fields are ignored on load, so newer files still load. Names carry units. A figure the
+Written by :meth:`cardgen.rundir.RunDir.save_summary`, read by :meth:`~cardgen.rundir.RunDir.load_summary` (which
+refuses a newer ``schema_version``; unknown fields are ignored). Names carry units. A figure the
 run could not measure is ``None`` (``null``), and ``missing`` says why in words.
 
 Layout (``schema_version`` 2)::
@@ -27,16 +28,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import Field, computed_field
+
+from cardgen.schemas.saved import Saved
 
 SUMMARY_SCHEMA_VERSION = 2
 
 
-class _Saved(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class Headline(_Saved):
+class Headline(Saved):
     """The three figures a card leads with (None when the run could not measure one)."""
 
     prompt_ingestion_tok_s: float | None = None
@@ -45,7 +44,7 @@ class Headline(_Saved):
     kv_cache_tokens: float | None = None
 
 
-class Distribution(_Saved):
+class Distribution(Saved):
     """Order statistics of one per-request (or per-chunk) quantity, with a bootstrap 95 % interval on the
     median. Values in the unit of the field that holds it (``ttft_s`` in seconds, ``decode_tok_s`` in tok/s)."""
 
@@ -63,7 +62,7 @@ class Distribution(_Saved):
     p50_ci_high: float | None = None
 
 
-class ScenarioSummary(_Saved):
+class ScenarioSummary(Saved):
     """One point of the suite (one ``scenario`` name), warm-up requests left out of every figure."""
 
     scenario: str
@@ -111,7 +110,7 @@ class ScenarioSummary(_Saved):
         return f"{self.rate_rps:g}" if self.rate_rps is not None else "?"
 
 
-class IngestionFit(_Saved):
+class IngestionFit(Saved):
     """TTFT = intercept_s + slope_s_per_token x prompt tokens, fitted robustly over the ingestion sweep."""
 
     tok_s: float | None = None  # 1 / slope
@@ -128,7 +127,7 @@ class IngestionFit(_Saved):
     prompt_tokens_max: float | None = None
 
 
-class GenerationHeadline(_Saved):
+class GenerationHeadline(Saved):
     """The 10-parallel, 1024-in / 128-out closed-loop point."""
 
     scenario: str
@@ -141,7 +140,7 @@ class GenerationHeadline(_Saved):
     decode_ci_high: float | None = None
 
 
-class KVEstimate(_Saved):
+class KVEstimate(Saved):
     """One method's answer to "how many tokens fit in the KV cache"."""
 
     method: str  # server_config | usage_extrapolation | saturation_probe
@@ -154,7 +153,7 @@ class KVEstimate(_Saved):
     vs_chosen_pct: float | None = None  # 100 x (tokens - chosen) / chosen
 
 
-class WaveResult(_Saved):
+class WaveResult(Saved):
     """One wave of the saturation probe."""
 
     wave: int
@@ -172,7 +171,7 @@ class WaveResult(_Saved):
         return self.queued or self.preempted or self.waiting or self.stalled
 
 
-class KVCapacity(_Saved):
+class KVCapacity(Saved):
     tokens: float | None = None
     method: str | None = None
     lower_bound: float | None = None  # when no method gave a value but the waves bound it from below
@@ -183,7 +182,7 @@ class KVCapacity(_Saved):
     saturation_note: str | None = None
 
 
-class CapacityThreshold(_Saved):
+class CapacityThreshold(Saved):
     """Per (prompt, output) pair of the closed loop: how many parallel requests the server sustains."""
 
     prompt_tokens: int
@@ -197,7 +196,7 @@ class CapacityThreshold(_Saved):
     kv_bound_open: bool = False
 
 
-class GpuReading(_Saved):
+class GpuReading(Saved):
     """One GPU over the measured window."""
 
     gpu: int | str
@@ -208,7 +207,7 @@ class GpuReading(_Saved):
     samples: int = 0
 
 
-class GpuTelemetry(_Saved):
+class GpuTelemetry(Saved):
     """What the GPUs did while the run was measured, from ``gpu_metrics.jsonl`` (``status`` ``measured``), or
     why nothing is known: ``no_telemetry`` with ``reason`` (run.json ``gpu.reason`` verbatim, or what is
     missing), ``modelled`` (the virtual server models the GPU: no telemetry to read)."""
@@ -235,7 +234,7 @@ class GpuTelemetry(_Saved):
     per_gpu: list[GpuReading] = Field(default_factory=list)
 
 
-class LatencyCheck(_Saved):
+class LatencyCheck(Saved):
     """One latency as the server's histogram says it (mean = sum / count increase, p50/p90 interpolated inside
     the histogram's buckets) and as the client measured it (exact), with the difference client - server."""
 
@@ -257,7 +256,7 @@ class LatencyCheck(_Saved):
     note: str | None = None
 
 
-class TokenCheck(_Saved):
+class TokenCheck(Saved):
     """Tokens the client's records count (sum of ``usage`` over successful requests) against the increase of the
     server's counter over the same window."""
 
@@ -269,7 +268,7 @@ class TokenCheck(_Saved):
     approximate: bool = False  # requests only partly inside the window: their output tokens counted as chunks
 
 
-class CrossCheckWindow(_Saved):
+class CrossCheckWindow(Saved):
     """The comparison over one window: between two scrapes of the server's ``/metrics``."""
 
     scope: str  # "run" (first to last scrape) or a closed-loop point's scenario name
@@ -282,7 +281,7 @@ class CrossCheckWindow(_Saved):
     tokens: list[TokenCheck] = Field(default_factory=list)
 
 
-class ServerVsClient(_Saved):
+class ServerVsClient(Saved):
     """The server's own view of the run next to the client's. ``available`` is False, with ``reason``, when the
     server publishes no latency histogram or token counter, or there are fewer than two scrapes."""
 
@@ -292,7 +291,7 @@ class ServerVsClient(_Saved):
     points: list[CrossCheckWindow] = Field(default_factory=list)
 
 
-class Summary(_Saved):
+class Summary(Saved):
     schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
     served_model: str | None = None

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from cardgen.errors import CardgenError, UsageError
-from cardgen.rundir import FIGURES_DIR, REQUESTS_JSONL, RUN_JSON, SUMMARY_JSON, TABLES_DIR
+from cardgen.rundir import FIGURES_DIR, REQUESTS_JSONL, RUN_JSON, SUMMARY_JSON, TABLES_DIR, RunDir
 from cardgen.site import compare, pages
 from cardgen.site.mdtext import alerts_to_admonitions, localize_links, split_front_matter
 from cardgen.site.plan import Group, PlannedRun, SitePlan, plan_site
-from cardgen.site.runs import gather_runs, run_files
+from cardgen.site.runs import gather_runs
 
 Warn = Callable[[str], None]
 
@@ -151,7 +151,7 @@ def _write_run(run: PlannedRun, docs_dir: Path, warn: Warn) -> None:
     card = localize_links(alerts_to_admonitions(body), src)
     for problem in card.problems:
         warn(problem)
-    wanted = set(card.files).union(*(run_files(src, sub) for sub in COPIED_DIRS))
+    wanted = set(card.files).union(*(RunDir(src).files(sub) for sub in COPIED_DIRS))
     raw = [name for name in RAW_FILES if (src / name).is_file()]
     raw += sorted(p for p in wanted if p.startswith(f"{TABLES_DIR}/"))
     for rel in sorted(wanted | set(raw)):

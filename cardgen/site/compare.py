@@ -1,6 +1,6 @@
 """Comparing runs of one model: "scale" tables (each run ÷ a baseline, as FlexGen's) and overlaid curves.
 
-Pure: reads :class:`~cardgen.analysis.summary.Summary` objects and draws onto given matplotlib Axes. Scenario
+Pure: reads :class:`~cardgen.schemas.summary.Summary` objects and draws onto given matplotlib Axes. Scenario
 entries are read tolerantly (models or plain dicts): a point is identified by the parameters it has among
 :data:`POINT_PARAMS`; distributions (``{"ttft_s": {"p50": ...}}``) are read as ``ttft_s_p50``; what a run
 lacks is left out.
@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from cardgen.analysis.summary import Summary
+from cardgen.schemas import Summary
 
 POINT_PARAMS = ("kind", "prompt_tokens", "output_tokens", "parallel", "rate_rps", "all_at_once")
 TABLE_KINDS = (

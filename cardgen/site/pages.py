@@ -126,6 +126,8 @@ def _header_links(r: PlannedRun) -> str:
         f"Engine: {escape(r.engine)}",
         _badge(r),
     ]
+    if r.run.status and r.run.status != "complete":  # e.g. "died": the figures cover what was recorded
+        links.append(f"Status: <strong>{escape(r.run.status)}</strong>")
     if r.compare_dir:
         links.append(f'<a href="{escape(href(here, r.compare_dir))}">compare with other runs</a>')
     return '<p class="cardgen-runinfo">' + " · ".join(links) + "</p>\n"

@@ -1,0 +1,64 @@
+"""``run.json``: the provenance of a run (what was measured, how, when, by which cardgen), and the version of
+the JSON-lines files the load stage writes next to it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from cardgen.schemas.saved import Saved
+
+RUN_SCHEMA_VERSION = 1
+
+# run.json's ``status`` as written by the load stage ...
+RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
+# ... and as :func:`cardgen.rundir.effective_status` may read a "running" one: its writer is gone (same host),
+# or has not been heard of for a while (another host). "died" is written only on request (RunDir.mark_died).
+DIED, STALE = "died", "stale"
+
+
+class ServerInfo(Saved):
+    """What the server said about itself."""
+
+    url: str
+    engine: str = "unknown"  # vllm | sglang | tgi | llamacpp | cardgen-sim | openai-compatible | unknown
+    engine_version: str | None = None
+    served_model: str | None = None  # the model id requests are sent with
+    models: Any = None  # /v1/models as returned
+    version: Any = None  # /version as returned
+    extra: dict[str, Any] = Field(default_factory=dict)  # /info, /props, ... whatever the adapter read
+    launch: dict[str, Any] | None = None  # command, arguments, version when cardgen started the engine
+    tokenizer: str = "unknown"  # how prompts were sized: "server /tokenize" or "usage calibration"
+
+
+class RunInfo(Saved):
+    """Everything needed to know where the numbers of a run came from."""
+
+    schema_version: int = RUN_SCHEMA_VERSION
+    cardgen_version: str
+    command: list[str]
+    model: str
+    suite: str
+    suite_spec: dict[str, Any] = Field(default_factory=dict)
+    started_at: str  # ISO 8601 UTC
+    ended_at: str | None = None
+    started_unix: float
+    ended_unix: float | None = None
+    status: str = RUNNING  # running | complete | interrupted | failed (| died, once marked)
+    # The process writing the run while it is running, so that a reader can tell a run still going from one
+    # killed without a chance to say so (kill -9, a power cut): stamped by RunDir.save_run_info.
+    pid: int | None = None
+    hostname: str | None = None
+    heartbeat_unix: float | None = None  # the writer's last save while running; the load stage may refresh it
+    server: ServerInfo
+    modelled: bool = False
+    gpu: dict[str, Any] = Field(default_factory=dict)  # name, count, driver, memory ...; or the modelled GPU
+    sim: dict[str, Any] | None = None  # the virtual server's model, GPU and engine profile when modelled
+    workers: int = 0
+    requests_total: int = 0
+    requests_failed: int = 0
+    failures_by_kind: dict[str, int] = Field(default_factory=dict)
+    length_mismatches: int = 0  # successful requests whose usage.completion_tokens != the forced length
+    loadgen: dict[str, Any] = Field(default_factory=dict)  # loop-lag and send-lag percentiles, CPU, warnings
+    warnings: list[str] = Field(default_factory=list)
