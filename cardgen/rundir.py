@@ -118,7 +118,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def json_text(data: BaseModel | Mapping[str, Any]) -> str:
+def _json_text(data: BaseModel | Mapping[str, Any]) -> str:
     """How cardgen writes a JSON document: two-space indent, keys in model order, ending with a newline."""
     if isinstance(data, BaseModel):
         data = data.model_dump(mode="json")
@@ -225,9 +225,6 @@ class RunDir:
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
 
-    def __fspath__(self) -> str:
-        return os.fspath(self.path)
-
     # the files
 
     @property
@@ -300,8 +297,8 @@ class RunDir:
         return path
 
     def write_json(self, name: str, data: BaseModel | Mapping[str, Any]) -> Path:
-        """Replace the JSON file ``name`` atomically with a model or a mapping (see :func:`json_text`)."""
-        return self.write_text(name, json_text(data))
+        """Replace the JSON file ``name`` atomically with a model or a mapping (two-space indent, model field order)."""
+        return self.write_text(name, _json_text(data))
 
     def save_run_info(self, info: RunInfo) -> Path:
         """Write ``run.json``. While the run is ``running`` this process signs it: ``pid``, ``hostname`` and
@@ -368,7 +365,8 @@ class RunDir:
             raise RunFileError(f"{path} line {_first_bad_line(path)}: not valid JSON ({exc.msg})",
                                path=path) from None
         except ValidationError as exc:
-            raise RunFileError(f"{path}: a record does not fit the schema ({_first_error(exc)})", path=path) from None
+            raise RunFileError(f"{path}: a record does not fit the schema ({_first_error(exc)})",
+                               path=path) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise _unreadable(path, exc) from None
 

@@ -12,7 +12,8 @@ from cardgen.schemas.run import RUN_SCHEMA_VERSION, RunInfo, ServerInfo  # noqa:
 
 
 def save_run_info(run_dir: Path, info: RunInfo) -> None:
-    """Write ``run_dir/run.json`` atomically; while ``running``, stamp this process as its writer (the heartbeat)."""
+    """Write ``run_dir/run.json`` atomically; while ``running``, this process signs it as the writer (and
+    saving again is the heartbeat)."""
     RunDir(run_dir).save_run_info(info)
 
 
