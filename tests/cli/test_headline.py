@@ -1,5 +1,5 @@
-from cardgen.analysis.summary import Headline, Summary
 from cardgen.cli.build import headline_text
+from cardgen.schemas.summary import Headline, Summary
 
 
 def test_headline_line_names_every_figure_and_says_modelled(tmp_path):

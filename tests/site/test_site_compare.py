@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from cardgen.analysis.summary import Distribution, Headline, ScenarioSummary, Summary
+from cardgen.schemas.summary import Distribution, Headline, ScenarioSummary, Summary
 from cardgen.site.compare import curve_sets, draw_curves, headline_table, scenario_tables
 from cardgen.site.mdtext import demote_headings
 from cardgen.site.pages import fmt_auto
