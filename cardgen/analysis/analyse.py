@@ -16,14 +16,14 @@ from cardgen.analysis.capacity import capacity_thresholds
 from cardgen.analysis.crosscheck import server_vs_client
 from cardgen.analysis.gpu import gpu_telemetry
 from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion_points
-from cardgen.analysis.kv import kv_capacity
+from cardgen.analysis.kv import declared_kv, kv_capacity
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.requests import request_frame
 from cardgen.analysis.rundata import RunData
 from cardgen.analysis.scenarios import scenario_summaries
 from cardgen.analysis.summary import GenerationHeadline, Headline, ScenarioSummary, Summary
 from cardgen.analysis.tables import build_tables, write_tables
-from cardgen.analysis.timeseries import block_size, cache_config, configured_kv_tokens, server_timeseries
+from cardgen.analysis.timeseries import server_timeseries
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, SUMMARY_JSON, TABLES_DIR
 from cardgen.runinfo import RunInfo
 
@@ -98,9 +98,10 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     ``summary.missing``."""
     options = options or AnalysisOptions()
     info = data.info
+    engine = info.server.engine
     missing: list[str] = []
     requests = request_frame(data.requests)
-    ts = server_timeseries(data.metrics)
+    ts = server_timeseries(data.metrics, engine=engine)
     if requests.empty:
         missing.append(f"{REQUESTS_JSONL} is missing or empty: the run recorded no request")
     elif not requests["ok"].any():
@@ -136,9 +137,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
             speed_from_start_ci_high=sfs.p50_ci_high,
             decode_tok_s=dec.p50, decode_ci_low=dec.p50_ci_low, decode_ci_high=dec.p50_ci_high)
 
-    config = cache_config(data.metrics)
-    kv = kv_capacity(configured=configured_kv_tokens(data.metrics, info.server.extra),
-                     requests=requests, ts=ts, block_size=block_size(config))
+    kv = kv_capacity(declared=declared_kv(data.metrics, engine=engine, server_extra=info.server.extra),
+                     requests=requests, ts=ts)
     if kv.tokens is None:
         if kv.lower_bound is not None:
             missing.append(f"KV cache capacity: only a lower bound ({kv.lower_bound:,.0f} tokens): the server "
@@ -165,7 +165,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         model=info.model, served_model=info.server.served_model, gpu=gpu_name,
         gpu_count=int(gpu["count"]) if isinstance(gpu.get("count"), int | float) else None,
         gpu_driver=str(gpu["driver"]) if gpu.get("driver") else None,
-        engine=info.server.engine, engine_version=info.server.engine_version, modelled=info.modelled,
+        engine=engine, engine_version=info.server.engine_version, modelled=info.modelled,
         modelled_by=modelled_by(info), suite=info.suite, started_at=info.started_at, ended_at=info.ended_at,
         run_status=info.status, cardgen_version=info.cardgen_version,
         prompt_ingestion_tok_s=tok_s, kv_cache_tokens=kv.tokens, kv_cache_method=kv.method,
@@ -178,7 +178,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         ingestion=ingestion.fit if ingestion else None, generation=generation, kv_cache=kv,
         capacity=capacity, scenarios=scenarios,
         gpu_telemetry=gpu_telemetry(info, data.gpu_metrics, requests),
-        server_vs_client=server_vs_client(data.metrics, requests, scenarios, engine=info.server.engine),
+        server_vs_client=server_vs_client(data.metrics, requests, scenarios, engine=engine),
         options=asdict(options),
         tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
     )

@@ -14,8 +14,8 @@ scrape falls in the middle of one: TTFT and prompt tokens by the first token's a
 stream, ITL by each gap's later chunk; output tokens are ``usage`` for a request whose chunks all came inside the
 window, else the number of its chunks inside it (then ``approximate``: one token per chunk).
 
-Histogram names come from the engine's adapter (:func:`cardgen.engines.metric_names`), then vLLM's (which the
-virtual server also publishes), then vLLM's older ``vllm:time_per_output_token_seconds`` for ITL.
+Histogram and counter names come from the engine's adapter only (:func:`cardgen.engines.metric_candidates`: its
+names, then those older versions used); an engine whose adapter names none has no comparison.
 """
 
 from __future__ import annotations
@@ -35,19 +35,12 @@ from cardgen.analysis.summary import (
     ServerVsClient,
     TokenCheck,
 )
-from cardgen.engines import counter, histogram, histogram_delta, histogram_quantile, metric_names
+from cardgen.engines import counter, histogram, histogram_delta, histogram_quantile, metric_candidates
 from cardgen.records import MetricSample
 from cardgen.rundir import SERVER_METRICS_JSONL
 
 LATENCIES = ("ttft", "itl", "e2e", "queue")  # queue: the server's alone (the client cannot see it)
 TOKENS = (("prompt", "prompt_tokens"), ("output", "generation_tokens"))
-_OLDER = {"itl": ("vllm:time_per_output_token_seconds",)}
-
-
-def candidate_names(engine: str | None, role: str) -> tuple[str, ...]:
-    """The metric names to look for, in order: the engine's own, vLLM's, then vLLM's older names."""
-    names = [metric_names(engine).get(role, ""), metric_names("vllm").get(role, ""), *_OLDER.get(role, ())]
-    return tuple(dict.fromkeys(n for n in names if n))
 
 
 def _scrapes(metrics: Sequence[MetricSample]) -> list[tuple[float, MetricSample]]:
@@ -59,11 +52,11 @@ def _present(scrape: MetricSample, engine: str | None) -> dict[str, str]:
     """Role -> the name this server publishes, for every latency histogram and token counter it has."""
     found: dict[str, str] = {}
     for role in LATENCIES:
-        name = next((n for n in candidate_names(engine, role) if histogram(scrape, n) is not None), None)
+        name = next((n for n in metric_candidates(engine, role) if histogram(scrape, n) is not None), None)
         if name:
             found[role] = name
     for _, role in TOKENS:
-        name = next((n for n in candidate_names(engine, role) if counter(scrape, n) is not None), None)
+        name = next((n for n in metric_candidates(engine, role) if counter(scrape, n) is not None), None)
         if name:
             found[role] = name
     return found
@@ -223,7 +216,10 @@ def server_vs_client(metrics: Sequence[MetricSample], requests: pd.DataFrame, sc
         return ServerVsClient(reason=f"{SERVER_METRICS_JSONL} is missing or holds no successful scrape")
     names = _present(scrapes[-1][1], engine)
     if not names:
-        wanted = ", ".join(n for role in ("ttft", "itl", "e2e") for n in candidate_names(engine, role)[:1])
+        wanted = ", ".join(n for role in ("ttft", "itl", "e2e") for n in metric_candidates(engine, role)[:1])
+        if not wanted:
+            return ServerVsClient(reason=f"cardgen knows no latency histogram or token counter of engine "
+                                         f"'{engine or 'unknown'}'")
         return ServerVsClient(reason=f"the server's /metrics has no latency histogram ({wanted}) and no token "
                                      "counter")
     if len(scrapes) < 2:

@@ -1,7 +1,8 @@
 """KV-cache capacity in tokens, three ways, and how far they agree.
 
-1. ``server_config``: what the server declares (vLLM ``cache_config_info``, TGI ``tgi_batch_max_total_tokens``,
-   llama.cpp slots x n_ctx).
+1. ``server_config``: what the server declares, as its engine's adapter reads it
+   (:func:`cardgen.engines.kv_config`: a gauge or info metric of the last scrape that has one, else what the
+   probe read from the engine's own endpoints, ``run.json`` ``server.extra``). The adapter names the source.
 2. ``usage_extrapolation``: at each scrape where the server reports a meaningful KV usage fraction u, nothing
    waiting, and as many running requests as the client has in flight, the tokens resident in those requests
    (prompt tokens + tokens generated so far, exact counts from ``usage``, placed in time by the chunk arrivals,
@@ -18,16 +19,36 @@ The chosen figure is the first available in that order (declared beats measured 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from cardgen.analysis.summary import KVCapacity, KVEstimate, WaveResult
 from cardgen.analysis.timeseries import counter_increase, window
+from cardgen.engines import kv_config
+from cardgen.schemas.records import MetricSample
 
 MIN_USAGE = 0.05  # scrapes below this usage fraction are too coarse to extrapolate from
 MIN_USAGE_SAMPLES = 3
 KV_FULL_USAGE = 0.9  # a wave that queues below this usage is limited by something other than the KV cache
+
+
+def declared_kv(metrics: Sequence[MetricSample], *, engine: str | None,
+                server_extra: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the server declares about its KV cache (``tokens``, ``source``, ``block_size``...: see
+    :func:`cardgen.engines.kv_config`), from the last scrape that says it (a server may resize its cache once
+    warmed up), else from ``server_extra`` alone; None when neither says."""
+    said = next((s for s in reversed(metrics) if s.error is None and s.samples and kv_config(engine, s)), None)
+    return kv_config(engine, said, server_extra)
+
+
+def block_size_of(declared: Mapping[str, Any] | None) -> int | None:
+    """Tokens per KV block when the server says, and a block holds more than one token (SGLang's default page
+    of one token rounds nothing)."""
+    size = (declared or {}).get("block_size")
+    return int(size) if isinstance(size, int) and size > 1 else None
 
 
 def _round_up(tokens: np.ndarray | float, block_size: int | None) -> np.ndarray | float:
@@ -165,12 +186,13 @@ def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: in
                               f"{previous.tokens_per_request:.0f} tokens"), waves, note)
 
 
-def kv_capacity(*, configured: tuple[float, str] | None, requests: pd.DataFrame, ts: pd.DataFrame,
-                block_size: int | None) -> KVCapacity:
-    """Every estimate, the chosen one and their agreement."""
+def kv_capacity(*, declared: Mapping[str, Any] | None, requests: pd.DataFrame, ts: pd.DataFrame) -> KVCapacity:
+    """Every estimate, the chosen one and their agreement. ``declared`` is :func:`declared_kv`."""
+    block_size = block_size_of(declared)
     estimates: list[KVEstimate] = []
-    if configured is not None:
-        estimates.append(KVEstimate(method="server_config", tokens=configured[0], samples=1, source=configured[1]))
+    if declared is not None:
+        estimates.append(KVEstimate(method="server_config", tokens=float(declared["tokens"]), samples=1,
+                                    source=str(declared["source"])))
     usage = usage_extrapolation(requests, ts, block_size=block_size)
     if usage is not None:
         estimates.append(usage)

@@ -7,8 +7,9 @@ Public API (pure functions take what is already on disk: a ``server_metrics.json
 - :func:`launched_engine` -- start vLLM, SGLang, TGI or llama.cpp as a child process, wait for health, stop it.
 - :func:`kv_config` -- KV-cache capacity in tokens with where it came from, or None.
 - :func:`load_gauges` -- KV usage (0..1), running and waiting requests at one scrape.
-- :func:`metric_names` -- the engine's own token counters and latency histograms, by role; :func:`counter`
-  reads one counter from a scrape.
+- :func:`metric_names` -- the engine's own token counters and latency histograms, by role;
+  :func:`metric_candidates` adds the names older versions used; :func:`counter` reads one counter from a scrape,
+  :func:`first_counter` the first of several names.
 - :func:`histogram`, :func:`histogram_delta`, :func:`histogram_quantile` -- Prometheus histograms as plain data
   (the server-vs-client latency comparison).
 - :func:`get_adapter`, :func:`engine_name` -- the adapter behind a name (aliases: ``llama.cpp``, ``openai``...).
@@ -23,17 +24,19 @@ from cardgen.engines.detect import probe
 from cardgen.engines.launch import LaunchedEngine, launched_engine
 from cardgen.engines.readings import (
     counter,
+    first_counter,
     histogram,
     histogram_delta,
     histogram_quantile,
     kv_config,
     load_gauges,
+    metric_candidates,
     metric_names,
 )
 from cardgen.engines.registry import ADAPTERS, ENGINES, LAUNCHABLE, engine_name, get_adapter
 
 __all__ = [
     "ADAPTERS", "ENGINES", "LAUNCHABLE", "EngineAdapter", "LaunchedEngine", "counter", "engine_name",
-    "get_adapter", "histogram", "histogram_delta", "histogram_quantile", "kv_config", "launched_engine",
-    "load_gauges", "metric_names", "probe",
+    "first_counter", "get_adapter", "histogram", "histogram_delta", "histogram_quantile", "kv_config",
+    "launched_engine", "load_gauges", "metric_candidates", "metric_names", "probe",
 ]

@@ -133,7 +133,9 @@ class EngineAdapter:
 
     # --- reading /metrics ---------------------------------------------------------------------------
     def kv_config(self, samples: Samples, extra: Mapping[str, Any]) -> dict[str, Any] | None:
-        """KV-cache capacity: ``{"tokens": int, "source": str, ...raw fields}``, or None when unknown."""
+        """KV-cache capacity: ``{"tokens": int, "source": str, "block_size": int | None, ...raw fields}``, or
+        None when unknown. ``source`` names what was read, in words a card can show; ``block_size`` is the
+        tokens per KV block or page when the engine says (the analysis rounds resident tokens up to it)."""
         return None
 
     def load_gauges(self, samples: Samples) -> dict[str, float | None]:
@@ -141,10 +143,12 @@ class EngineAdapter:
         requests, and ``used_tokens`` where the engine exposes it. None for what it does not say."""
         return {"usage": None, "running": None, "waiting": None, "used_tokens": None}
 
-    #: Prometheus names of the server's own counters and histograms, for the server-vs-client comparison:
-    #: keys ``prompt_tokens``, ``generation_tokens``, ``requests`` (counters, sample names as exposed) and
-    #: ``ttft``, ``itl``, ``e2e``, ``queue`` (histogram base names, without ``_bucket``/``_sum``/``_count``).
+    #: Prometheus names of the server's own counters and histograms: keys ``prompt_tokens``,
+    #: ``generation_tokens``, ``requests``, ``preemptions`` (counters, sample names as exposed) and ``ttft``,
+    #: ``itl``, ``e2e``, ``queue`` (histogram base names, without ``_bucket``/``_sum``/``_count``).
     metric_names: Mapping[str, str] = {}
+    #: what older versions of the engine called the same things, tried in order after :attr:`metric_names`
+    older_metric_names: Mapping[str, tuple[str, ...]] = {}
 
     # --- launching ----------------------------------------------------------------------------------
     def launch_command(self, model: str, host: str, port: int, args: list[str]) -> list[str]:

@@ -4,7 +4,7 @@ plain numbers out. No I/O."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cardgen.engines.base import Samples, gauge, samples_of
@@ -12,7 +12,8 @@ from cardgen.engines.registry import get_adapter
 
 
 def kv_config(engine: str | None, sample: Any, server_extra: Mapping[str, Any] | None = None) -> dict | None:
-    """KV-cache capacity as the engine reports it: ``{"tokens": int, "source": str, ...raw fields}``, or None.
+    """KV-cache capacity as the engine reports it: ``{"tokens": int, "source": str, "block_size": int | None,
+    ...raw fields}``, or None.
 
     ``sample`` is one scrape (a ``MetricSample``, its JSON dict, its ``samples`` table or Prometheus text);
     ``server_extra`` is ``ServerInfo.extra`` (llama.cpp's ``/slots``, SGLang's ``/server_info``...).
@@ -29,14 +30,29 @@ def load_gauges(engine: str | None, sample: Any) -> dict[str, float | None]:
 
 
 def metric_names(engine: str | None) -> dict[str, str]:
-    """Sample names of the engine's counters (``prompt_tokens``, ``generation_tokens``, ``requests``) and base
-    names of its histograms (``ttft``, ``itl``, ``e2e``, ``queue``...); "" for what the engine lacks."""
+    """Sample names of the engine's counters (``prompt_tokens``, ``generation_tokens``, ``requests``,
+    ``preemptions``) and base names of its histograms (``ttft``, ``itl``, ``e2e``, ``queue``...); "" or no key
+    for what the engine lacks."""
     return dict(get_adapter(engine).metric_names)
+
+
+def metric_candidates(engine: str | None, role: str) -> tuple[str, ...]:
+    """The names a ``role`` of :func:`metric_names` may have on this engine's server, newest first (vLLM's
+    inter-token histogram had another name before 0.9); empty when the engine has no such metric."""
+    adapter = get_adapter(engine)
+    names = (adapter.metric_names.get(role, ""), *adapter.older_metric_names.get(role, ()))
+    return tuple(dict.fromkeys(n for n in names if n))
 
 
 def counter(sample: Any, name: str) -> float | None:
     """A counter's value summed over its label sets (``vllm:generation_tokens_total``...)."""
     return gauge(samples_of(sample), name) if name else None
+
+
+def first_counter(sample: Any, names: Sequence[str]) -> float | None:
+    """The first of ``names`` (from :func:`metric_candidates`) that the scrape has, summed over label sets."""
+    samples = samples_of(sample)
+    return next((v for v in (gauge(samples, n) for n in names if n) if v is not None), None)
 
 
 def histogram(sample: Any, name: str) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ class SglangAdapter(EngineAdapter):
         "prompt_tokens": "sglang:prompt_tokens_total",
         "generation_tokens": "sglang:generation_tokens_total",
         "requests": "sglang:num_requests_total",
+        "preemptions": "sglang:num_retracted_requests_total",  # a request retracted to free KV: a preemption
         "ttft": "sglang:time_to_first_token_seconds",
         "itl": "sglang:inter_token_latency_seconds",
         "tpot": "sglang:time_per_output_token_seconds",
@@ -52,7 +53,8 @@ class SglangAdapter(EngineAdapter):
 
     def kv_config(self, samples: Samples, extra: Mapping[str, Any]) -> dict[str, Any] | None:
         info = extra.get("server_info") or {}
-        fields = {"page_size": as_int(info.get("page_size")) or as_int(gauge(samples, "sglang:page_size"))}
+        page_size = as_int(info.get("page_size")) or as_int(gauge(samples, "sglang:page_size"))
+        fields = {"block_size": page_size, "page_size": page_size}
         tokens = as_int(gauge(samples, "sglang:max_total_num_tokens", how="max"))
         if tokens:
             return {"tokens": tokens, "source": "sglang:max_total_num_tokens", **fields}

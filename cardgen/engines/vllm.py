@@ -63,6 +63,7 @@ class VllmAdapter(EngineAdapter):
         "prefill": "vllm:request_prefill_time_seconds",
         "decode": "vllm:request_decode_time_seconds",
     }
+    older_metric_names = {"itl": ("vllm:time_per_output_token_seconds",)}  # renamed in 0.9
 
     def identify(self, fetch: Fetch, version: Any) -> dict[str, Any] | None:
         if not (isinstance(version, Mapping) and version.get("version") is not None):

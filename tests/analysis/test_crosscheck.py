@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from simruns import SyntheticServer, synthetic_run
 
 from cardgen.analysis import RunData, analyse
-from cardgen.analysis.crosscheck import bucket_bounds, candidate_names, server_vs_client
+from cardgen.analysis.crosscheck import bucket_bounds, server_vs_client
 from cardgen.analysis.requests import request_frame
-from cardgen.analysis.synthetic import SyntheticServer, synthetic_run
-from cardgen.engines import histogram_quantile
+from cardgen.engines import histogram_quantile, metric_candidates
 from cardgen.promtext import parse_metrics
 from cardgen.records import MetricSample, RequestRecord
 
@@ -90,12 +90,14 @@ def test_every_closed_point_gets_its_own_window(cross):
         assert v.run.start_unix <= p.start_unix < p.end_unix <= v.run.end_unix
 
 
-def test_preempted_prompts_show_as_server_tokens():
+def test_preempted_prompts_are_counted_once_by_the_server():
     data, truth = synthetic_run()  # the small suite's waves saturate the cache
     v = analyse(data).summary.server_vs_client
     assert truth.preemptions > 0
     prompt = tokens(v.run)["prompt"]
-    assert prompt.diff < 0 and prompt.server_tokens > prompt.client_tokens  # recomputed prompts
+    # the virtual server counts a prompt at its first token, once, as vLLM V1 does: a recomputed prompt does not
+    # count again
+    assert prompt.diff == 0 and prompt.server_tokens == prompt.client_tokens
     assert tokens(v.run)["output"].diff == 0
 
 
@@ -111,8 +113,14 @@ def test_older_vllm_names_and_servers_without_histograms():
 
 def test_unavailable_says_why():
     tgi = analyse(synthetic_run(suite=SUITE, server=SyntheticServer(engine="tgi"))[0]).summary.server_vs_client
-    assert not tgi.available and "no latency histogram" in tgi.reason and "vllm:time_to_first_token_seconds" in \
-        tgi.reason
+    assert not tgi.available and "no latency histogram" in tgi.reason
+    assert "tgi_request_duration" in tgi.reason and "vllm:" not in tgi.reason  # TGI's own names, not vLLM's
+    data, _ = synthetic_run(suite=SUITE)
+    server = data.info.server.model_copy(update={"engine": "unknown"})
+    unknown = RunData(info=data.info.model_copy(update={"server": server}), requests=data.requests,
+                      metrics=data.metrics)
+    v = analyse(unknown).summary.server_vs_client  # vLLM's metrics, but nothing says the server is vLLM
+    assert not v.available and "knows no latency histogram" in v.reason
     data, _ = synthetic_run(suite=SUITE)
     none = analyse(RunData(info=data.info, requests=data.requests, metrics=[])).summary.server_vs_client
     assert not none.available and "server_metrics.jsonl" in none.reason
@@ -129,12 +137,13 @@ def test_failed_and_straddling_requests_are_counted_apart():
     assert late.server_vs_client.run.straddling > 0  # the first scrape came after the first requests
 
 
-def test_candidate_names():
-    assert candidate_names("vllm", "itl") == ("vllm:inter_token_latency_seconds",
-                                              "vllm:time_per_output_token_seconds")
-    assert candidate_names("cardgen-sim", "ttft") == ("vllm:time_to_first_token_seconds",)
-    assert candidate_names("sglang", "ttft")[0] == "sglang:time_to_first_token_seconds"
-    assert candidate_names("tgi", "ttft") == ("vllm:time_to_first_token_seconds",)  # TGI has none of its own
+def test_metric_names_come_from_the_engines_adapter_only():
+    assert metric_candidates("vllm", "itl") == ("vllm:inter_token_latency_seconds",
+                                                "vllm:time_per_output_token_seconds")
+    assert metric_candidates("cardgen-sim", "ttft") == ("vllm:time_to_first_token_seconds",)
+    assert metric_candidates("sglang", "ttft") == ("sglang:time_to_first_token_seconds",)
+    assert metric_candidates("tgi", "ttft") == ()  # TGI has no time-to-first-token histogram
+    assert metric_candidates(None, "ttft") == metric_candidates("some-new-engine", "e2e") == ()
 
 
 def test_bucket_bounds():

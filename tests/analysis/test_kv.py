@@ -3,12 +3,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from simruns import SyntheticServer, synthetic_run
 
 from cardgen.analysis.analyse import analyse
-from cardgen.analysis.kv import resident_tokens, saturation_probe
+from cardgen.analysis.kv import block_size_of, declared_kv, resident_tokens, saturation_probe
 from cardgen.analysis.requests import request_frame
-from cardgen.analysis.synthetic import SyntheticServer, synthetic_run
-from cardgen.analysis.timeseries import configured_kv_tokens, server_timeseries
+from cardgen.analysis.timeseries import server_timeseries
 from cardgen.records import MetricSample, RequestRecord
 
 WAVES_ONLY = """
@@ -31,26 +31,63 @@ def kv_of(server: SyntheticServer, suite: str = WAVES_ONLY):
     return analyse(data).summary.kv_cache, truth
 
 
-def sample(**samples) -> MetricSample:
-    return MetricSample(t=1.0, samples={k.replace("__", ":"): v for k, v in samples.items()})
+def sample(t: float = 1.0, **samples) -> MetricSample:
+    return MetricSample(t=t, samples={k.replace("__", ":"): v for k, v in samples.items()})
+
+
+def cache_config(**labels: str) -> list[dict]:
+    return [{"labels": labels, "value": 1}]
 
 
 def test_server_config_vllm_tokens_then_blocks():
-    new = sample(vllm__cache_config_info=[{"labels": {"kv_cache_size_tokens": "262144", "block_size": "128",
-                                                      "num_gpu_blocks": "2048"}, "value": 1}])
-    assert configured_kv_tokens([new], {}) == (262144.0, "vllm:cache_config_info kv_cache_size_tokens")
-    old = sample(vllm__cache_config_info=[{"labels": {"kv_cache_size_tokens": "None", "block_size": "16",
-                                                      "num_gpu_blocks": "7000"}, "value": 1}])
-    assert configured_kv_tokens([old], {})[0] == 112_000
+    new = sample(vllm__cache_config_info=cache_config(kv_cache_size_tokens="262144", block_size="128",
+                                                      num_gpu_blocks="2048"))
+    declared = declared_kv([new], engine="vllm", server_extra={})
+    assert (declared["tokens"], declared["source"]) == (262144, "vllm:cache_config_info kv_cache_size_tokens")
+    assert block_size_of(declared) == 128
+    old = sample(vllm__cache_config_info=cache_config(kv_cache_size_tokens="None", block_size="16",
+                                                      num_gpu_blocks="7000"))
+    assert declared_kv([old], engine="vllm", server_extra={})["tokens"] == 112_000
 
 
-def test_server_config_tgi_and_llamacpp():
+def test_server_config_is_the_last_scrape_that_says_it_then_the_probe():
+    first = sample(1.0, vllm__cache_config_info=cache_config(kv_cache_size_tokens="1000", block_size="16"))
+    resized = sample(2.0, vllm__cache_config_info=cache_config(kv_cache_size_tokens="2000", block_size="16"))
+    silent = sample(3.0, vllm__num_requests_running=[{"labels": {}, "value": 0}])
+    failed = MetricSample(t=4.0, error="timeout")
+    probed = {"cache_config": {"kv_cache_size_tokens": "3000", "block_size": "32"}}
+    assert declared_kv([first, resized, silent, failed], engine="vllm", server_extra=probed)["tokens"] == 2000
+    from_probe = declared_kv([silent, failed], engine="vllm", server_extra=probed)
+    assert (from_probe["tokens"], block_size_of(from_probe)) == (3000, 32)
+    assert declared_kv([], engine="vllm", server_extra=None) is None
+
+
+def test_server_config_of_each_engine_comes_from_its_adapter():
     tgi = sample(tgi_batch_max_total_tokens=[{"labels": {}, "value": 32000}])
-    assert configured_kv_tokens([tgi], {})[0] == 32000
+    assert declared_kv([tgi], engine="tgi", server_extra={}) == {"tokens": 32000,
+                                                                 "source": "tgi_batch_max_total_tokens"}
     props = {"props": {"total_slots": 4, "default_generation_settings": {"n_ctx": 4096}}}
-    assert configured_kv_tokens([], props)[0] == 16384
-    assert configured_kv_tokens([], {"total_slots": 2, "default_generation_settings": {"n_ctx": 100}})[0] == 200
-    assert configured_kv_tokens([], {}) is None
+    assert declared_kv([], engine="llamacpp", server_extra=props)["tokens"] == 16384
+    sglang = sample(sglang__max_total_num_tokens=[{"labels": {}, "value": 471258}])
+    page = {"server_info": {"page_size": 16, "max_total_num_tokens": 1}}
+    declared = declared_kv([sglang], engine="sglang", server_extra=page)
+    assert (declared["tokens"], declared["source"], block_size_of(declared)) == (
+        471258, "sglang:max_total_num_tokens", 16)
+    assert block_size_of({"tokens": 1, "source": "s", "block_size": 1}) is None  # a page of one token
+    # another engine's names, or an engine cardgen does not know, declare nothing
+    assert declared_kv([tgi], engine="vllm", server_extra=props) is None
+    assert declared_kv([tgi], engine=None, server_extra=props) is None
+    assert declared_kv([tgi], engine="some-new-engine", server_extra=props) is None
+
+
+def test_unknown_engine_reads_no_gauge_but_still_estimates():
+    data, _ = synthetic_run(suite=WAVES_ONLY, server=SyntheticServer(kv_capacity_tokens=16384))
+    unknown = data.info.model_copy(update={"server": data.info.server.model_copy(update={"engine": "unknown"})})
+    ts = server_timeseries(data.metrics, engine="unknown")
+    assert len(ts) == len(data.metrics) and ts[["kv_usage", "running", "waiting", "preemptions"]].isna().all().all()
+    kv = analyse(type(data)(info=unknown, requests=data.requests, metrics=data.metrics)).summary.kv_cache
+    assert [e.method for e in kv.estimates] == ["saturation_probe"]  # from client timing alone
+    assert kv.block_size is None
 
 
 @pytest.mark.parametrize("engine", ["vllm", "vllm-old", "tgi", "llamacpp"])
@@ -130,5 +167,5 @@ def test_resident_tokens_interpolates_over_chunks():
 def test_probe_without_waves():
     frame = request_frame([RequestRecord(scenario="x", kind="closed", prompt_tokens_target=1, output_tokens_target=1,
                                          sent_at=1.0, end_at=2.0, first_token_at=1.5, output_tokens=1)])
-    assert saturation_probe(frame, server_timeseries([]), block_size=None) == (None, [], None)
-    assert isinstance(server_timeseries([]), pd.DataFrame)
+    assert saturation_probe(frame, server_timeseries([], engine="vllm"), block_size=None) == (None, [], None)
+    assert isinstance(server_timeseries([], engine=None), pd.DataFrame)

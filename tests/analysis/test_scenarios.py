@@ -30,7 +30,8 @@ def test_throughput_goodput_failures_and_server_load():
                        output_tokens=None, end_at=14.2))
     records.append(rec(5, sent_at=9.0, warmup=True))
     records[1] = rec(1, first_token_at=14.0, chunk_times=[14.0 + 0.01 * k for k in range(11)], end_at=14.1)
-    (s,) = scenario_summaries(request_frame(records), server_timeseries(metrics()), slo_ttft_s=2.0, slo_tpot_s=0.1)
+    ts = server_timeseries(metrics(), engine="vllm")
+    (s,) = scenario_summaries(request_frame(records), ts, slo_ttft_s=2.0, slo_tpot_s=0.1)
     assert s.requests == 5 and s.warmup_requests == 1 and s.failed == 1
     assert s.failure_rate == pytest.approx(0.2)
     assert s.failures_by_kind == {"stream_dropped": 1}
@@ -56,8 +57,9 @@ def test_open_loop_rate_and_all_at_once_with_rate_lost_in_json():
            for i in range(3)]
     poisson = [rec(i, scenario="open-r2", kind="open", parallel=None, rate_rps=2.0, scheduled_at=20.0 + i,
                    sent_at=20.002 + i) for i in range(3)]
-    by_name = {s.scenario: s for s in scenario_summaries(request_frame(inf + poisson), server_timeseries([]),
-                                                         slo_ttft_s=2, slo_tpot_s=0.1)}
+    by_name = {s.scenario: s for s in scenario_summaries(request_frame(inf + poisson),
+                                                         server_timeseries([], engine="vllm"), slo_ttft_s=2,
+                                                         slo_tpot_s=0.1)}
     assert by_name["open-rinf"].all_at_once and by_name["open-rinf"].rate_label == "inf"
     assert by_name["open-r2"].rate_rps == 2.0 and by_name["open-r2"].rate_label == "2"
     assert by_name["open-r2"].send_lag_s.p50 == pytest.approx(0.002)
@@ -66,6 +68,19 @@ def test_open_loop_rate_and_all_at_once_with_rate_lost_in_json():
 
 def test_scenarios_in_run_order():
     records = [rec(0, scenario="b", sent_at=50.0), rec(0, scenario="a", sent_at=60.0), rec(1, scenario="b")]
-    names = [s.scenario for s in scenario_summaries(request_frame(records), server_timeseries([]), slo_ttft_s=2,
-                                                    slo_tpot_s=0.1)]
+    names = [s.scenario for s in scenario_summaries(request_frame(records), server_timeseries([], engine="vllm"),
+                                                    slo_ttft_s=2, slo_tpot_s=0.1)]
     assert names == ["b", "a"]
+
+
+def test_server_load_is_read_through_the_engine_adapter():
+    (s,) = scenario_summaries(request_frame([rec(i) for i in range(4)]), server_timeseries(metrics(), engine="tgi"),
+                              slo_ttft_s=2.0, slo_tpot_s=0.1)
+    assert s.kv_usage_max is None and s.running_max is None and s.preemptions is None  # vLLM's names, not TGI's
+    sglang = [MetricSample(t=t, samples={"sglang:token_usage": [{"labels": {}, "value": u}],
+                                         "sglang:num_running_reqs": [{"labels": {}, "value": 3}],
+                                         "sglang:num_retracted_requests_total": [{"labels": {}, "value": p}]})
+              for t, u, p in ((9.0, 0.1, 1), (12.0, 0.4, 1), (13.0, 0.6, 4))]
+    (s,) = scenario_summaries(request_frame([rec(i) for i in range(4)]), server_timeseries(sglang, engine="sglang"),
+                              slo_ttft_s=2.0, slo_tpot_s=0.1)
+    assert (s.kv_usage_max, s.running_max, s.preemptions) == (0.6, 3, 3)

@@ -12,13 +12,16 @@ import math
 import pytest
 
 from cardgen.engines import (
+    ADAPTERS,
     counter,
+    first_counter,
     get_adapter,
     histogram,
     histogram_delta,
     histogram_quantile,
     kv_config,
     load_gauges,
+    metric_candidates,
     metric_names,
 )
 from cardgen.engines.base import redact_secrets, samples_of, split_top_level
@@ -128,6 +131,7 @@ def test_sglang_kv_from_gauge_then_server_info(data_dir):
     assert kv_config("sglang", text, {"server_info": info})["source"] == "sglang:max_total_num_tokens"
     kv = kv_config("sglang", {}, {"server_info": info})
     assert kv["tokens"] == 471258 and kv["source"] == "/server_info max_total_num_tokens" and kv["page_size"] == 1
+    assert kv["block_size"] == 1  # the page is SGLang's KV block
     gauges = load_gauges("sglang", text)
     assert gauges == {"usage": 0.28, "running": 64.0, "waiting": 12.0, "used_tokens": 131952.0}
     assert histogram(text, metric_names("sglang")["ttft"])["count"] == 256
@@ -153,10 +157,10 @@ def test_generic_and_unknown_engines_know_nothing():
     assert load_gauges("whatever", {}) == {"usage": None, "running": None, "waiting": None, "used_tokens": None}
 
 
-def test_sim_reads_vllm_names_and_its_own_description():
+def test_sim_reads_vllm_names_and_declares_its_kv_cache_as_vllm_does():
     assert get_adapter("sim").name == "cardgen-sim"
     extra = {"sim": {"perf": {"kind": "fixed", "kv_capacity_tokens": 65536}}}
-    assert kv_config("cardgen-sim", {}, extra) == {"tokens": 65536, "source": "/cardgen/sim kv_capacity_tokens"}
+    assert kv_config("cardgen-sim", {}, extra) is None  # --hide-cache-config hides it, as a vLLM could
     labels = {"block_size": "16", "num_gpu_blocks": "100", "kv_cache_size_tokens": "1600"}
     assert kv_config("cardgen-sim", {"vllm:cache_config_info": [{"labels": labels, "value": 1}]}, extra)[
         "tokens"] == 1600
@@ -178,3 +182,22 @@ def test_redact_secrets_masks_keys_not_tokenizers():
 def test_split_top_level_keeps_brackets_and_quotes_whole():
     assert split_top_level("a=1, b=[2, 3], c='x,y', d=F(e=1, f=2)") == ["a=1", "b=[2, 3]", "c='x,y'",
                                                                        "d=F(e=1, f=2)"]
+
+
+def test_preemptions_and_renamed_metrics_are_the_adapters_knowledge(data_dir):
+    text = (data_dir / "vllm_0.32.0_cpu_metrics.txt").read_text()
+    assert first_counter(text, metric_candidates("vllm", "preemptions")) == 0.0
+    assert metric_candidates("cardgen-sim", "preemptions") == ("vllm:num_preemptions_total",)
+    retracted = {"sglang:num_retracted_requests_total": [{"labels": {"model_name": "a"}, "value": 2.0},
+                                                         {"labels": {"model_name": "b"}, "value": 3.0}]}
+    assert first_counter(retracted, metric_candidates("sglang", "preemptions")) == 5.0
+    assert metric_candidates("tgi", "preemptions") == metric_candidates("llamacpp", "preemptions") == ()
+    old = {"vllm:time_per_output_token_seconds_count": [{"labels": {}, "value": 4.0}]}
+    assert first_counter(old, [f"{n}_count" for n in metric_candidates("vllm", "itl")]) == 4.0
+    assert first_counter({}, ("vllm:num_preemptions_total",)) is None
+
+
+def test_older_names_belong_to_roles_the_adapter_names():
+    for adapter in ADAPTERS.values():
+        assert isinstance(adapter.metric_names, dict) and isinstance(adapter.older_metric_names, dict)
+        assert set(adapter.older_metric_names) <= set(adapter.metric_names)
