@@ -14,6 +14,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -142,30 +143,41 @@ class Histogram:
     def count(self) -> int:
         return sum(self.counts)
 
-    def lines(self, name: str, labels: Mapping[str, object]) -> list[str]:
-        out = []
+    def samples(self, name: str, labels: Mapping[str, str]) -> list[Sample]:
+        """The ``_bucket`` (cumulative, ``le`` last), ``_count`` and ``_sum`` samples of histogram ``name``."""
+        out: list[Sample] = []
         cumulative = 0
         for bound, n in zip((*self.bounds, float("inf")), self.counts, strict=True):
             cumulative += n
             le = "+Inf" if bound == float("inf") else repr(bound)
-            out.append(f"{name}_bucket{format_labels({**labels, 'le': le})} {_num(cumulative)}")
-        out.append(f"{name}_count{format_labels(labels)} {_num(cumulative)}")
-        out.append(f"{name}_sum{format_labels(labels)} {_num(self.sum)}")
+            out.append((f"{name}_bucket", {**labels, "le": le}, float(cumulative)))
+        out.append((f"{name}_count", dict(labels), float(cumulative)))
+        out.append((f"{name}_sum", dict(labels), float(self.sum)))
         return out
 
 
-def _family(lines: list[str], name: str, kind: str, help_text: str) -> None:
-    lines.append(f"# HELP {name} {help_text}")
-    lines.append(f"# TYPE {name} {kind}")
+#: one sample of the exposition: (sample name, labels, value)
+Sample = tuple[str, dict[str, str], float]
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One metric family as exposed: its ``# HELP`` and ``# TYPE`` lines and its samples."""
+
+    name: str
+    kind: str  # gauge | counter | histogram
+    help: str
+    samples: list[Sample]
 
 
 class SimMetrics:
-    """Every metric the virtual server exposes. The driver calls the ``observe_*`` methods; ``render`` reads
-    the scheduler's gauges and counters at scrape time."""
+    """Every metric the virtual server exposes. The driver calls the ``observe_*`` methods; :meth:`families`
+    reads the scheduler's gauges and counters at scrape time, and :meth:`render` (Prometheus text, what
+    ``/metrics`` answers) and :meth:`samples` (what a scrape of it parses to) both write those families."""
 
     def __init__(self, *, model_name: str, cache_config: Mapping[str, object] | None) -> None:
         self.labels = {"engine": "0", "model_name": model_name}
-        self.cache_config = dict(cache_config) if cache_config is not None else None
+        self.cache_config = {k: str(v) for k, v in cache_config.items()} if cache_config is not None else None
         self.ttft = Histogram(TTFT_BUCKETS)
         self.itl = Histogram(ITL_BUCKETS)
         self.e2e = Histogram(REQUEST_BUCKETS)
@@ -193,6 +205,17 @@ class SimMetrics:
         self.prefill.observe(seq.first_token_s - seq.scheduled_s)
         self.decode.observe(seq.end_s - seq.first_token_s)
 
+    def observe_token(self, seq: Seq) -> None:
+        """``seq`` was just given its latest token: its first (TTFT) or the gap since the last (ITL), and the
+        request-level histograms when that token finished it. (The real-time server inlines this in its
+        emission loop, split into a fast path.)"""
+        if seq.output_tokens == 1:
+            self.observe_first_token(seq)
+        else:
+            self.itl.observe(seq.gap_s)  # type: ignore[arg-type]
+        if seq.finished:
+            self.observe_finished(seq)
+
     def count_fault(self, kind: str) -> None:
         self.faults[kind] = self.faults.get(kind, 0) + 1
 
@@ -215,91 +238,67 @@ class SimMetrics:
         }
 
     # --- exposition --------------------------------------------------------------------------------------
-    def render(self, sched: Scheduler) -> str:
+    def families(self, sched: Scheduler) -> list[Family]:
+        """Every family ``/metrics`` exposes now, in order."""
         lab = self.labels
-        lines: list[str] = []
+        out: list[Family] = []
         if self.cache_config is not None:
-            _family(lines, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
-            lines.append(f"vllm:cache_config_info{format_labels({**self.cache_config, 'engine': '0'})} 1.0")
+            out.append(Family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
+                              [("vllm:cache_config_info", {**self.cache_config, "engine": "0"}, 1.0)]))
         scalars: list[tuple[str, str, str, float]] = [
-            (
-                "vllm:num_requests_running",
-                "gauge",
-                "Number of requests in model execution batches.",
-                len(sched.running),
-            ),
-            (
-                "vllm:num_requests_waiting",
-                "gauge",
-                "Number of requests waiting to be processed.",
-                len(sched.waiting),
-            ),
-            (
-                "vllm:kv_cache_usage_perc",
-                "gauge",
-                "KV-cache usage. 1 means 100 percent usage.",
-                sched.kv_usage,
-            ),
-            (
-                "vllm:num_preemptions_total",
-                "counter",
-                "Cumulative number of preemption from the engine.",
-                sched.num_preemptions,
-            ),
-            (
-                "vllm:prompt_tokens_total",
-                "counter",
-                "Number of prefill tokens processed.",
-                sched.prompt_tokens_total,
-            ),
-            (
-                "vllm:generation_tokens_total",
-                "counter",
-                "Number of generation tokens processed.",
-                sched.generation_tokens_total,
-            ),
+            ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+             len(sched.running)),
+            ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+             len(sched.waiting)),
+            ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", sched.kv_usage),
+            ("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
+             sched.num_preemptions),
+            ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+             sched.prompt_tokens_total),
+            ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+             sched.generation_tokens_total),
         ]
         for name, kind, help_text, value in scalars:
-            _family(lines, name, kind, help_text)
-            lines.append(f"{name}{format_labels(lab)} {_num(value)}")
-        _family(lines, "vllm:request_success_total", "counter", "Count of successfully processed requests.")
-        for reason, n in sched.finished_total.items():
-            lines.append(
-                f"vllm:request_success_total{format_labels({**lab, 'finished_reason': reason})} {_num(n)}"
-            )
+            out.append(Family(name, kind, help_text, [(name, dict(lab), float(value))]))
+        out.append(Family("vllm:request_success_total", "counter", "Count of successfully processed requests.",
+                          [("vllm:request_success_total", {**lab, "finished_reason": reason}, float(n))
+                           for reason, n in sched.finished_total.items()]))
         histograms = [
             ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft),
             ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", self.itl),
             ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", self.e2e),
-            (
-                "vllm:request_queue_time_seconds",
-                "Histogram of time spent in WAITING phase for request.",
-                self.queue,
-            ),
-            (
-                "vllm:request_prefill_time_seconds",
-                "Histogram of time spent in PREFILL phase for request.",
-                self.prefill,
-            ),
-            (
-                "vllm:request_decode_time_seconds",
-                "Histogram of time spent in DECODE phase for request.",
-                self.decode,
-            ),
+            ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+             self.queue),
+            ("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+             self.prefill),
+            ("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+             self.decode),
+            ("cardgen_sim_emit_lag_seconds",
+             "How late each token was written, after the modelled end of its step (real time).", self.emit_lag),
         ]
         for name, help_text, hist in histograms:
-            _family(lines, name, "histogram", help_text)
-            lines.extend(hist.lines(name, lab))
-        _family(
-            lines,
-            "cardgen_sim_emit_lag_seconds",
-            "histogram",
-            "How late each token was written, after the modelled end of its step (real time).",
-        )
-        lines.extend(self.emit_lag.lines("cardgen_sim_emit_lag_seconds", lab))
-        _family(lines, "cardgen_sim_faults_total", "counter", "Faults injected (--faults), by kind.")
-        for kind, n in sorted(self.faults.items()):
-            lines.append(f"cardgen_sim_faults_total{format_labels({**lab, 'kind': kind})} {_num(n)}")
-        _family(lines, "cardgen_sim_steps_total", "counter", "Engine steps modelled.")
-        lines.append(f"cardgen_sim_steps_total{format_labels(lab)} {_num(sched.num_steps)}")
+            out.append(Family(name, "histogram", help_text, hist.samples(name, lab)))
+        out.append(Family("cardgen_sim_faults_total", "counter", "Faults injected (--faults), by kind.",
+                          [("cardgen_sim_faults_total", {**lab, "kind": kind}, float(n))
+                           for kind, n in sorted(self.faults.items())]))
+        out.append(Family("cardgen_sim_steps_total", "counter", "Engine steps modelled.",
+                          [("cardgen_sim_steps_total", dict(lab), float(sched.num_steps))]))
+        return out
+
+    def render(self, sched: Scheduler) -> str:
+        """The Prometheus text ``/metrics`` answers."""
+        lines: list[str] = []
+        for family in self.families(sched):
+            lines.append(f"# HELP {family.name} {family.help}")
+            lines.append(f"# TYPE {family.name} {family.kind}")
+            lines.extend(f"{name}{format_labels(labels)} {_num(value)}" for name, labels, value in family.samples)
         return "\n".join(lines) + "\n"
+
+    def samples(self, sched: Scheduler) -> dict[str, list[dict[str, object]]]:
+        """What a scrape of :meth:`render` parses to (``cardgen.promtext.parse_metrics``): ``{sample name:
+        [{"labels": {...}, "value": v}]}``, without the text round trip."""
+        out: dict[str, list[dict[str, object]]] = {}
+        for family in self.families(sched):
+            for name, labels, value in family.samples:
+                out.setdefault(name, []).append({"labels": labels, "value": value})
+        return out

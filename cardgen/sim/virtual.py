@@ -1,10 +1,13 @@
-"""The virtual server in virtual time: the same :class:`~cardgen.sim.scheduler.Scheduler` driven by a
-discrete-event loop, with no sleeping, for analysis and calibration (thousands of requests in a second).
+"""The virtual server's engine in virtual time: the same :class:`~cardgen.sim.scheduler.Scheduler` and
+:class:`~cardgen.sim.metrics.SimMetrics` as the real-time server, on a clock that jumps from step to step
+instead of sleeping (thousands of requests in a second).
 
 Semantics match the real-time server: a request that arrives while a step runs joins the queue at its
 arrival time and is admitted at the next step; a step starts when the previous one ends (or, when idle, at
-the first arrival); every request runs to ``output_tokens`` (as with ``ignore_eos``). Network and client
-costs are zero.
+the first arrival); every request runs to ``output_tokens`` (as with ``ignore_eos``); an ``http500`` fault
+answers the n-th arrival at once, as ``--faults`` does. Clients are not modelled here: the virtual-time driver
+(:mod:`cardgen.sim.drive`) sends requests as the load engine does and interleaves them with the steps
+(:meth:`VirtualServer.start_step`, :meth:`VirtualServer.finish_step`).
 
     >>> from cardgen.sim.perf import FixedPerf
     >>> r = simulate_single(FixedPerf(), prompt_tokens=1000, output_tokens=1)
@@ -14,28 +17,33 @@ costs are zero.
 
 from __future__ import annotations
 
-import heapq
-import random
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from cardgen.sim.faults import FaultPlan
+from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel
-from cardgen.sim.scheduler import Scheduler, Seq
+from cardgen.sim.scheduler import Scheduler, Seq, Step
+
+#: the faults the virtual-time server injects; the others act on a live connection (drop, stall...)
+VIRTUAL_FAULTS = ("http500",)
 
 
 @dataclass(frozen=True, slots=True)
 class VirtualRequest:
-    """One finished request, times in virtual seconds from the start of the simulation."""
+    """One finished request, times in the server's virtual seconds."""
 
-    index: int  # submission order, from 0
-    sent: float
+    index: int  # arrival order, from 0
+    sent: float  # reached the server
     scheduled: float  # first admitted to the running batch
     first_token: float
     end: float  # last token
     prompt_tokens: int
     output_tokens: int
     preemptions: int = 0
-    group: int = 0  # wave number (simulate_waves), user number (closed loop), else 0
+    group: int = 0  # the submitter's grouping (a closed-loop user...)
+    times: tuple[float, ...] = ()  # when each output token was emitted (end of its step)
+    tag: Any = None  # the submitter's own data
 
     @property
     def ttft_s(self) -> float:
@@ -70,39 +78,98 @@ class KvSample:
     waiting: int
 
 
-class VirtualServer:
-    """A scheduler and a virtual clock. ``submit`` requests, then ``step`` (or ``run``) until idle."""
+@dataclass(slots=True)
+class _Served:
+    """The server's own state of one request (``Seq.ctx``)."""
 
-    def __init__(self, perf: PerfModel, *, chunked_prefill: bool = False, trace: bool = False) -> None:
+    index: int
+    group: int
+    tag: Any
+    times: list[float] = field(default_factory=list)
+
+
+class VirtualServer:
+    """A scheduler, a virtual clock and the server's metrics.
+
+    Either ``submit`` requests and ``step`` (or ``run``) until idle, or drive it event by event:
+    :meth:`arrive` at a time, :meth:`start_step` (plans the next step at ``now``), :meth:`finish_step` (jumps to
+    its end). Between the two, the scheduler shows the step in flight, as a scrape of the real server would.
+    """
+
+    def __init__(self, perf: PerfModel, *, chunked_prefill: bool = False, metrics: SimMetrics | None = None,
+                 faults: FaultPlan | None = None, trace: bool = False) -> None:
         self.scheduler = Scheduler(perf, chunked_prefill=chunked_prefill)
+        self.metrics = metrics
+        self.faults = faults or FaultPlan()
+        unsupported = sorted(set(self.faults.every) - set(VIRTUAL_FAULTS))
+        if unsupported:
+            raise ValueError(f"the virtual-time server injects {', '.join(VIRTUAL_FAULTS)} only, not "
+                             f"{', '.join(unsupported)}")
         self.now = 0.0
+        self.in_flight: Step | None = None
         self.finished: list[VirtualRequest] = []
         self.trace: list[KvSample] | None = [] if trace else None
         self.max_kv_usage = 0.0
-        self._submitted = 0
+        self.arrivals = 0  # generation requests that reached the server (what faults count)
 
-    def submit(
-        self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0
-    ) -> Seq:
-        """Queue a request that arrived at ``at`` (default: now). An arrival time before now stands for a request
-        that came while the last step ran: it is admitted at the next step, as in real time."""
+    # --- requests ------------------------------------------------------------------------------------------
+    def arrive(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0,
+               tag: Any = None) -> Seq | None:
+        """A request reaches the server at ``at`` (default: now; never before now when idle). It queues; or,
+        when a fault answers it at once, None. An arrival time before now stands for a request that came while
+        the step in flight ran: it is admitted at the next step, as in real time."""
+        if at is not None and self.in_flight is None:
+            self.now = max(self.now, at)
         when = self.now if at is None else at
-        seq = Seq(prompt_tokens, output_tokens, ctx=(self._submitted, group))
-        self._submitted += 1
+        index = self.arrivals
+        self.arrivals += 1
+        fault = self.faults.fault_for(index + 1) if self.faults else None
+        if fault is not None:
+            if self.metrics is not None:
+                self.metrics.count_fault(fault)
+            return None
+        seq = Seq(prompt_tokens, output_tokens, ctx=_Served(index, group, tag))
         return self.scheduler.add(seq, when)
 
-    def step(self, *, not_before: float | None = None) -> list[VirtualRequest]:
-        """Run one step (starting at ``not_before`` if later than now); return the requests it finished."""
-        start = self.now if not_before is None else max(self.now, not_before)
-        step = self.scheduler.next_step(start)
+    def submit(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0) -> Seq:
+        """:meth:`arrive` for a request no fault may answer."""
+        seq = self.arrive(prompt_tokens, output_tokens, at=at, group=group)
+        if seq is None:
+            raise RuntimeError("a fault answered a request submitted with submit(); use arrive()")
+        return seq
+
+    # --- steps ---------------------------------------------------------------------------------------------
+    @property
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    def start_step(self) -> Step | None:
+        """Plan the next step at ``now``; None when nothing can run (idle, or waiting for blocks)."""
+        if self.in_flight is not None:
+            raise RuntimeError("finish_step() the step in flight first")
+        self.in_flight = self.scheduler.next_step(self.now)
+        return self.in_flight
+
+    def finish_step(self) -> list[VirtualRequest]:
+        """Jump to the end of the step in flight and apply it; return the requests it finished."""
+        step = self.in_flight
         if step is None:
-            return []
-        emitted = self.scheduler.finish_step(step)
-        self.now = step.end_s
+            raise RuntimeError("no step in flight")
+        self.in_flight = None
         sched = self.scheduler
-        done = [self._record(seq) for seq in emitted if seq.finished]
+        emitted = sched.finish_step(step)
+        self.now = step.end_s
+        metrics = self.metrics
+        done = []
+        held = 0
+        for seq in emitted:
+            seq.ctx.times.append(self.now)
+            if metrics is not None:
+                metrics.observe_token(seq)
+            if seq.finished:
+                held += sched.blocks_for(seq.computed)
+                done.append(self._record(seq))
         # KV usage during the step: what the finished sequences held is already released; count it back
-        held = sum(sched.blocks_for(s.computed) for s in emitted if s.finished)
         usage = (sched.used_blocks + held) / sched.total_blocks
         self.max_kv_usage = max(self.max_kv_usage, usage)
         if self.trace is not None:
@@ -110,17 +177,27 @@ class VirtualServer:
         self.finished.extend(done)
         return done
 
+    def step(self, *, not_before: float | None = None) -> list[VirtualRequest]:
+        """Run one step (starting at ``not_before`` if later than now); return the requests it finished."""
+        if not_before is not None:
+            self.now = max(self.now, not_before)
+        if self.start_step() is None:
+            return []
+        return self.finish_step()
+
     def run(self) -> list[VirtualRequest]:
         """Step until nothing is left; return every request finished so far, in finishing order."""
-        while self.scheduler.has_work:
-            self.step()
+        while self.has_work:
+            if self.start_step() is None:
+                raise RuntimeError("requests wait for KV blocks that nothing running will free")
+            self.finish_step()
         return self.finished
 
     def _record(self, seq: Seq) -> VirtualRequest:
-        index, group = seq.ctx
+        served: _Served = seq.ctx
         assert seq.first_token_s is not None and seq.end_s is not None and seq.scheduled_s is not None
         return VirtualRequest(
-            index=index,
+            index=served.index,
             sent=seq.arrival_s,
             scheduled=seq.scheduled_s,
             first_token=seq.first_token_s,
@@ -128,7 +205,9 @@ class VirtualServer:
             prompt_tokens=seq.prompt_tokens,
             output_tokens=seq.output_tokens,
             preemptions=seq.preemptions,
-            group=group,
+            group=served.group,
+            times=tuple(served.times),
+            tag=served.tag,
         )
 
 
@@ -149,75 +228,9 @@ def simulate_closed_loop(
     chunked_prefill: bool = False,
 ) -> list[VirtualRequest]:
     """``parallel`` users, each sending its next request the moment its previous one ends, until
-    ``num_requests`` were sent; all start at time 0. Returned in submission order."""
-    if parallel < 1 or num_requests < 1:
-        raise ValueError("parallel and num_requests must be at least 1")
-    sim = VirtualServer(perf, chunked_prefill=chunked_prefill)
-    sent = 0
-    for user in range(min(parallel, num_requests)):
-        sim.submit(prompt_tokens, output_tokens, group=user)
-        sent += 1
-    while sim.scheduler.has_work:
-        for done in sim.step():
-            if sent < num_requests:
-                sim.submit(prompt_tokens, output_tokens, group=done.group)
-                sent += 1
-    return sorted(sim.finished, key=lambda r: r.index)
+    ``num_requests`` were sent; all start at time 0. Returned in submission order. A closed-loop point run
+    by the virtual-time driver (:func:`cardgen.sim.drive.closed_loop`): the rule is the load engine's."""
+    from cardgen.sim.drive import closed_loop
 
-
-def simulate_arrivals(
-    perf: PerfModel, arrivals: Iterable[tuple[float, int, int]], *, chunked_prefill: bool = False
-) -> list[VirtualRequest]:
-    """Open loop: each ``(time_s, prompt_tokens, output_tokens)`` arrives at its time whatever the server
-    does. Returned in submission (arrival) order."""
-    pending = [(t, i, p, o) for i, (t, p, o) in enumerate(arrivals)]
-    heapq.heapify(pending)
-    sim = VirtualServer(perf, chunked_prefill=chunked_prefill)
-    while pending or sim.scheduler.has_work:
-        if not sim.scheduler.has_work:
-            sim.now = max(sim.now, pending[0][0])
-        while pending and pending[0][0] <= sim.now:
-            t, _, p, o = heapq.heappop(pending)
-            sim.submit(p, o, at=t)
-        sim.step()
-    return sorted(sim.finished, key=lambda r: r.index)
-
-
-def simulate_open_loop(
-    perf: PerfModel,
-    *,
-    prompt_tokens: int,
-    output_tokens: int,
-    rate_rps: float,
-    num_requests: int,
-    seed: int = 0,
-    chunked_prefill: bool = False,
-) -> list[VirtualRequest]:
-    """Poisson arrivals at ``rate_rps`` (exponential gaps, seeded)."""
-    rng = random.Random(seed)
-    t = 0.0
-    arrivals = []
-    for _ in range(num_requests):
-        arrivals.append((t, prompt_tokens, output_tokens))
-        t += rng.expovariate(rate_rps)
-    return simulate_arrivals(perf, arrivals, chunked_prefill=chunked_prefill)
-
-
-def simulate_waves(
-    perf: PerfModel,
-    *,
-    prompt_tokens: int,
-    output_tokens: int,
-    waves: Sequence[int],
-    gap_s: float = 0.0,
-    chunked_prefill: bool = False,
-) -> list[VirtualRequest]:
-    """Growing waves, as the reference card measures KV capacity: ``waves[k]`` requests sent at once, the
-    next wave ``gap_s`` after the last request of this one ended. ``group`` is the wave number."""
-    sim = VirtualServer(perf, chunked_prefill=chunked_prefill)
-    for k, size in enumerate(waves):
-        sim.now += gap_s if k else 0.0
-        for _ in range(size):
-            sim.submit(prompt_tokens, output_tokens, group=k)
-        sim.run()
-    return sorted(sim.finished, key=lambda r: r.index)
+    return closed_loop(perf, prompt_tokens=prompt_tokens, output_tokens=output_tokens, parallel=parallel,
+                       num_requests=num_requests, chunked_prefill=chunked_prefill)

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from cardgen.sim.faults import FaultPlan
+from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import FixedPerf
-from cardgen.sim.virtual import (
-    VirtualServer,
-    simulate_arrivals,
-    simulate_closed_loop,
-    simulate_open_loop,
-    simulate_single,
-    simulate_waves,
-)
+from cardgen.sim.virtual import VirtualServer, simulate_closed_loop, simulate_single
 
 P = FixedPerf(prefill_tok_s=20_000.0, step_overhead_s=0.01, per_seq_s=0.0002)
 
@@ -23,6 +18,7 @@ def test_single_request_ttft_and_decode() -> None:
     assert r.tpot_s == pytest.approx(0.01 + 0.0002)
     assert r.e2e_s == pytest.approx(r.ttft_s + 49 * (0.01 + 0.0002))
     assert r.output_tokens == 50 and r.queue_s == 0
+    assert len(r.times) == 50 and r.times[0] == r.first_token and r.times[-1] == r.end
 
 
 def test_closed_loop_throughput_matches_step_times() -> None:
@@ -52,28 +48,27 @@ def test_closed_loop_keeps_parallel_in_flight() -> None:
 def test_arrivals_while_a_step_runs_wait_for_the_next_step() -> None:
     # the second request arrives mid-way through the first one's prefill step
     first_step = 0.01 + 2000 / 20_000
-    reqs = simulate_arrivals(P, [(0.0, 2000, 2), (first_step / 2, 100, 2)])
+    sim = VirtualServer(P)
+    sim.submit(2000, 2, at=0.0)
+    assert sim.start_step() is not None
+    sim.submit(100, 2, at=first_step / 2)
+    sim.finish_step()
+    reqs = sorted(sim.run(), key=lambda r: r.index)
     assert reqs[1].sent == pytest.approx(first_step / 2)
     assert reqs[1].scheduled == pytest.approx(first_step)
     assert reqs[1].first_token == pytest.approx(first_step + 0.01 + 100 / 20_000)
 
 
-def test_open_loop_far_apart_is_like_single() -> None:
+def test_an_idle_server_starts_at_the_first_arrival() -> None:
+    sim = VirtualServer(P)
+    sim.submit(256, 8, at=5.0)
+    (r,) = sim.run()
     single = simulate_single(P, prompt_tokens=256, output_tokens=8)
-    reqs = simulate_open_loop(P, prompt_tokens=256, output_tokens=8, rate_rps=0.01, num_requests=5, seed=1)
-    for r in reqs:
-        assert r.ttft_s == pytest.approx(single.ttft_s)
-        assert r.e2e_s == pytest.approx(single.e2e_s)
+    assert r.sent == 5.0 and r.ttft_s == pytest.approx(single.ttft_s) and r.e2e_s == pytest.approx(single.e2e_s)
 
 
-def test_waves_and_kv_trace() -> None:
+def test_kv_trace() -> None:
     small = FixedPerf(kv_capacity_tokens=64 * 16, block_size=16)
-    reqs = simulate_waves(small, prompt_tokens=100, output_tokens=20, waves=[1, 2, 3], gap_s=0.5)
-    assert [sum(1 for r in reqs if r.group == k) for k in range(3)] == [1, 2, 3]
-    for k in (1, 2):
-        prev_end = max(r.end for r in reqs if r.group == k - 1)
-        assert all(r.sent == pytest.approx(prev_end + 0.5) for r in reqs if r.group == k)
-
     sim = VirtualServer(small, trace=True)
     for _ in range(3):
         sim.submit(100, 20)
@@ -81,3 +76,18 @@ def test_waves_and_kv_trace() -> None:
     # 3 sequences of up to 119 tokens: 8 blocks each at the end
     assert sim.max_kv_usage == pytest.approx(3 * 8 / 64)
     assert sim.trace is not None and sim.trace[-1].running == 0
+
+
+def test_http500_answers_every_nth_arrival_and_is_counted() -> None:
+    metrics = SimMetrics(model_name="m", cache_config=None)
+    sim = VirtualServer(P, metrics=metrics, faults=FaultPlan(every={"http500": 3}))
+    answered = [sim.arrive(100, 4, at=0.0) is None for _ in range(7)]
+    assert answered == [False, False, True, False, False, True, False]
+    assert metrics.faults == {"http500": 2}
+    assert len(sim.run()) == 5
+    assert metrics.ttft.count == metrics.e2e.count == 5 and metrics.itl.count == 5 * 3
+
+
+def test_faults_that_need_a_connection_are_refused() -> None:
+    with pytest.raises(ValueError, match="http500 only"):
+        VirtualServer(P, faults=FaultPlan(every={"drop": 2}))
