@@ -24,7 +24,7 @@ from cardgen.analysis.scenarios import scenario_summaries
 from cardgen.analysis.summary import GenerationHeadline, Headline, ScenarioSummary, Summary
 from cardgen.analysis.tables import build_tables, write_tables
 from cardgen.analysis.timeseries import server_timeseries
-from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, SUMMARY_JSON, TABLES_DIR
+from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir
 from cardgen.runinfo import RunInfo
 
 HEADLINE_POINT = {"parallel": 10, "prompt_tokens": 1024, "output_tokens": 128}
@@ -194,4 +194,4 @@ def write_analysis(analysis: Analysis, run_dir: Path) -> None:
             if old.suffix in (".json", ".csv") and old.is_file():
                 old.unlink()
     analysis.summary.tables = write_tables(analysis.tables, tables_dir)
-    (Path(run_dir) / SUMMARY_JSON).write_text(analysis.summary.to_json(), encoding="utf-8")
+    RunDir(run_dir).save_summary(analysis.summary)

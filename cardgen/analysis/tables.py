@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cardgen.analysis.summary import Distribution, ScenarioSummary
+from cardgen.rundir import write_text_atomic
+from cardgen.schemas.summary import Distribution, ScenarioSummary
 
 TABLE_NAMES = ("serving", "batch", "fastgen", "scale", "scenarios")
 COMBINED_JSON = "benchmarking_results.json"
@@ -182,9 +183,9 @@ def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[str]:
             continue
         text = table_json(df)
         combined[name] = json.loads(text)
-        (out_dir / f"{name}.json").write_text(text + "\n", encoding="utf-8")
-        (out_dir / f"{name}.csv").write_text(df.to_csv(index=False, lineterminator="\n"), encoding="utf-8")
+        write_text_atomic(out_dir / f"{name}.json", text + "\n")
+        write_text_atomic(out_dir / f"{name}.csv", df.to_csv(index=False, lineterminator="\n"))
         written += [f"{name}.json", f"{name}.csv"]
-    (out_dir / COMBINED_JSON).write_text(json.dumps(combined, indent=None) + "\n", encoding="utf-8")
+    write_text_atomic(out_dir / COMBINED_JSON, json.dumps(combined, indent=None) + "\n")
     written.append(COMBINED_JSON)
     return sorted(written)
