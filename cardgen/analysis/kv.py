@@ -8,10 +8,10 @@
    (prompt tokens + tokens generated so far, exact counts from ``usage``, placed in time by the chunk arrivals,
    rounded up to whole blocks when the block size is known) divided by u. The estimate is the median over
    those scrapes; the spread is their p25..p75.
-3. ``saturation_probe``: growing waves (1, 2, 3 ... requests at once). The first wave in which requests queue or
-   are preempted brackets the capacity between the previous wave and this one, times the tokens each request
-   holds at its end (prompt + output). The estimate is the middle of the bracket; with no saturation the
-   largest wave gives only a lower bound.
+3. ``saturation_probe``: waves of requests sent at once (doubling, then bisecting: ``points.WaveSearch``; or
+   stepped). The smallest wave in which requests queue or are preempted, and the largest smaller one in which
+   none did, bracket the capacity, times the tokens each request holds at its end (prompt + output). The
+   estimate is the middle of the bracket; with no saturation the largest wave gives only a lower bound.
 
 The chosen figure is the first available in that order (declared beats measured beats probed).
 """
@@ -160,23 +160,26 @@ def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: in
         _wave_result(g, ts, block_size=block_size, has_load_metrics=has_load)
         for _, g in sorted(rows.groupby("wave"), key=lambda item: float(item[1]["sent_at"].min()))
     ]
-    previous = None
-    for w in waves:
-        if w.saturated and w.tokens_per_request:
-            if w.kv_usage_max is not None and w.kv_usage_max < KV_FULL_USAGE:
-                note = (f"wave {w.wave} ({w.size} requests) queued at {w.kv_usage_max:.0%} KV usage: "
-                        "limited by something other than the KV cache (max_num_seqs?)")
-                return None, waves, note
-            low = (previous.size * previous.tokens_per_request) if previous else 0.0
-            high = w.size * w.tokens_per_request
-            signals = [s for s in ("queued", "preempted", "waiting", "stalled") if getattr(w, s)]
-            return (KVEstimate(method="saturation_probe", tokens=(low + high) / 2, low=low, high=high,
-                               samples=len(waves),
-                               source=f"wave of {w.size} x {w.tokens_per_request:.0f} tokens saturated "
-                                      f"({', '.join(signals)}); the one before did not"),
-                    waves, None)
-        if not w.saturated:
-            previous = w
+    # waves may come in any order (a bisecting search): the smallest wave that saturated, and the largest
+    # below it that did not, bracket the capacity
+    saturated = sorted((w for w in waves if w.saturated and w.tokens_per_request), key=lambda w: w.size)
+    first = saturated[0] if saturated else None
+    calm = [w for w in waves if not w.saturated and (first is None or w.size < first.size)]
+    previous = max(calm, key=lambda w: w.size) if calm else None
+    if first is not None:
+        if first.kv_usage_max is not None and first.kv_usage_max < KV_FULL_USAGE:
+            note = (f"wave {first.wave} ({first.size} requests) queued at {first.kv_usage_max:.0%} KV usage: "
+                    "limited by something other than the KV cache (max_num_seqs?)")
+            return None, waves, note
+        low = (previous.size * previous.tokens_per_request) if previous else 0.0
+        high = first.size * first.tokens_per_request
+        signals = [s for s in ("queued", "preempted", "waiting", "stalled") if getattr(first, s)]
+        before = f"the wave of {previous.size} did not" if previous else "no smaller wave ran"
+        return (KVEstimate(method="saturation_probe", tokens=(low + high) / 2, low=low, high=high,
+                           samples=len(waves),
+                           source=f"wave of {first.size} x {first.tokens_per_request:.0f} tokens saturated "
+                                  f"({', '.join(signals)}); {before}"),
+                waves, None)
     if previous is None or not previous.tokens_per_request:
         return None, waves, "no wave completed without saturating"
     bound = previous.size * previous.tokens_per_request
