@@ -4,11 +4,16 @@ GPU server) with a suite, then render the card."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cardgen.errors import UsageError
+
+if TYPE_CHECKING:
+    from cardgen.load.stage import LoadConfig
 
 
 @click.command("build")
@@ -44,7 +49,13 @@ def build(model: str, url: str | None, suite_name: str, out_dir: Path | None, ru
           launch: str | None, engine_args: str, gpu: str, model_config: Path | None, tp: int,
           gpu_metrics_url: str | None, scrape_interval: float, no_card: bool, quiet: bool) -> None:
     """Measure MODEL's server and write its card into a run directory."""
-    from cardgen.load.engine import LoadConfig, check_url, run_load  # first: monkey-patches for gevent
+    from cardgen.load.stage import (  # first: monkey-patches for gevent
+        LoadConfig,
+        check_run_dir,
+        check_url,
+        make_run_dir,
+        run_load,
+    )
     from cardgen.rundir import SERVER_LOG, default_run_dir
     from cardgen.suite import load_suite
 
@@ -60,8 +71,7 @@ def build(model: str, url: str | None, suite_name: str, out_dir: Path | None, ru
     if scrape_interval < 0.1:
         raise UsageError("--scrape-interval must be at least 0.1 s: scraping faster loads the server you measure")
     run_dir = out_dir or default_run_dir(model, root=runs_root)
-    if out_dir is not None:
-        _check_out(out_dir)  # missing parents are created with the run directory, as users expect
+    check_run_dir(run_dir)  # before any server starts; missing parents are created with the run directory
     cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key, workers=workers,
                      remote_workers=remote_workers, master_bind_host=master_bind, master_port=master_port,
                      scrape_interval_s=scrape_interval, quiet=quiet, engine=engine, gpu_metrics_url=gpu_metrics_url)
@@ -71,12 +81,9 @@ def build(model: str, url: str | None, suite_name: str, out_dir: Path | None, ru
     elif launch:
         from cardgen.engines.launch import launched_engine
 
-        run_dir.mkdir(parents=True, exist_ok=True)
+        make_run_dir(run_dir)  # the server's log goes there before the load
         with launched_engine(launch, model, engine_args=engine_args, log_path=run_dir / SERVER_LOG) as handle:
-            cfg.url = handle.url
-            cfg.launch = handle.launch_info
-            cfg.engine = cfg.engine or launch
-            run_load(cfg)
+            run_load(replace(cfg, url=handle.url, launch=handle.launch_info, engine=cfg.engine or launch))
     else:
         _run_virtual(cfg, model=model, gpu=gpu, model_config=model_config, tp=tp)
 
@@ -85,17 +92,8 @@ def build(model: str, url: str | None, suite_name: str, out_dir: Path | None, ru
     click.echo(str(run_dir))
 
 
-def _check_out(out_dir: Path) -> None:
-    """Fail early, before any server is probed, when --out can never become a directory."""
-    for path in (out_dir, *out_dir.parents):
-        if path.exists() or path.is_symlink():
-            if not path.is_dir():
-                raise UsageError(f"--out {out_dir}: {path} is not a directory")
-            return
-
-
-def _run_virtual(cfg, *, model: str, gpu: str, model_config: Path | None, tp: int) -> None:  # noqa: ANN001
-    from cardgen.load.engine import run_load
+def _run_virtual(cfg: LoadConfig, *, model: str, gpu: str, model_config: Path | None, tp: int) -> None:
+    from cardgen.load.stage import make_run_dir, run_load
     from cardgen.rundir import SERVER_LOG
     from cardgen.sim.launch import running_sim
     from cardgen.sim.roofline import build_perf_model
@@ -109,17 +107,13 @@ def _run_virtual(cfg, *, model: str, gpu: str, model_config: Path | None, tp: in
     argv = [model, "--gpu", gpu, "--tp", str(tp)]
     if model_config is not None:
         argv += ["--model-config", str(model_config)]
-    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    make_run_dir(cfg.run_dir)  # the server's log goes there before the load
     if not cfg.quiet:
         click.echo("cardgen: no --url: measuring the built-in VIRTUAL GPU server. Every figure of this card is "
                    f"MODELLED for {model} on {tp}x {gpu}, not measured.", err=True)
     with running_sim(argv, log_path=cfg.run_dir / SERVER_LOG) as sim:
-        cfg.url = sim.url
-        cfg.modelled = True
-        cfg.sim = sim.describe
-        cfg.gpu = {"name": gpu, "count": tp, "modelled": True}
-        cfg.engine = "cardgen-sim"
-        run_load(cfg)
+        run_load(replace(cfg, url=sim.url, modelled=True, sim=sim.describe, engine="cardgen-sim",
+                         gpu={"name": gpu, "count": tp, "modelled": True}))
 
 
 def _render(run_dir: Path, *, quiet: bool) -> None:

@@ -1,9 +1,11 @@
 """The agent: one per load-generating process (the local runner, or each Locust worker).
 
-It owns the process's single Locust user (:class:`CardgenUser`), which executes the process's share of
-each point with a pool of greenlets, one ``HttpSession`` per concurrent slot. Records leave through
-Locust's ``request`` event; the agent's ``sink`` ships them (to the file locally, to the master from a
-worker). It also measures the load generator itself (event-loop lag, CPU, requests in flight).
+It owns the process's single Locust user, which executes the process's share of each point with a pool of
+greenlets, one ``HttpSession`` per concurrent slot. The user reaches its agent through its class:
+:meth:`Agent.user_class` makes a :class:`CardgenUser` subclass bound to this agent. Records leave through
+Locust's ``request`` event, whose subscriber is the process's record sink (``cardgen.load.sink``). The agent
+also measures the load generator itself (event-loop lag, CPU, requests in flight) until :meth:`Agent.stop`.
+Everything else it says goes out as typed messages (``cardgen.load.messages``) through ``send``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import gevent
 import psutil
@@ -21,50 +23,72 @@ from locust import HttpUser, task
 from locust.clients import HttpSession
 from locust.exception import StopUser
 
-from cardgen.engines import counter, load_gauges
+from cardgen.engines import counter, load_gauges, metric_names
 from cardgen.load.client import build_payload, stream_once
+from cardgen.load.messages import AgentMessage, Assignment, Done, LoadgenTick, Ready, Setup
 from cardgen.load.prompts import PromptTemplate, request_id
 from cardgen.points import Point
 from cardgen.promtext import parse_metrics
-from cardgen.records import LoadgenSample
+from cardgen.saturation import wave_saturated
+from cardgen.schemas.records import LoadgenSample
 
 log = logging.getLogger("cardgen.load")
 
 LAG_TICK_S = 0.05
 LAG_REPORT_S = 1.0
-SATURATED_USAGE = 0.9
+USER_CLASS_NAME = "CardgenUser"  # the master spawns users by class name: every agent's class has this one
 
 
 class Agent:
-    """Runs this process's share of each point. ``emit(kind, data)`` ships 'record', 'loadgen' and 'done'."""
+    """Runs this process's share of each point; ``send`` ships what it says (:data:`AgentMessage`)."""
 
-    def __init__(self, *, worker: str, emit: Callable[[str, dict[str, Any]], None]) -> None:
+    def __init__(self, *, worker: str, send: Callable[[AgentMessage], None]) -> None:
         self.worker = worker
-        self.emit = emit
-        self.setup_data: dict[str, Any] | None = None
+        self.send = send
+        self.setup_msg: Setup | None = None
         self.templates: dict[tuple[str, int], PromptTemplate] = {}
         self.queue: Queue = Queue()
         self.in_flight = 0
         self.stopping = False
+        self.index = 0
         self._user_claimed = False
         self._id_counter = 0
         self._lag_greenlet: gevent.Greenlet | None = None
 
+    def user_class(self) -> type[CardgenUser]:
+        """A :class:`CardgenUser` class whose users serve this agent (for this process's Locust Environment)."""
+
+        class AgentUser(CardgenUser):
+            agent = self
+
+        AgentUser.__name__ = AgentUser.__qualname__ = USER_CLASS_NAME
+        return AgentUser
+
     # -- set-up ------------------------------------------------------------------------------------------
-    def setup(self, data: dict[str, Any]) -> None:
-        self.setup_data = data
+    def setup(self, setup: Setup) -> None:
+        self.setup_msg = setup
+        if setup.name:
+            self.worker = setup.name
         self.templates = {
-            (endpoint, int(tokens)): PromptTemplate(tokens=int(tokens), text=text)
-            for endpoint, by_len in data["templates"].items()
+            (endpoint, tokens): PromptTemplate(tokens=tokens, text=text)
+            for endpoint, by_len in setup.templates.items()
             for tokens, text in by_len.items()
         }
-        self.index = int(data.get("index", 0))
-        self.parts = int(data.get("parts", 1))
+        self.index = setup.index
         if self._lag_greenlet is None:
             self._lag_greenlet = gevent.spawn(self._measure_loop)
 
-    def assign(self, point: dict[str, Any], *, index: int, parts: int) -> None:
-        self.queue.put((Point.from_wire(point), index, parts))
+    def assign(self, assignment: Assignment) -> None:
+        self.queue.put(assignment)
+
+    def stop(self) -> None:
+        """Stop taking points and stop measuring: after this the agent sends nothing more (records of requests
+        still in flight excepted), so whoever writes what it sends may close."""
+        self.stopping = True
+        self.queue.put(None)
+        if self._lag_greenlet is not None:
+            self._lag_greenlet.kill()
+            self._lag_greenlet = None
 
     # -- the user's task -----------------------------------------------------------------------------------
     def serve(self, user: CardgenUser) -> None:
@@ -72,18 +96,19 @@ class Agent:
         if self._user_claimed:  # Locust gave this process a second user: it has nothing to do
             raise StopUser()
         self._user_claimed = True
-        self.emit("ready", {"worker": self.worker})
+        self.send(Ready(worker=self.worker))
         while not self.stopping:
-            point, index, parts = self.queue.get()
-            if point is None:
+            assignment = self.queue.get()
+            if assignment is None:
                 break
+            point = assignment.point
             started = time.time()
             sent = 0
             try:
-                sent = self.run_point(user, point, index=index, parts=parts)
+                sent = self.run_point(user, point, index=assignment.index, parts=assignment.parts)
             finally:
-                self.emit("done", {"point": point.name, "worker": self.worker, "sent": sent,
-                                   "started": started, "ended": time.time()})
+                self.send(Done(point=point.name, worker=self.worker, sent=sent, started_unix=started,
+                               ended_unix=time.time()))
         raise StopUser()
 
     # -- scenario executors ------------------------------------------------------------------------------
@@ -134,7 +159,7 @@ class Agent:
 
     def _waves(self, ctx: _PointContext, *, index: int, parts: int) -> None:
         point = ctx.point
-        watcher = (_SaturationWatcher(ctx.base_url, ctx.headers, ctx.engine)
+        watcher = (_SaturationWatcher(ctx.base_url, ctx.headers, ctx.setup.engine)
                    if point.stop_at_saturation else None)
         for wave in point.wave_sizes():
             if self.stopping:
@@ -183,7 +208,7 @@ class Agent:
             if time.perf_counter() - window_start >= LAG_REPORT_S:
                 sample = LoadgenSample(t=time.time(), worker=self.worker, loop_lag_s=max(worst, 0.0),
                                        cpu_percent=proc.cpu_percent(None), in_flight=self.in_flight)
-                self.emit("loadgen", sample.model_dump(mode="json"))
+                self.send(LoadgenTick(sample=sample))
                 worst = 0.0
                 window_start = time.perf_counter()
 
@@ -192,12 +217,12 @@ class _PointContext:
     """Per-point state shared by the point's greenlets in one process."""
 
     def __init__(self, agent: Agent, user: CardgenUser, point: Point) -> None:
-        assert agent.setup_data is not None
+        assert agent.setup_msg is not None, "a point was assigned before the agent's set-up"
         self.agent, self.user, self.point = agent, user, point
+        self.setup: Setup = agent.setup_msg
         self.issued = 0
         self.base_url = user.host.rstrip("/")
-        self.headers = dict(agent.setup_data.get("headers") or {})
-        self.engine: str | None = agent.setup_data.get("engine")
+        self.headers = dict(self.setup.headers)
         self._free: list[HttpSession] = []
 
     def session(self) -> HttpSession:
@@ -215,16 +240,14 @@ class _PointContext:
             self._free.append(s)
 
     def send(self, session: HttpSession, *, prompt_tokens: int | None = None, **fields: Any) -> None:
-        agent, point = self.agent, self.point
-        setup = agent.setup_data
-        assert setup is not None
+        agent, point, setup = self.agent, self.point, self.setup
         n = self.issued
         self.issued += 1
         length = prompt_tokens if prompt_tokens is not None else point.prompt_tokens
         template = agent.templates[(point.endpoint, length)]
         agent._id_counter += 1
-        rid = request_id(int(setup["nonce"]), agent.index, agent._id_counter)
-        payload = build_payload(endpoint=point.endpoint, model=setup["model"], prompt=template.render(rid),
+        rid = request_id(setup.nonce, agent.index, agent._id_counter)
+        payload = build_payload(endpoint=point.endpoint, model=setup.model, prompt=template.render(rid),
                                 output_tokens=point.output_tokens)
         record = {
             "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
@@ -240,7 +263,9 @@ class _PointContext:
 
 
 class _SaturationWatcher:
-    """Polls ``/metrics`` every 0.25 s during a wave: saturated when requests wait or get preempted."""
+    """Polls ``/metrics`` every 0.25 s during a wave: saturated as :func:`cardgen.saturation.wave_saturated`
+    says (a preemption, or requests waiting while the KV cache is nearly full), read through the engine's
+    adapter. An engine without a preemption counter is judged on its gauges alone."""
 
     def __init__(self, base_url: str, headers: dict[str, str], engine: str | None) -> None:
         import requests
@@ -249,47 +274,46 @@ class _SaturationWatcher:
         self.session.headers.update(headers)
         self.url = f"{base_url}/metrics"
         self.engine = engine
+        self.preemptions_name = metric_names(engine).get("preemptions", "")
         self.available = True
         self.greenlet: gevent.Greenlet | None = None
         self.saturated = False
         self._preempt0: float | None = None
 
-    def _poll(self) -> dict[str, float]:
-        """Waiting requests and KV usage as the engine's adapter reads them, and vLLM's preemption counter."""
+    def _poll(self) -> dict[str, float | None] | None:
+        """Waiting requests and KV usage as the engine's adapter reads them, and its preemption counter (None
+        where the engine has no such reading); None when ``/metrics`` did not answer."""
         import requests
 
         try:
             resp = self.session.get(self.url, timeout=2)
             if resp.status_code != 200:
                 self.available = False
-                return {}
+                return None
             samples = parse_metrics(resp.text)
         except (requests.RequestException, ValueError):
             self.available = False
-            return {}
+            return None
         gauges = load_gauges(self.engine, samples)
-        return {
-            "waiting": gauges["waiting"] or 0.0,
-            "usage": gauges["usage"] or 0.0,
-            "preempted": counter(samples, "vllm:num_preemptions_total") or 0.0,
-        }
+        return {"waiting": gauges["waiting"], "usage": gauges["usage"],
+                "preempted": counter(samples, self.preemptions_name)}
 
     def start(self) -> None:
         if not self.available:
             return
         base = self._poll()
-        self._preempt0 = base.get("preempted", 0.0)
+        self._preempt0 = base["preempted"] if base else None
         self.saturated = False
 
         def loop() -> None:
             while True:
                 gevent.sleep(0.25)
                 now = self._poll()
-                if not now:
+                if now is None:
                     return
-                # saturated: the server preempts, or requests wait while the KV cache is (nearly) full;
-                # a wait alone is normal for a moment while a wave's prompts are being admitted
-                if now["preempted"] > (self._preempt0 or 0.0) or (now["waiting"] > 0 and now["usage"] >= SATURATED_USAGE):
+                preempted = (now["preempted"] is not None and self._preempt0 is not None
+                             and now["preempted"] > self._preempt0)
+                if wave_saturated(preempted=preempted, waiting=now["waiting"], kv_usage=now["usage"]):
                     self.saturated = True
 
         self.greenlet = gevent.spawn(loop)
@@ -302,13 +326,17 @@ class _SaturationWatcher:
 
 
 class CardgenUser(HttpUser):
-    """Locust's user: one per process; its task hands control to the process's :class:`Agent`."""
+    """Locust's user: one per process; its task hands control to the process's :class:`Agent`. Only the
+    class :meth:`Agent.user_class` makes is bound to an agent; the master's copy (which never runs) is not."""
 
     host = "http://127.0.0.1"  # replaced by the Environment's host
+    agent: ClassVar[Agent | None] = None
 
     def wait_time(self) -> float:  # noqa: D102 - Locust API
         return 0.0
 
     @task
     def run_assigned_points(self) -> None:
-        self.environment.cardgen_agent.serve(self)
+        if self.agent is None:
+            raise RuntimeError("a CardgenUser ran without an agent: use Agent.user_class()")
+        self.agent.serve(self)

@@ -2,8 +2,8 @@
 
 During the stream the only per-chunk work is ``reads.append((time(), chunk))``; parsing happens after the
 stream ends (``cardgen.load.sse``). The request is reported once, when it ends, through Locust's
-``request`` event with the finished :class:`~cardgen.records.RequestRecord` in ``context["record"]``:
-Locust's stats and cardgen's recorder both subscribe to that event.
+``request`` event with the finished :class:`~cardgen.schemas.records.RequestRecord` in ``context["record"]``:
+Locust's stats and cardgen's record sink both subscribe to that event.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import requests
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from cardgen.load.sse import parse_stream
-from cardgen.records import ErrorKind, RequestRecord
+from cardgen.schemas.records import ErrorKind, RequestRecord
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 

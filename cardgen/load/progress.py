@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cardgen.points import Point
+from cardgen.schemas.records import RequestRecord
 
 
 class PointProgress:
@@ -41,12 +42,12 @@ class PointProgress:
         if self.progress is not None:
             self.task = self.progress.add_task(point.name, total=point.expected_requests(), failed=0, tok_s=0.0)
 
-    def on_record(self, data: dict[str, Any]) -> None:
+    def on_record(self, rec: RequestRecord) -> None:
         self.done += 1
-        if data.get("error") is not None:
+        if rec.error is not None:
             self.failed += 1
         else:
-            self.tokens += int(data.get("output_tokens") or 0)
+            self.tokens += rec.output_tokens or 0
         if self.progress is not None and self.task is not None:
             elapsed = max(time.time() - self.t0, 1e-6)
             total = max(self.point.expected_requests() if self.point else 0, self.done)

@@ -1,46 +1,31 @@
-"""The recorder: appends every finished request to ``requests.jsonl`` the moment it arrives.
+"""The recorder: appends every finished request to ``requests.jsonl`` (and every load-generator sample to
+``loadgen.jsonl``) the moment it arrives, flushed, and keeps the tallies run.json reports.
 
-It subscribes to records (from Locust's ``request`` event locally, from worker messages in distributed
-mode) and fails loudly: Locust swallows exceptions raised in listeners, so the recorder keeps the first
-failure, calls ``on_fatal`` (which stops the run) and the run ends with an error instead of silently
-losing data.
+It raises when a line cannot be written, also after :meth:`Recorder.close`: a record that arrives too late
+is a bug to see, not to drop. Its callers (the record sink, the master's message handlers) turn the
+exception into a stopped run that says how many records are on disk, which is :attr:`Recorder.total`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from cardgen.rundir import LOADGEN_JSONL, REQUESTS_JSONL
+from cardgen.rundir import RunDir
+from cardgen.schemas.records import LoadgenSample, RequestRecord
 
 log = logging.getLogger("cardgen.load")
 
 
-def _finite(data: dict[str, Any]) -> dict[str, Any]:
-    """Top-level inf/NaN floats (an all-at-once rate) as the strings "Infinity"/"NaN": JSON has no such
-    numbers, and pydantic reads the strings back as floats."""
-    out = data
-    for key, value in data.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            if out is data:
-                out = dict(data)
-            out[key] = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return out
-
-
 class Recorder:
-    def __init__(self, run_dir: Path, *, on_fatal: Callable[[BaseException], None]) -> None:
-        self.run_dir = Path(run_dir)
-        self.on_fatal = on_fatal
-        self.fatal: BaseException | None = None
-        self._requests = (self.run_dir / REQUESTS_JSONL).open("a", encoding="utf-8")
-        self._loadgen = (self.run_dir / LOADGEN_JSONL).open("a", encoding="utf-8")
-        self.total = 0
+    def __init__(self, run_dir: Path) -> None:
+        files = RunDir(run_dir)
+        self._requests = files.requests_jsonl.open("a", encoding="utf-8")
+        self._loadgen = files.loadgen_jsonl.open("a", encoding="utf-8")
+        self.closed = False
+        self.total = 0  # lines on disk in requests.jsonl, written and flushed
         self.failed = 0
         self.failures_by_kind: Counter[str] = Counter()
         self.length_mismatches = 0
@@ -51,60 +36,53 @@ class Recorder:
         self.send_lags_s: list[float] = []  # open loop: actual - scheduled send time
         self.loop_lags_s: list[float] = []
         self.cpu_percents: list[float] = []
-        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        self.listeners: list[Callable[[RequestRecord], None]] = []
 
-    def _fail(self, exc: BaseException) -> None:
-        if self.fatal is None:
-            self.fatal = exc
-            log.error("cardgen recorder failed: %s", exc)
-            self.on_fatal(exc)
+    def _check_open(self, what: str) -> None:
+        if self.closed:
+            raise RuntimeError(f"a {what} arrived after the recorder was closed")
 
-    def record(self, data: dict[str, Any]) -> None:
-        """Append one request record (a RequestRecord as JSON-able dict). Never raises."""
-        try:
-            self._requests.write(json.dumps(_finite(data), separators=(",", ":"), allow_nan=False) + "\n")
-            self._requests.flush()
-            self.total += 1
-            point = data.get("scenario", "?")
-            self.by_point[point] += 1
-            if data.get("scheduled_at") is not None:
-                self.send_lags_s.append(max(0.0, float(data["sent_at"]) - float(data["scheduled_at"])))
-            if data.get("error") is not None:
-                self.failed += 1
-                self.failed_by_point[point] += 1
-                self.failures_by_kind[str(data.get("error_kind") or "unknown")] += 1
-            else:
-                out = data.get("output_tokens")
-                self.output_tokens_by_point[point] += int(out or 0)
-                if out is not None and out != data.get("output_tokens_target"):
-                    self.length_mismatches += 1
-            for listener in self.listeners:
-                listener(data)
-        except Exception as exc:  # noqa: BLE001 - fail loudly, see the module docstring
-            self._fail(exc)
+    def record(self, rec: RequestRecord) -> None:
+        """Append one request record as a JSON line (inf as "Infinity"), flushed before this returns."""
+        self._check_open("request record")
+        self._requests.write(rec.model_dump_json() + "\n")
+        self._requests.flush()
+        self.total += 1
+        point = rec.scenario
+        self.by_point[point] += 1
+        if rec.scheduled_at is not None:
+            self.send_lags_s.append(max(0.0, rec.sent_at - rec.scheduled_at))
+        if rec.error is not None:
+            self.failed += 1
+            self.failed_by_point[point] += 1
+            self.failures_by_kind[str(rec.error_kind or "unknown")] += 1
+        else:
+            out = rec.output_tokens
+            self.output_tokens_by_point[point] += int(out or 0)
+            if out is not None and out != rec.output_tokens_target:
+                self.length_mismatches += 1
+        for listener in self.listeners:
+            listener(rec)
 
-    def loadgen(self, data: dict[str, Any]) -> None:
-        try:
-            self._loadgen.write(json.dumps(data, separators=(",", ":")) + "\n")
-            self._loadgen.flush()
-            self.loop_lags_s.append(float(data["loop_lag_s"]))
-            if data.get("cpu_percent") is not None:
-                self.cpu_percents.append(float(data["cpu_percent"]))
-        except Exception as exc:  # noqa: BLE001
-            self._fail(exc)
-
-    def on_request_event(self, context: dict[str, Any] | None = None, **_: Any) -> None:
-        """Locust ``request`` listener (local runner): the record rides in ``context['record']``."""
-        rec = (context or {}).get("record")
-        if rec is None:
-            self._fail(RuntimeError("a request reached the recorder without its record"))
-            return
-        self.record(rec.model_dump(mode="json"))
+    def loadgen(self, sample: LoadgenSample) -> None:
+        """Append one load-generator sample."""
+        self._check_open("load-generator sample")
+        self._loadgen.write(sample.model_dump_json() + "\n")
+        self._loadgen.flush()
+        self.loop_lags_s.append(sample.loop_lag_s)
+        if sample.cpu_percent is not None:
+            self.cpu_percents.append(sample.cpu_percent)
 
     def close(self) -> None:
+        """Flush and close both files (again: nothing). Raises when the last flush fails."""
+        if self.closed:
+            return
+        self.closed = True
+        errors: list[OSError] = []
         for fh in (self._requests, self._loadgen):
             try:
-                fh.flush()
                 fh.close()
             except OSError as exc:
-                self._fail(exc)
+                errors.append(exc)
+        if errors:
+            raise errors[0]

@@ -20,7 +20,7 @@ from pathlib import Path
 import requests
 
 from cardgen.promtext import parse_metrics
-from cardgen.records import MetricSample
+from cardgen.schemas.records import MetricSample
 
 MIN_INTERVAL_S = 0.1
 FIRST_SCRAPE_TIMEOUT_S = 10.0

@@ -1,8 +1,9 @@
 """A Locust worker process: ``python -m cardgen.load.worker --master-host H --master-port P --url URL``.
 
 Started by the master (``cardgen build --workers N``) on this host, or by hand on other machines
-(``cardgen worker``). Its agent runs the share of each point the master assigns and ships every record to
-the master as soon as it ends.
+(``cardgen worker``). Its agent runs the share of each point the master assigns; its record sink ships every
+record to the master as soon as it ends, and tells the master (a ``Fatal`` message) when one cannot be
+shipped, so the run stops and fails instead of going on without it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from typing import Any
 import gevent
 from locust.env import Environment
 
-from cardgen.load.agent import Agent, CardgenUser
+from cardgen.load import messages
+from cardgen.load.agent import Agent
+from cardgen.load.messages import Assignment, Fatal, Record, Setup
+from cardgen.load.sink import RecordSink, fault_from_env
+
+log = logging.getLogger("cardgen.load")
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -30,35 +36,36 @@ def run_worker(*, master_host: str, master_port: int, url: str, name: str = "wor
                parent_pid: int | None = None) -> None:
     if parent_pid is not None:
         gevent.spawn(_exit_with_parent, parent_pid)
-    env = Environment(user_classes=[CardgenUser], host=url)
-    runner_box: dict[str, Any] = {}
+    runner: Any = None  # the worker runner, made once the environment exists
 
-    def emit(kind: str, data: dict[str, Any]) -> None:
-        runner_box["runner"].send_message(f"cardgen_{kind}", data)
+    def send(message: messages.Message) -> None:
+        messages.send(runner, message)
 
-    agent = Agent(worker=name, emit=emit)
-    env.cardgen_agent = agent  # type: ignore[attr-defined]
+    agent = Agent(worker=name, send=send)
 
-    def on_request(context: dict[str, Any] | None = None, **_: Any) -> None:
-        rec = (context or {}).get("record")
-        if rec is None:
-            raise RuntimeError("a request reached the worker's recorder without its record")
-        runner_box["runner"].send_message("cardgen_record", rec.model_dump(mode="json"))
+    def fatal(reason: str) -> None:
+        """Tell the master; a worker that cannot even do that leaves, and the master sees it lost."""
+        try:
+            send(Fatal(worker=agent.worker, error=reason, delivered=sink.delivered))
+        except Exception as exc:  # noqa: BLE001
+            log.error("cardgen worker %s: %s; the master could not be told (%s)", agent.worker, reason, exc)
+            os._exit(4)
 
-    env.events.request.add_listener(on_request)
+    sink = RecordSink(lambda rec: send(Record(record=rec)), on_fatal=fatal, fail_at=fault_from_env())
+    env = Environment(user_classes=[agent.user_class()], host=url)
+    env.events.request.add_listener(sink.on_request)
     runner = env.create_worker_runner(master_host, master_port)
-    runner_box["runner"] = runner
 
-    def on_setup(environment: Any, msg: Any, **_: Any) -> None:
-        agent.worker = str(msg.data.get("name") or agent.worker)
-        agent.setup(msg.data)
+    def on_setup(msg: Setup, node: str) -> None:
+        agent.setup(msg)
 
-    def on_point(environment: Any, msg: Any, **_: Any) -> None:
-        agent.assign(msg.data["point"], index=int(msg.data["index"]), parts=int(msg.data["parts"]))
+    def on_point(msg: Assignment, node: str) -> None:
+        agent.assign(msg)
 
-    runner.register_message("cardgen_setup", on_setup)
-    runner.register_message("cardgen_point", on_point)
+    messages.listen(runner, Setup, on_setup, on_error=fatal)
+    messages.listen(runner, Assignment, on_point, on_error=fatal)
     runner.greenlet.join()
+    agent.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

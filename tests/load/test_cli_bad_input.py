@@ -19,7 +19,8 @@ def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     (["build", "m", "--url", "http://127.0.0.1:99999"], "invalid port"),
     (["build", "m", "--url", "http://127.0.0.1:9", "--suite", "fastest"], "unknown suite 'fastest'"),
     (["build", "m", "--url", "http://127.0.0.1:9", "--suite", "missing.yaml"], "does not exist"),
-    (["build", "m", "--url", "http://127.0.0.1:9", "--out", "/nonexistent-dir/x/run"], "does not exist"),
+    # missing parents of --out are created; a file in the way is bad input
+    (["build", "m", "--url", "http://127.0.0.1:9", "--out", "/dev/null/x/run"], "/dev/null is not a directory"),
     (["build", "m", "--url", "http://127.0.0.1:9", "--workers", "-1"], "--workers"),
     (["build", "m", "--url", "http://127.0.0.1:9", "--scrape-interval", "0.01"], "scrape-interval"),
     (["build", "m", "--url", "http://127.0.0.1:9", "--launch", "vllm"], "not both"),

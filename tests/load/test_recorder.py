@@ -1,8 +1,12 @@
 import json
+import math
+
+import pytest
 
 from cardgen.load.recorder import Recorder
-from cardgen.records import ErrorKind, RequestRecord, read_jsonl
+from cardgen.load.sink import RecordSink
 from cardgen.rundir import REQUESTS_JSONL
+from cardgen.schemas.records import ErrorKind, LoadgenSample, RequestRecord
 
 
 def rec(**kw):
@@ -11,43 +15,63 @@ def rec(**kw):
     return RequestRecord(**{**base, **kw})
 
 
+def read_back(path):
+    return [RequestRecord.model_validate_json(line) for line in path.read_text().splitlines()]
+
+
 def test_records_are_on_disk_as_soon_as_they_arrive(tmp_path):
-    r = Recorder(tmp_path, on_fatal=lambda e: None)
-    r.on_request_event(context={"record": rec()})
+    r = Recorder(tmp_path)
+    sink = RecordSink(r.record, on_fatal=pytest.fail)
+    sink.on_request(context={"record": rec()})
     # not closed yet: the line must already be readable (a crash now loses nothing)
     lines = (tmp_path / REQUESTS_JSONL).read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["scenario"] == "p"
-    r.on_request_event(context={"record": rec(error="HTTP 500", error_kind=ErrorKind.HTTP_STATUS, output_tokens=None)})
-    r.on_request_event(context={"record": rec(output_tokens=3)})
+    sink.on_request(context={"record": rec(error="HTTP 500", error_kind=ErrorKind.HTTP_STATUS, output_tokens=None)})
+    sink.on_request(context={"record": rec(output_tokens=3)})
     r.close()
     assert (r.total, r.failed, dict(r.failures_by_kind), r.length_mismatches) == (3, 1, {"http_status": 1}, 1)
-    assert [x.ok for x in read_jsonl(tmp_path / REQUESTS_JSONL, RequestRecord)] == [True, False, True]
+    assert [x.ok for x in read_back(tmp_path / REQUESTS_JSONL)] == [True, False, True]
+    assert sink.delivered == 3 and sink.fatal is None
 
 
-def test_a_broken_recorder_fails_loudly(tmp_path):
+def test_a_broken_record_path_fails_loudly_once(tmp_path):
     seen = []
-    r = Recorder(tmp_path, on_fatal=seen.append)
+    r = Recorder(tmp_path)
+    sink = RecordSink(r.record, on_fatal=seen.append)
+    sink.on_request(context={"record": rec()})
     r._requests.close()  # the file can no longer be written: the next record must not vanish silently
-    r.on_request_event(context={"record": rec()})
-    assert r.fatal is not None and seen == [r.fatal]
-    r.on_request_event(context={})  # a request without its record is a bug, also loud
-    assert len(seen) == 1  # on_fatal once, the first failure kept
+    sink.on_request(context={"record": rec()})  # Locust would swallow an exception: the sink never raises
+    assert seen == [sink.fatal] and sink.fatal.startswith("record 2: ValueError")
+    sink.on_request(context={})  # a request without its record is a bug, also loud, but reported once
+    assert len(seen) == 1 and (sink.seen, sink.delivered, r.total) == (3, 1, 1)
 
 
-def test_a_torn_last_line_is_skipped_when_reading(tmp_path):
-    path = tmp_path / REQUESTS_JSONL
-    good = rec().model_dump_json()
-    path.write_text(good + "\n" + good[:30])
-    assert len(list(read_jsonl(path, RequestRecord))) == 1
+def test_the_sink_fails_on_purpose_at_the_nth_record(tmp_path):
+    seen = []
+    r = Recorder(tmp_path)
+    sink = RecordSink(r.record, on_fatal=seen.append, fail_at=2)
+    for _ in range(3):
+        sink.on_request(context={"record": rec()})
+    r.close()
+    assert len(seen) == 1 and "CARDGEN_FAULT_RECORD_AT=2" in seen[0]
+    assert r.total == 2 == len((tmp_path / REQUESTS_JSONL).read_text().splitlines())
+
+
+def test_writing_after_close_raises(tmp_path):
+    r = Recorder(tmp_path)
+    r.close()
+    r.close()  # twice is nothing
+    with pytest.raises(RuntimeError, match="after the recorder was closed"):
+        r.loadgen(LoadgenSample(t=1.0, loop_lag_s=0.001))
+    with pytest.raises(RuntimeError, match="after the recorder was closed"):
+        r.record(rec())
 
 
 def test_an_all_at_once_rate_is_valid_json_and_reads_back_as_inf(tmp_path):
-    import math
-
-    r = Recorder(tmp_path, on_fatal=lambda e: None)
-    r.on_request_event(context={"record": rec(kind="open", rate_rps=math.inf, scheduled_at=1.0)})
+    r = Recorder(tmp_path)
+    r.record(rec(kind="open", rate_rps=math.inf, scheduled_at=1.0))
     r.close()
     line = (tmp_path / REQUESTS_JSONL).read_text()
     assert '"rate_rps":"Infinity"' in line
     json.loads(line, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))  # strict JSON
-    assert math.isinf(next(read_jsonl(tmp_path / REQUESTS_JSONL, RequestRecord)).rate_rps)
+    assert math.isinf(read_back(tmp_path / REQUESTS_JSONL)[0].rate_rps)

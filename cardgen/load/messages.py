@@ -1,0 +1,120 @@
+"""What load-generating processes say to each other: one pydantic model per message.
+
+Locust carries custom messages as untyped dicts and swallows exceptions raised by their handlers, so
+every message crosses the wire through :func:`send` and arrives through :func:`listen`, which validates it
+into its model and hands any failure (a malformed message, a handler that raised) to ``on_error`` instead
+of letting Locust log it and go on. The local runner passes the same objects without the wire.
+
+    master -> agent   Setup        once per agent: model, headers, prompt templates, the agent's share
+                      Assignment   a point to run, with this agent's index and the number of parts
+    agent -> master   Ready        the agent's user is running and waits for points
+                      Record       one finished request (workers only; locally the sink writes it)
+                      LoadgenTick  the load generator measuring itself, once a second
+                      Done         the agent finished its share of a point
+                      Fatal        a record could not be delivered: the run must stop and say so
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cardgen.points import Point
+from cardgen.schemas.records import LoadgenSample, RequestRecord
+
+
+class Message(BaseModel):
+    """Base of every message; ``topic`` is its Locust message type."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    topic: ClassVar[str]
+
+
+class Setup(Message):
+    topic: ClassVar[str] = "cardgen_setup"
+
+    model: str  # the served model id requests are sent with
+    engine: str | None = None  # the engine's adapter name (reads the saturation watcher's metrics)
+    headers: dict[str, str] = Field(default_factory=dict)
+    templates: dict[str, dict[int, str]]  # endpoint -> prompt length in tokens -> template text
+    nonce: int  # makes request ids unique across runs (defeats prefix caching)
+    index: int = 0  # this agent's share of split points
+    parts: int = 1
+    name: str | None = None  # the worker's name in records; None keeps the name it was started with
+
+
+class Assignment(Message):
+    topic: ClassVar[str] = "cardgen_point"
+
+    point: Point
+    index: int
+    parts: int
+
+
+class Ready(Message):
+    topic: ClassVar[str] = "cardgen_ready"
+
+    worker: str
+
+
+class Record(Message):
+    topic: ClassVar[str] = "cardgen_record"
+
+    record: RequestRecord
+
+
+class LoadgenTick(Message):
+    topic: ClassVar[str] = "cardgen_loadgen"
+
+    sample: LoadgenSample
+
+
+class Done(Message):
+    topic: ClassVar[str] = "cardgen_done"
+
+    point: str
+    worker: str
+    sent: int
+    started_unix: float
+    ended_unix: float
+
+
+class Fatal(Message):
+    topic: ClassVar[str] = "cardgen_fatal"
+
+    worker: str
+    error: str  # one line: what failed
+    delivered: int  # records this agent delivered before the failure
+
+
+#: what an agent sends (locally to the runner, on a worker to the master)
+AgentMessage = Ready | Record | LoadgenTick | Done | Fatal
+
+M = TypeVar("M", bound=Message)
+
+
+def send(runner: Any, message: Message, *, client_id: str | None = None) -> None:
+    """Send ``message`` over a Locust runner's channel (to one worker when ``client_id`` is given)."""
+    runner.send_message(message.topic, message.model_dump(mode="json"), client_id=client_id)
+
+
+def listen(runner: Any, kind: type[M], handler: Callable[[M, str], None], *,
+           on_error: Callable[[str], None]) -> None:
+    """Call ``handler(message, sender_node_id)`` for each ``kind`` message that reaches ``runner``.
+
+    A message that does not validate, or a handler that raises, goes to ``on_error`` as one line."""
+
+    def listener(environment: Any, msg: Any) -> None:  # Locust's signature for message handlers
+        try:
+            handler(kind.model_validate(msg.data), str(msg.node_id))
+        except Exception as exc:  # noqa: BLE001 - Locust would only log it: see the module docstring
+            on_error(f"{kind.__name__} message from {msg.node_id}: {type(exc).__name__}: {one_line(exc)}")
+
+    runner.register_message(kind.topic, listener)
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception as one short line."""
+    return " ".join(str(exc).split())[:limit] or type(exc).__name__

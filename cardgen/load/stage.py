@@ -1,0 +1,443 @@
+# ruff: noqa: I001  (locust must be imported first: it monkey-patches the standard library)
+"""Measure a server: the load stage of ``cardgen build``, in three steps.
+
+    prepare(cfg) -> Prepared            probe the server, fit the suite's points to it, size the prompts,
+                                        write the first run.json ("running")
+    execute(prepared) -> Executed       scrape /metrics, sample the GPUs, run the points, record every
+                                        request; run.json's heartbeat and finished points while it goes
+    finish(prepared, executed)          the final run.json, the tally and warnings, the error to exit with
+
+:func:`run_load` is the three in a row. What ``prepare`` decides can be rebuilt from run.json: its
+``suite_spec`` and ``server`` give the same points (:func:`plan_points`), and the same server's tokenizer
+gives the same prompts (:func:`size_prompts`); the finished points say what a resumed run may skip.
+
+Import this module first in a load-generating process: it imports Locust, which monkey-patches the
+standard library for gevent, and that must happen before ``requests``/``ssl`` are imported elsewhere.
+"""
+
+from __future__ import annotations
+
+import locust  # noqa: F401  (monkey-patches for gevent: keep first)
+
+import datetime as dt
+import random
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import gevent
+import numpy as np
+from gevent.event import Event
+import requests
+
+from cardgen import __version__
+from cardgen.engines.detect import probe
+from cardgen.errors import RunError, ServerError, UsageError
+from cardgen.load.messages import Setup
+from cardgen.load.progress import PointProgress
+from cardgen.load.recorder import Recorder
+from cardgen.load.runner import RunOutcome, RunPlan, run_plan
+from cardgen.load.scraper import Scraper
+from cardgen.load.sizing import PromptBook
+from cardgen.points import Point, expand, fit_context
+from cardgen.redact import redact_argv
+from cardgen.rundir import RunDir
+from cardgen.schemas.run import COMPLETE, FAILED, INTERRUPTED, RunInfo, ServerInfo
+from cardgen.suite import Suite
+
+LOOP_LAG_WARN_S = 0.010
+SEND_LAG_WARN_S = 0.010
+CPU_WARN_PERCENT = 90.0
+HEARTBEAT_S = 5.0  # how often run.json is re-signed while the load runs (a reader tells a live run by it)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadConfig:
+    """What ``cardgen build`` asks of the load stage; built once, never changed (derive with ``replace``)."""
+
+    url: str
+    model: str
+    suite: Suite
+    run_dir: Path
+    api_key: str | None = None
+    workers: int = 0
+    remote_workers: bool = False
+    master_bind_host: str = "127.0.0.1"
+    master_port: int = 0
+    scrape_interval_s: float = 0.5
+    quiet: bool = False
+    argv: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
+    engine: str | None = None  # force the engine instead of detecting it
+    modelled: bool = False
+    sim: Mapping[str, Any] | None = None
+    gpu: Mapping[str, Any] = field(default_factory=dict)
+    launch: Mapping[str, Any] | None = None
+    gpu_metrics_url: str | None = None  # a DCGM exporter's /metrics for a GPU on another host
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prepared:
+    """What the load will do, decided before any load: the server, the points, the prompts."""
+
+    cfg: LoadConfig
+    base_url: str
+    server: ServerInfo  # as probed, with how prompts were sized (``tokenizer``) and the launch
+    points: tuple[Point, ...]
+    setup: Setup  # what every agent gets: model, headers (the API key: never saved), templates, nonce
+    info: RunInfo  # run.json as first written
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointRun:
+    """One point's run: when it started and, once every agent is done with it, when it finished."""
+
+    name: str
+    started_unix: float
+    ended_unix: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Executed:
+    """What the load did. ``error`` is what cut it short (a lost worker, Ctrl-C before the points ran...):
+    :func:`finish` writes run.json first and raises it then."""
+
+    info: RunInfo  # run.json as the load left it (GPU telemetry, warnings), still "running"
+    outcome: RunOutcome | None
+    recorder: Recorder  # closed: its tallies are what is on disk
+    points: tuple[PointRun, ...]
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    run_dir: Path
+    info: RunInfo
+
+
+def run_load(cfg: LoadConfig) -> LoadResult:
+    """Measure the server with the suite; write run.json, requests.jsonl, server_metrics.jsonl, loadgen.jsonl."""
+    prepared = prepare(cfg)
+    return finish(prepared, execute(prepared))
+
+
+# -- prepare -------------------------------------------------------------------------------------------------
+
+def check_url(url: str) -> str:
+    """The base URL without a trailing slash or ``/v1``; a one-line UsageError when it is not an http(s) URL."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise UsageError(f"'{url}' is not a server URL: give one like http://127.0.0.1:8000")
+    try:
+        _ = parsed.port
+    except ValueError:
+        raise UsageError(f"'{url}' has an invalid port") from None
+    base = url.rstrip("/")
+    if base.endswith("/v1"):
+        base = base[: -len("/v1")]
+    return base
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """A one-line UsageError, before any server is probed, when ``run_dir`` holds a run already or can never
+    become a directory (a file is in the way). Missing parents are fine: :func:`prepare` creates them."""
+    if RunDir(run_dir).requests_jsonl.exists():
+        raise UsageError(f"{run_dir} already holds a run: choose another --out")
+    for path in (run_dir, *run_dir.parents):
+        if path.exists() or path.is_symlink():  # a dangling link is in the way too
+            if not path.is_dir():
+                raise UsageError(f"cannot make the run directory {run_dir}: {path} is not a directory")
+            return
+
+
+def make_run_dir(run_dir: Path) -> None:
+    """Create the run directory and its missing parents; a one-line UsageError when that cannot be done."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot make the run directory {run_dir}: {exc.strerror or exc}") from None
+
+
+def plan_points(suite: Suite, server: ServerInfo) -> tuple[list[Point], list[str]]:
+    """The suite's points that fit the server's context, and a warning for each one left out."""
+    max_len = _max_model_len(server)
+    points, warnings = fit_context(expand(suite), max_len)
+    if not points:
+        raise UsageError(f"no point of suite '{suite.name}' fits the server's context of {max_len} tokens: use "
+                         "shorter prompts and outputs")
+    return points, warnings
+
+
+def size_prompts(base_url: str, headers: Mapping[str, str], served_model: str,
+                 points: Sequence[Point]) -> tuple[dict[str, dict[int, str]], str]:
+    """A prompt template of exactly each length the points send, per endpoint, sized by the server; and how
+    they were sized (``server /tokenize`` or ``usage.prompt_tokens calibration``)."""
+    session = requests.Session()
+    session.trust_env = False
+    session.headers.update(headers)
+    book = PromptBook(session, base_url, served_model)
+    templates: dict[str, dict[int, str]] = {}
+    try:
+        for point in points:
+            for length in point.prompt_lengths():
+                templates.setdefault(point.endpoint, {})[length] = book.template(point.endpoint, length).text
+    except requests.RequestException as exc:
+        raise ServerError(f"sizing prompts against {base_url} failed: {type(exc).__name__}") from None
+    return templates, ", ".join(sorted(set(book.method.values()))) or "unknown"
+
+
+def prepare(cfg: LoadConfig) -> Prepared:
+    """Probe the server, fit the points, size the prompts, create the run directory (and its parents) and
+    write the first run.json. Nothing is sent to the server but questions and tokenizations."""
+    base = check_url(cfg.url)
+    if cfg.workers < 0:
+        raise UsageError("--workers must be 0 (one process) or more")
+    run_dir = Path(cfg.run_dir)
+    check_run_dir(run_dir)
+    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+
+    server = probe(base, api_key=cfg.api_key, model=cfg.model, engine=cfg.engine)
+    served = server.served_model or cfg.model
+    points, context_warnings = plan_points(cfg.suite, server)
+    templates, tokenizer = size_prompts(base, headers, served, points)
+    server = server.model_copy(update={"tokenizer": tokenizer,
+                                       "launch": dict(cfg.launch) if cfg.launch else server.launch})
+
+    make_run_dir(run_dir)
+    started = time.time()
+    info = RunInfo(
+        cardgen_version=__version__, command=redact_argv(list(cfg.argv)), model=cfg.model, suite=cfg.suite.name,
+        suite_spec=cfg.suite.model_dump(mode="json"), started_at=_utc(started), started_unix=started,
+        server=server, modelled=cfg.modelled, sim=dict(cfg.sim) if cfg.sim is not None else None,
+        gpu=dict(cfg.gpu), workers=cfg.workers, warnings=list(context_warnings),
+    )
+    RunDir(run_dir).save_run_info(info)
+    setup = Setup(model=served, engine=server.engine, headers=headers, templates=templates,
+                  nonce=random.randrange(10_000))
+    return Prepared(cfg=cfg, base_url=base, server=server, points=tuple(points), setup=setup,
+                    info=info.model_copy(deep=True))
+
+
+def _max_model_len(server: ServerInfo) -> int | None:
+    """The served model's context length as ``/v1/models`` gives it (vLLM, SGLang, the virtual server)."""
+    if isinstance(server.models, dict):
+        for entry in server.models.get("data") or ():
+            if isinstance(entry, dict) and entry.get("id") == server.served_model:
+                value = entry.get("max_model_len")
+                return value if isinstance(value, int) and value > 0 else None
+    return None
+
+
+# -- execute -------------------------------------------------------------------------------------------------
+
+def execute(prepared: Prepared) -> Executed:
+    """Run every point against the server while /metrics is scraped and the GPUs are sampled; every request is
+    on disk the moment it ends. Returns what happened, also when it was cut short (see :class:`Executed`)."""
+    cfg, base = prepared.cfg, prepared.base_url
+    run_dir = Path(cfg.run_dir)
+    info = prepared.info.model_copy(deep=True)
+    progress = PointProgress(quiet=cfg.quiet)
+    server = prepared.server
+    engine_txt = f"{server.engine} {server.engine_version or ''}".strip()
+    progress.say(f"cardgen {__version__}: measuring {base} ({engine_txt}, model {prepared.setup.model}) with "
+                 f"suite '{cfg.suite.name}': {len(prepared.points)} points -> {run_dir}")
+    scrape = _metrics_available(base, prepared.setup.headers)
+    if not scrape:
+        info.warnings.append("the server has no Prometheus /metrics: no server-side figures (KV usage, queue)")
+
+    recorder = Recorder(run_dir)
+    recorder.listeners.append(progress.on_record)
+    heartbeat = _Heartbeat(run_dir, info)
+    points: list[PointRun] = []
+
+    def point_started(point: Point) -> None:
+        points.append(PointRun(name=point.name, started_unix=time.time()))
+        progress.start(point)
+        heartbeat.changed()
+
+    def point_ended(point: Point) -> None:
+        points[-1] = PointRun(name=point.name, started_unix=points[-1].started_unix, ended_unix=time.time())
+        progress.end(point)
+        heartbeat.changed()
+
+    plan = RunPlan(url=base, points=prepared.points, setup=prepared.setup, workers=cfg.workers,
+                   remote_workers=cfg.remote_workers, master_bind_host=cfg.master_bind_host,
+                   master_port=cfg.master_port, on_point_start=point_started, on_point_end=point_ended)
+    outcome: RunOutcome | None = None
+    error: BaseException | None = None
+    try:
+        with ExitStack() as stack:
+            info.gpu = stack.enter_context(_gpu_telemetry(cfg, base, run_dir))
+            RunDir(run_dir).save_run_info(info)
+            if scrape:
+                stack.enter_context(Scraper(f"{base}/metrics", RunDir(run_dir).server_metrics_jsonl,
+                                            interval_s=cfg.scrape_interval_s, api_key=cfg.api_key))
+            stack.enter_context(progress)
+            stack.enter_context(heartbeat)
+            outcome = run_plan(plan, recorder)  # returns once every agent has stopped sending
+    except BaseException as exc:  # noqa: BLE001 - finish() writes run.json, then raises it
+        error = exc
+    try:
+        recorder.close()
+    except OSError as exc:
+        if outcome is not None and outcome.fatal is None:
+            outcome.fatal = f"requests.jsonl could not be closed: {exc}"
+    return Executed(info=info, outcome=outcome, recorder=recorder, points=tuple(points), error=error)
+
+
+class _Heartbeat:
+    """While the load runs, re-save run.json every :data:`HEARTBEAT_S` seconds and soon after a point starts or
+    ends, so a reader can tell a live run from one killed without a word. The file is written in a thread of
+    gevent's pool: an fsync must not stall the event loop that stamps chunk arrivals."""
+
+    def __init__(self, run_dir: Path, info: RunInfo) -> None:
+        self.run_dir, self.info = run_dir, info
+        self._dirty = False
+        self._stopping = False
+        self._wake = Event()
+        self._greenlet: gevent.Greenlet | None = None
+
+    def changed(self) -> None:
+        self._dirty = True
+
+    def _loop(self) -> None:
+        pool = gevent.get_hub().threadpool
+        last = time.monotonic()
+        while not self._stopping:
+            self._wake.wait(timeout=0.5)
+            if self._stopping:
+                return
+            if self._dirty or time.monotonic() - last >= HEARTBEAT_S:
+                self._dirty, last = False, time.monotonic()
+                pool.apply(RunDir(self.run_dir).save_run_info, (self.info.model_copy(deep=True),))
+
+    def __enter__(self) -> _Heartbeat:
+        self._greenlet = gevent.spawn(self._loop)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop after a save in progress (never kill it: a late save would overwrite the final run.json)."""
+        self._stopping = True
+        self._wake.set()
+        if self._greenlet is not None:
+            self._greenlet.join()
+            self._greenlet = None
+
+
+def _is_local(base: str) -> bool:
+    host = (urlparse(base).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+@contextmanager
+def _gpu_telemetry(cfg: LoadConfig, base: str, run_dir: Path) -> Iterator[dict[str, Any]]:
+    """Sample the server's GPUs while the load runs: NVML when the server is on this machine, the DCGM
+    exporter at --gpu-metrics-url otherwise. Yields what run.json's ``gpu`` holds. Nothing for a modelled
+    run: its GPU is modelled, not there."""
+    if cfg.modelled:
+        yield dict(cfg.gpu)
+        return
+    if cfg.gpu_metrics_url is None and not _is_local(base):
+        yield {"telemetry": False, "reason": "no GPU telemetry: the server is on another host; give "
+                                             "--gpu-metrics-url with its DCGM exporter's /metrics"}
+        return
+    from cardgen.gpu import start_gpu_sampler
+
+    sampler = start_gpu_sampler(run_dir, dcgm_url=cfg.gpu_metrics_url)
+    try:
+        yield {**cfg.gpu, **sampler.describe()}
+    finally:
+        sampler.stop()
+
+
+def _metrics_available(base: str, headers: Mapping[str, str]) -> bool:
+    try:
+        resp = requests.get(f"{base}/metrics", headers=dict(headers), timeout=5)
+    except requests.RequestException:
+        return False
+    return resp.status_code == 200 and "# TYPE" in resp.text[:100_000]
+
+
+# -- finish --------------------------------------------------------------------------------------------------
+
+def finish(prepared: Prepared, executed: Executed) -> LoadResult:
+    """Write the final run.json (status, tallies, the load generator's percentiles, warnings), print the tally,
+    and raise when the run failed: what cut it short, a record that could not be written (with the number on
+    disk), an interrupt, or no request that succeeded."""
+    run_dir = Path(prepared.cfg.run_dir)
+    requests_jsonl = RunDir(run_dir).requests_jsonl
+    recorder, outcome, error = executed.recorder, executed.outcome, executed.error
+    fatal = outcome.fatal if outcome is not None else None
+    info = executed.info.model_copy(deep=True)
+    ended = time.time()
+    info.ended_unix, info.ended_at = ended, _utc(ended)
+    info.requests_total, info.requests_failed = recorder.total, recorder.failed
+    info.failures_by_kind = dict(recorder.failures_by_kind)
+    info.length_mismatches = recorder.length_mismatches
+    info.loadgen, loadgen_warnings = _loadgen_report(recorder)
+    info.warnings.extend(loadgen_warnings)
+    if recorder.length_mismatches:
+        info.warnings.append(f"{recorder.length_mismatches} requests returned a different number of tokens "
+                             "than forced (the server may not honour ignore_eos/min_tokens)")
+    if isinstance(error, KeyboardInterrupt) or (error is None and fatal is None and outcome is not None
+                                                and outcome.interrupted):
+        info.status = INTERRUPTED
+    elif error is not None or fatal is not None or outcome is None:
+        info.status = FAILED
+    else:
+        info.status = COMPLETE
+    RunDir(run_dir).save_run_info(info)
+
+    progress = PointProgress(quiet=prepared.cfg.quiet)
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(recorder.failures_by_kind.items()))
+    progress.say(f"requests: {recorder.total} recorded, {recorder.failed} failed"
+                 + (f" ({failures})" if failures else ""))
+    for warning in info.warnings:
+        progress.say(f"warning: {warning}")
+    if error is not None:
+        raise error
+    if fatal is not None:
+        raise RunError(f"the run stopped because {fatal}; {recorder.total} records are on disk in {requests_jsonl}")
+    if outcome is not None and outcome.interrupted:
+        raise KeyboardInterrupt
+    if recorder.total and recorder.failed == recorder.total:
+        raise RunError(f"every request failed ({failures}); see {requests_jsonl}")
+    if recorder.total == 0:
+        raise RunError("no request was sent")
+    return LoadResult(run_dir=run_dir, info=info)
+
+
+def _utc(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def _loadgen_report(recorder: Recorder) -> tuple[dict[str, Any], list[str]]:
+    """Percentiles of event-loop lag, send lag and CPU, and warnings when the client was the bottleneck."""
+    lags, cpus, send_lags = recorder.loop_lags_s, recorder.cpu_percents, recorder.send_lags_s
+    report = {
+        "loop_lag_p50_s": _pct(lags, 50), "loop_lag_p95_s": _pct(lags, 95), "loop_lag_p99_s": _pct(lags, 99),
+        "loop_lag_max_s": max(lags, default=None),
+        "send_lag_p50_s": _pct(send_lags, 50), "send_lag_p99_s": _pct(send_lags, 99),
+        "cpu_percent_p50": _pct(cpus, 50), "cpu_percent_max": max(cpus, default=None),
+        "samples": len(lags),
+    }
+    warnings = []
+    if report["loop_lag_p95_s"] is not None and report["loop_lag_p95_s"] > LOOP_LAG_WARN_S:
+        warnings.append(f"the load generator's event loop stalled over {report['loop_lag_p95_s'] * 1000:.0f} ms in "
+                        "more than 1 second in 20: client-side timings may be late; use --workers N to spread "
+                        "the load")
+    if report["send_lag_p99_s"] is not None and report["send_lag_p99_s"] > SEND_LAG_WARN_S:
+        warnings.append(f"open-loop requests left {report['send_lag_p99_s'] * 1000:.0f} ms (p99) after their "
+                        "scheduled time: the client, not the server, limited the arrival rate")
+    if report["cpu_percent_max"] is not None and report["cpu_percent_max"] > CPU_WARN_PERCENT:
+        warnings.append(f"a load-generator process used {report['cpu_percent_max']:.0f} % of a core: the client may "
+                        "be the bottleneck; use --workers N")
+    return report, warnings

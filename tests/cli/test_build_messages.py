@@ -1,0 +1,48 @@
+"""The main command says only what is true: a run that succeeded ends without an error or a false alarm (``make
+demo`` once ended with ``cardgen recorder failed: I/O operation on closed file.`` after a good run)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+FALSE_ALARMS = ("recorder failed", "closed file", "Traceback", "error", "Uncaught exception")
+
+
+def test_a_good_virtual_run_prints_no_false_alarm(tmp_path):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text("name: tiny\nscenarios:\n- {kind: closed, prompt_tokens: 64, output_tokens: 16, parallel: 2, "
+                     "min_requests: 4}\n")
+    out = tmp_path / "runs" / "tiny"  # parents missing: created
+    proc = subprocess.run([sys.executable, "-m", "cardgen", "build", "CodeLlama-7b", "--gpu", "A100-80GB", "--suite",
+                           str(suite), "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    for text in FALSE_ALARMS:
+        assert text not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == str(out) and (out / "README.md").is_file()
+
+
+def test_a_stopped_agent_sends_nothing_more():
+    """The order that keeps the alarm away: the agent's measuring loop is over before the recorder closes."""
+    code = textwrap.dedent("""
+        import locust  # monkey-patches first, as in a load process
+        import gevent
+        from cardgen.load import agent as agent_module
+        from cardgen.load.agent import Agent
+        from cardgen.load.messages import LoadgenTick, Setup
+
+        agent_module.LAG_REPORT_S = 0.2
+        sent = []
+        agent = Agent(worker="w", send=sent.append)
+        agent.setup(Setup(model="m", templates={}, nonce=1))
+        gevent.sleep(0.7)
+        ticks = [m for m in sent if isinstance(m, LoadgenTick)]
+        assert len(ticks) >= 2, sent
+        agent.stop()
+        n = len(sent)
+        gevent.sleep(0.7)
+        assert len(sent) == n, sent[n:]
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
