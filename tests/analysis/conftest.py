@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 import pytest
+from simruns import SyntheticTruth, synthetic_run
 
 from cardgen.analysis.analyse import Analysis, analyse
-from cardgen.analysis.synthetic import SyntheticTruth, synthetic_run
 
 
 @pytest.fixture(scope="session")

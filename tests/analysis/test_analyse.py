@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from simruns import SyntheticServer, synthetic_run, write_run
 
 from cardgen.analysis import AnalysisOptions, RunData, Summary, analyse, load_run, write_analysis
-from cardgen.analysis.synthetic import SyntheticServer, synthetic_run, write_run
 from cardgen.errors import RenderError
 from cardgen.records import ErrorKind, RequestRecord
 from cardgen.rundir import REQUESTS_JSONL, RUN_JSON, SERVER_METRICS_JSONL

@@ -9,10 +9,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from simruns import synthetic_run, write_run
 
 from cardgen.analysis import analyse, load_run
 from cardgen.analysis.gpu import measured_window
-from cardgen.analysis.synthetic import synthetic_run, write_run
 from cardgen.errors import RenderError
 from cardgen.gpu import GpuSampler
 from cardgen.gpu import nvml as nv

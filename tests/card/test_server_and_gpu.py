@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import ModelCard
+from simruns import SyntheticServer, synthetic_run, write_run
 
 from cardgen.analysis import RunData, analyse
-from cardgen.analysis.synthetic import SyntheticServer, synthetic_run, write_run
 from cardgen.card import format as fmt
 from cardgen.card import render_card, render_run
 from cardgen.rundir import CARD_MD, GPU_METRICS_JSONL, RUN_JSON, SUMMARY_JSON

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from simruns import synthetic_run
 
 from cardgen.analysis.analyse import analyse
-from cardgen.analysis.synthetic import synthetic_run
 from cardgen.figures import data
 
 

@@ -4,9 +4,9 @@ import hashlib
 
 import pytest
 from matplotlib.figure import Figure
+from simruns import synthetic_run
 
 from cardgen.analysis.analyse import analyse
-from cardgen.analysis.synthetic import synthetic_run
 from cardgen.figures import data
 from cardgen.figures.draw import draw_lines
 from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
