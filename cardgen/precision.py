@@ -11,7 +11,7 @@ before its last send; the rest are the ramp and the drain, left out of the point
 **Precision (batch means over whole rounds).** Requests of one point are not independent: parallel users
 share batches, so neighbours in time are correlated. The steady requests, in the order they were sent, are cut
 into ``k`` consecutive batches of whole rounds (a round is ``parallel`` requests; at most 20 batches, at least
-5). The median of each batch is one observation; the 95 % interval half-width of the point's median is
+5; at parallel 1 requests share nothing, so each is its own batch). The median of each batch is one observation; the 95 % interval half-width of the point's median is
 ``t(0.975, k-1) * s / sqrt(k)``, ``s`` the standard deviation of the ``k`` batch medians. A point with a target
 stops when that half-width, divided by the median of all its steady requests, is within the target for every
 figure that decides (speed from start and TTFT).
@@ -27,7 +27,6 @@ import numpy as np
 
 MIN_BATCHES = 5
 MAX_BATCHES = 20
-MIN_BATCH_REQUESTS = 4  # a batch of one request at parallel 1 would be no median at all
 
 # two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30); the normal 1.96 beyond
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -65,13 +64,11 @@ class MedianInterval:
 
 
 def batch_size(n: int, parallel: int) -> int:
-    """Requests per batch for ``n`` steady requests at ``parallel`` users: whole rounds, at least
-    :data:`MIN_BATCH_REQUESTS`, and large enough that there are at most :data:`MAX_BATCHES` batches."""
-    rounds = max(1, math.ceil(MIN_BATCH_REQUESTS / max(parallel, 1)))
-    size = rounds * max(parallel, 1)
-    while n // size > MAX_BATCHES:
-        size += max(parallel, 1)
-    return size
+    """Requests per batch for ``n`` steady requests at ``parallel`` users: whole rounds, as few as leave at
+    most :data:`MAX_BATCHES` batches."""
+    round_size = max(parallel, 1)
+    rounds = max(1, math.ceil(n / round_size / MAX_BATCHES))
+    return rounds * round_size
 
 
 def median_interval(values: Sequence[float], *, parallel: int = 1) -> MedianInterval | None:

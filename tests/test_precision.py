@@ -24,7 +24,8 @@ def test_t_quantiles():
 
 
 def test_batches_are_whole_rounds_and_at_most_twenty():
-    assert batch_size(60, 1) == 4
+    assert batch_size(20, 1) == 1
+    assert batch_size(60, 1) == 3
     assert batch_size(100, 1) == 5
     assert batch_size(100, 10) == 10
     assert batch_size(1000, 10) == 50
@@ -44,9 +45,11 @@ def test_a_steady_figure_is_precise_and_a_noisy_one_is_not():
 
 
 def test_too_few_batches_give_no_interval():
-    assert median_interval([1.0] * 19, parallel=1) is None  # 4 batches of 4
-    assert median_interval([1.0] * 20, parallel=1) is not None
-    assert not precision_reached([[1.0] * 10], target=0.5, parallel=1)
+    assert median_interval([1.0] * 4, parallel=1) is None  # 4 batches of 1
+    assert median_interval([1.0] * 5, parallel=1) is not None
+    assert median_interval([1.0] * 39, parallel=8) is None  # 4 whole rounds
+    assert median_interval([1.0] * 40, parallel=8) is not None
+    assert not precision_reached([[1.0] * 4], target=0.5, parallel=1)
 
 
 def test_the_interval_covers_the_true_median_about_95_percent_of_the_time():

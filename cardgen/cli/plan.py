@@ -1,0 +1,37 @@
+"""``cardgen plan MODEL --gpu GPU --suite SUITE``: the GPU time a suite will cost, before any server runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cardgen.errors import UsageError
+
+
+@click.command("plan")
+@click.argument("model")
+@click.option("--gpu", default="A100-80GB", show_default=True, help="The GPU the run will use.")
+@click.option("--suite", "suite_name", default="standard", show_default=True,
+              help="quick | standard | full | a suite .yaml file.")
+@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel GPUs.")
+@click.option("--model-config", type=click.Path(path_type=Path), help="A Hugging Face config.json for MODEL.")
+@click.option("--engine-profile", "engine", default="vllm", show_default=True,
+              help="The virtual server's engine profile.")
+@click.option("--price-per-hour", type=float, help="Price of one GPU-hour, for a cost estimate.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (gpu_time_s, points...).")
+def plan(model: str, gpu: str, suite_name: str, tp: int, model_config: Path | None, engine: str,
+         price_per_hour: float | None, as_json: bool) -> None:
+    """Predict each point's requests and seconds, and the total GPU time, of SUITE for MODEL on GPU."""
+    from cardgen.plan import format_plan, make_plan
+    from cardgen.sim.config import SimConfig
+    from cardgen.suite import load_suite
+
+    if model_config is not None and not model_config.is_file():
+        raise UsageError(f"--model-config {model_config} does not exist")
+    if price_per_hour is not None and price_per_hour < 0:
+        raise UsageError("--price-per-hour must not be negative")
+    suite = load_suite(suite_name)
+    config = SimConfig(model=model, gpu=gpu, tp=tp, model_config=model_config, engine=engine)
+    result = make_plan(suite, config, price_per_hour=price_per_hour)
+    click.echo(result.to_json() if as_json else format_plan(result))

@@ -1,0 +1,69 @@
+"""``cardgen plan``: a cost plan from the virtual server in virtual time, before any server runs."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cardgen.plan import duration_text, format_plan, make_plan
+from cardgen.sim.config import SimConfig
+from cardgen.suite import load_suite, parse_suite
+
+TINY = """
+name: tiny
+scenarios:
+  - kind: ingest
+    prompt_tokens: [64, 512, 2048]
+  - kind: closed
+    prompt_tokens: 512
+    output_tokens: 64
+    parallel: [1, 4]
+    min_requests: 4
+"""
+
+
+def cardgen(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cardgen", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_plan_json_lists_every_point_with_requests_and_seconds():
+    out = cardgen("plan", "CodeLlama-7b", "--gpu", "A100-80GB", "--suite", "quick", "--json",
+                  "--price-per-hour", "2")
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    names = [p["name"] for p in plan["points"]]
+    assert names[0] == "ingest" and "closed-in1024-out128-p10" in names
+    assert all(p["requests"] > 0 and p["seconds"] > 0 for p in plan["points"])
+    # the points run one after another: the total is at least their sum and not much more (pauses)
+    total = sum(p["seconds"] for p in plan["points"])
+    assert total <= plan["gpu_time_s"] <= total + 1.0 * len(names) + 1
+    assert plan["cost"] == pytest.approx(plan["gpu_time_s"] / 3600 * 2)
+
+
+def test_gpu_time_counts_every_gpu_and_a_slower_gpu_costs_more():
+    suite = parse_suite(TINY, source="tiny")
+    one = make_plan(suite, SimConfig(model="CodeLlama-7b", gpu="A100-80GB"))
+    two = make_plan(suite, SimConfig(model="CodeLlama-7b", gpu="A100-80GB", tp=2))
+    slow = make_plan(suite, SimConfig(model="CodeLlama-7b", gpu="L4"))
+    assert two.gpu_time_s == pytest.approx(2 * two.wall_s)
+    assert slow.gpu_time_s > 2 * one.gpu_time_s
+    text = format_plan(one)
+    assert "closed-in512-out64-p4" in text and "GPU-hours" in text
+
+
+def test_bad_input_is_one_line():
+    out = cardgen("plan", "CodeLlama-7b", "--gpu", "NoSuchGPU", "--suite", "quick")
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "NoSuchGPU" in out.stderr
+
+
+def test_duration_text():
+    assert duration_text(45) == "45 s"
+    assert duration_text(750) == "12 min 30 s"
+    assert duration_text(3 * 3600 + 300) == "3 h 05 min"
+
+
+def test_builtin_suites_plan_quickly_enough_to_print_before_a_build():
+    plan = make_plan(load_suite("standard"), SimConfig(model="CodeLlama-7b", gpu="A100-80GB"))
+    assert plan.requests > 0 and plan.gpu_time_s > 60
