@@ -239,6 +239,7 @@ def execute(prepared: Prepared) -> Executed:
     on disk the moment it ends. Returns what happened, also when it was cut short (see :class:`Executed`)."""
     cfg, base = prepared.cfg, prepared.base_url
     run_dir = Path(cfg.run_dir)
+    files = RunDir(run_dir)
     info = prepared.info.model_copy(deep=True)
     progress = PointProgress(quiet=cfg.quiet)
     server = prepared.server
@@ -251,7 +252,7 @@ def execute(prepared: Prepared) -> Executed:
 
     recorder = Recorder(run_dir)
     recorder.listeners.append(progress.on_record)
-    heartbeat = _Heartbeat(run_dir, info)
+    heartbeat = _Heartbeat(files, info)
     points: list[PointRun] = []
 
     def point_started(point: Point) -> None:
@@ -272,9 +273,9 @@ def execute(prepared: Prepared) -> Executed:
     try:
         with ExitStack() as stack:
             info.gpu = stack.enter_context(_gpu_telemetry(cfg, base, run_dir))
-            RunDir(run_dir).save_run_info(info)
+            files.save_run_info(info)
             if scrape:
-                stack.enter_context(Scraper(f"{base}/metrics", RunDir(run_dir).server_metrics_jsonl,
+                stack.enter_context(Scraper(f"{base}/metrics", files.server_metrics_jsonl,
                                             interval_s=cfg.scrape_interval_s, api_key=cfg.api_key))
             stack.enter_context(progress)
             stack.enter_context(heartbeat)
@@ -294,8 +295,8 @@ class _Heartbeat:
     ends, so a reader can tell a live run from one killed without a word. The file is written in a thread of
     gevent's pool: an fsync must not stall the event loop that stamps chunk arrivals."""
 
-    def __init__(self, run_dir: Path, info: RunInfo) -> None:
-        self.run_dir, self.info = run_dir, info
+    def __init__(self, files: RunDir, info: RunInfo) -> None:
+        self.files, self.info = files, info
         self._dirty = False
         self._stopping = False
         self._wake = Event()
@@ -313,7 +314,7 @@ class _Heartbeat:
                 return
             if self._dirty or time.monotonic() - last >= HEARTBEAT_S:
                 self._dirty, last = False, time.monotonic()
-                pool.apply(RunDir(self.run_dir).save_run_info, (self.info.model_copy(deep=True),))
+                pool.apply(self.files.save_run_info, (self.info.model_copy(deep=True),))
 
     def __enter__(self) -> _Heartbeat:
         self._greenlet = gevent.spawn(self._loop)
@@ -368,8 +369,8 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     """Write the final run.json (status, tallies, the load generator's percentiles, warnings), print the tally,
     and raise when the run failed: what cut it short, a record that could not be written (with the number on
     disk), an interrupt, or no request that succeeded."""
-    run_dir = Path(prepared.cfg.run_dir)
-    requests_jsonl = RunDir(run_dir).requests_jsonl
+    files = RunDir(prepared.cfg.run_dir)
+    requests_jsonl = files.requests_jsonl
     recorder, outcome, error = executed.recorder, executed.outcome, executed.error
     fatal = outcome.fatal if outcome is not None else None
     info = executed.info.model_copy(deep=True)
@@ -390,7 +391,7 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
         info.status = FAILED
     else:
         info.status = COMPLETE
-    RunDir(run_dir).save_run_info(info)
+    files.save_run_info(info)
 
     progress = PointProgress(quiet=prepared.cfg.quiet)
     failures = ", ".join(f"{k} {v}" for k, v in sorted(recorder.failures_by_kind.items()))
@@ -408,7 +409,7 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
         raise RunError(f"every request failed ({failures}); see {requests_jsonl}")
     if recorder.total == 0:
         raise RunError("no request was sent")
-    return LoadResult(run_dir=run_dir, info=info)
+    return LoadResult(run_dir=files.path, info=info)
 
 
 def _utc(ts: float) -> str:

@@ -82,3 +82,28 @@ def test_run_json_is_signed_and_its_heartbeat_refreshed_while_the_run_goes(tmp_p
     assert len(beats) >= 2 and beats[-1] - beats[0] >= HEARTBEAT_S - 1
     final = json.loads((out / "run.json").read_text())
     assert final["status"] == "complete"
+
+
+def test_a_run_killed_with_sigkill_reads_died_not_running(tmp_path, write_suite):
+    from cardgen.rundir import RunDir
+
+    suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 40, parallel: 2, "
+                        "min_requests: 1000}\n")
+    out = tmp_path / "run"
+    with sim_server(tmp_path) as (sim, _):
+        proc = subprocess.Popen([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url,
+                                 "--suite", str(suite), "--out", str(out), "--no-card", "--quiet"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 60
+            while time.time() < deadline and not (
+                    (out / "requests.jsonl").exists() and len(read_records(out)) >= 3):
+                time.sleep(0.1)
+            proc.kill()  # SIGKILL: no chance to write an end
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    written = json.loads((out / "run.json").read_text())
+    assert written["status"] == "running" and written["pid"] == proc.pid
+    assert RunDir(out).load_run_info().status == "died"
