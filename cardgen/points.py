@@ -123,6 +123,14 @@ class Point:
             return True
         return self.target_ci is not None and not precise
 
+    def skips_after_saturation(self, later: Point) -> bool:
+        """Whether ``later`` is not run once this closed-loop point saturated the server (when this point has
+        ``stop_at_saturation``): a closed-loop point of the same suite entry and prompt/output pair with more
+        parallel users, which would measure only queueing."""
+        return (self.kind == later.kind == "closed" and self.stop_at_saturation and self.group == later.group
+                and self.endpoint == later.endpoint and self.prompt_tokens == later.prompt_tokens
+                and self.output_tokens == later.output_tokens and (later.parallel or 1) > (self.parallel or 1))
+
     def arrival_offsets(self, index: int = 0, parts: int = 1) -> list[float]:
         """Open loop: when process ``index`` of ``parts`` sends each of its requests, in seconds after the
         point's start. Poisson arrivals (exponential gaps, seeded per process) at ``rate_rps / parts``; all at

@@ -144,3 +144,21 @@ def test_wave_search_refuses_a_report_out_of_turn():
         search.next_size()
     with pytest.raises(RuntimeError):
         search.report(2, False)
+
+
+def test_a_saturated_closed_point_skips_only_larger_counts_of_its_own_pair():
+    suite = parse_suite("""
+name: s
+scenarios:
+  - kind: closed
+    prompt_tokens: [32, 1024]
+    output_tokens: 16
+    parallel: [1, 4, 16]
+""", source="s")
+    points = {p.name: p for p in expand(suite)}
+    p4 = points["closed-in32-out16-p4"]
+    assert p4.skips_after_saturation(points["closed-in32-out16-p16"])
+    assert not p4.skips_after_saturation(points["closed-in32-out16-p1"])
+    assert not p4.skips_after_saturation(points["closed-in1024-out16-p16"])
+    no = Point(**{**p4.to_wire(), "stop_at_saturation": False})
+    assert not no.skips_after_saturation(points["closed-in32-out16-p16"])

@@ -49,6 +49,9 @@ class RequestRecord(Saved):
     output_tokens_target: int
     worker: str = "local"
     index: int = 0  # sequence number within the scenario, per worker
+    # which run of the point sent it: 0 the first; ``cardgen resume`` reruns a cut-off point as attempt 1, 2...
+    # Records of an attempt other than run.json's ``points[].attempt`` are superseded: kept, never counted
+    attempt: int = 0
 
     # timing, Unix seconds
     scheduled_at: float | None = None  # open loop: when the Poisson process said to send

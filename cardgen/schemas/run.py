@@ -32,6 +32,35 @@ class ServerInfo(Saved):
     tokenizer: str = "unknown"  # how prompts were sized: "server /tokenize" or "usage calibration"
 
 
+# why a point stopped (run.json ``points[].stop``, summary.json, the card's scenario table)
+STOP_PRECISION = "precision reached"  # every deciding figure's 95 % interval within the point's target_ci
+STOP_MINIMUM = "minimum reached"  # no precision target: min_requests and min_duration_s were reached
+STOP_MAX_REQUESTS = "max_requests"  # the cap on requests, before the target was reached
+STOP_MAX_DURATION = "max_duration"  # the cap on time, before the target was reached
+STOP_SATURATED = "saturated"  # waves: the saturating wave is bracketed; closed: ran, and saturated the server
+STOP_COMPLETE = "complete"  # every request the point plans was sent (open loop, ingestion, batch, waves)
+STOP_SKIPPED = "skipped"  # not run: a smaller parallel count of the same pair saturated the server
+STOP_INTERRUPTED = "interrupted"  # cut off (Ctrl-C, a lost worker, a crash): ``cardgen resume`` reruns it
+STOP_REASONS = (STOP_PRECISION, STOP_MINIMUM, STOP_MAX_REQUESTS, STOP_MAX_DURATION, STOP_SATURATED, STOP_COMPLETE,
+                STOP_SKIPPED, STOP_INTERRUPTED)
+
+
+class PointOutcome(Saved):
+    """One point of the run as the load stage ran it (or did not): ``run.json`` ``points``, in suite order.
+
+    A point with ``started_unix`` and no ``ended_unix`` was cut off; one with neither was never reached."""
+
+    name: str
+    kind: str
+    started_unix: float | None = None
+    ended_unix: float | None = None
+    requests: int = 0  # records of this point on disk (superseded ones not counted)
+    stop: str | None = None  # one of STOP_REASONS once the point ended
+    detail: str | None = None  # the words behind ``stop``: which figure, which cap, why it was skipped
+    saturation: str | None = None  # closed loop: why the point saturated the server (cardgen.saturation)
+    attempt: int = 0  # 0 the first time; each ``cardgen resume`` that reruns the point adds one
+
+
 class RunInfo(Saved):
     """Everything needed to know where the numbers of a run came from."""
 
@@ -62,3 +91,5 @@ class RunInfo(Saved):
     length_mismatches: int = 0  # successful requests whose usage.completion_tokens != the forced length
     loadgen: dict[str, Any] = Field(default_factory=dict)  # loop-lag and send-lag percentiles, CPU, warnings
     warnings: list[str] = Field(default_factory=list)
+    points: list[PointOutcome] = Field(default_factory=list)  # every point of the suite, in order (may be empty
+    # in runs written before cardgen recorded them)
