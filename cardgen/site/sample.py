@@ -1,143 +1,97 @@
-"""Synthetic run directories: a stand-in for real runs in tests, benchmarks and previews of the site.
+"""Sample run directories for the site's and the Hub's tests, benchmarks and previews: real renders of runs of the
+virtual server in virtual time.
 
-:func:`write_sample_run` writes what the site and the Hub read from a run (``summary.json``, a ``README.md``
-card with Hugging Face front matter and figure links, small PNG figures, tables, ``requests.jsonl``,
-``run.json``), with figures scaled by ``speed``. The numbers are invented; the card says so.
+:func:`write_sample_run` drives a small suite (:data:`SAMPLE_SUITE`) against a virtual server with known constants
+(:func:`sample_perf`: ingestion 13,500 tok/s, 42.9 tok/s per request at 10 parallel 1024 → 128 requests,
+113,200 tokens of KV cache, every time divided by ``speed``) with :mod:`cardgen.sim.drive`, writes the raw run
+directory and renders it with :func:`cardgen.card.render_run`: the card, ``summary.json``, tables and figures are
+exactly what ``cardgen render`` makes. The model, GPU and engine are labels. ``modelled=False`` labels the run as
+measured (a measured run is what ``cardgen push`` takes without ``--allow-modelled``); its figures are the virtual
+server's all the same.
+
+A sample is rendered once per process for each set of arguments and copied after that: the same bytes, faster.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime as _dt
-import json
-import struct
-import zlib
+import shutil
+import tempfile
 from pathlib import Path
 
-from cardgen.analysis.summary import Distribution, Headline, ScenarioSummary, Summary
-from cardgen.rundir import (
-    CARD_MD,
-    FIGURES_DIR,
-    REQUESTS_JSONL,
-    SUMMARY_JSON,
-    TABLES_DIR,
-    default_run_dir,
-)
-from cardgen.runinfo import RunInfo, ServerInfo, save_run_info
+from cardgen.rundir import default_run_dir
+from cardgen.schemas.run import ServerInfo
+from cardgen.schemas.summary import Summary
+from cardgen.sim.config import SimConfig
+from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.perf import FixedPerf
+from cardgen.suite import Suite, parse_suite
 
 SAMPLE_PAIRS = ((1024, 128), (32, 16))
 SAMPLE_PARALLEL = (1, 4, 10, 16)
+STARTED = _dt.datetime(2026, 11, 21, 19, 57, tzinfo=_dt.UTC)
 
 
-def png_bytes(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
-    """A valid PNG of one colour, made without any imaging library."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data))
-            + kind
-            + data
-            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-        )
-
-    row = b"\x00" + bytes(rgb) * width
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(row * height, 9))
-        + chunk(b"IEND", b"")
-    )
-
-
-def sample_summary(
-    *, model: str, gpu: str, engine: str, modelled: bool, started: _dt.datetime, speed: float
-) -> Summary:
-    """A plausible summary whose every throughput scales with ``speed``."""
-    scenarios = []
-    for prompt, output in SAMPLE_PAIRS:
-        for parallel in SAMPLE_PARALLEL:
-            per_request = speed * 70.0 / (1 + 0.07 * (parallel - 1)) * (1.0 if prompt < 2000 else 0.5)
-            scenarios.append(
-                ScenarioSummary(
-                    scenario=f"closed-{prompt}-{output}-p{parallel}",
-                    kind="closed",
-                    prompt_tokens=prompt,
-                    output_tokens=output,
-                    parallel=parallel,
-                    requests=20,
-                    output_tok_s=round(per_request * parallel, 3),
-                    speed_from_start_tok_s=Distribution(n=20, p50=round(per_request, 3)),
-                    decode_tok_s=Distribution(n=20, p50=round(per_request * 1.15, 3)),
-                    ttft_s=Distribution(n=20, p50=round(0.08 * parallel / speed, 4)),
-                )
-            )
-    return Summary(
-        model=model,
-        gpu=gpu,
-        engine=engine,
-        engine_version="0.0-sample",
-        modelled=modelled,
-        suite="sample",
-        started_at=started.isoformat(),
-        cardgen_version="sample",
-        prompt_ingestion_tok_s=13500.0 * speed,
-        kv_cache_tokens=113_000.0,
-        kv_cache_method="server_config",
-        requests_total=160,
-        requests_failed=0,
-        headline=Headline(
-            prompt_ingestion_tok_s=13500.0 * speed,
-            generation_tok_s_at_10_parallel_1024_128=round(speed * 70.0 / 1.63, 3),
-            decode_tok_s_at_10_parallel_1024_128=round(speed * 80.0 / 1.63, 3),
-            kv_cache_tokens=113_000.0,
-        ),
-        scenarios=scenarios,
-    )
+def sample_suite(*, requests: int | None = None) -> Suite:
+    """An ingestion sweep, every pair of :data:`SAMPLE_PAIRS` at every count of :data:`SAMPLE_PARALLEL` with
+    ``requests`` per point (at least one per user; default: one round), and Poisson arrivals at 4 req/s."""
+    pairs = "\n".join(f"""  - kind: closed
+    prompt_tokens: [{p}]
+    output_tokens: [{o}]
+    parallel: [{", ".join(str(n) for n in SAMPLE_PARALLEL)}]
+    min_requests: {requests or 1}""" for p, o in SAMPLE_PAIRS)
+    return parse_suite(f"""
+name: sample
+description: a sample of the virtual server, for the site's previews and tests
+scenarios:
+  - kind: ingest
+    prompt_tokens: [16, 512, 1024, 2048, 4000]
+{pairs}
+  - kind: open
+    prompt_tokens: 256
+    output_tokens: 32
+    rates: [4]
+    num_requests: 8
+""", source="cardgen.site.sample")
 
 
-def sample_card(summary: Summary) -> str:
-    """A small card in the shape of the real one: front matter, headline table, figure links, methods."""
-    h = summary.headline
-    front = {
-        "base_model": summary.model,
-        "tags": ["benchmark", "cardgen", "sample"],
-        "cardgen": {
-            "gpu": summary.gpu,
-            "engine": summary.engine,
-            "modelled": summary.modelled,
-            "prompt_ingestion_tok_s": h.prompt_ingestion_tok_s,
-        },
-    }
-    return f"""---
-{json.dumps(front, indent=2)}
----
-
-# Performance card: {_md_escape(summary.model)} on {_md_escape(summary.gpu or "unknown GPU")}
-
-These figures are a sample written by `cardgen.site.sample`, not a measurement.
-
-## Main metrics
-
-| Metric | Value |
-| --- | --- |
-| Prompt ingestion speed | {h.prompt_ingestion_tok_s:,.0f} tok/s |
-| Generation at 10 parallel (1024 in / 128 out) | {h.generation_tok_s_at_10_parallel_1024_128:.1f} tok/s |
-| KV cache | {h.kv_cache_tokens:,.0f} tokens |
-
-## Total generation speed
-
-![Total output throughput against parallel requests](figures/total_throughput.png)
-
-## Generation speed and latency
-
-<img src="./figures/speed_1024_128.png" width="800"/>
-
-The numbers behind the figures: [serving table (CSV)](tables/serving.csv).
-"""
+def sample_perf(speed: float = 1.0) -> FixedPerf:
+    """The sample server: every step ``speed`` times as fast as the reference one."""
+    return FixedPerf(prefill_tok_s=13_500.0 * speed, step_overhead_s=0.013_28 / speed, per_seq_s=0.000_413 / speed,
+                     kv_capacity_tokens=113_200, block_size=16, max_num_seqs=256, max_num_batched_tokens=16_384)
 
 
-def _md_escape(text: str) -> str:
-    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!|<>&" else c for c in text)
+_RENDERED: dict[tuple[object, ...], Path] = {}
+_CACHE: list[Path] = []
+
+
+def _cache_dir() -> Path:
+    if not _CACHE:
+        _CACHE.append(Path(tempfile.mkdtemp(prefix="cardgen-samples-")))
+        atexit.register(shutil.rmtree, _CACHE[0], True)
+    return _CACHE[0]
+
+
+def _render_sample(out: Path, *, model: str, gpu: str, engine: str, modelled: bool, started: _dt.datetime,
+                   speed: float, requests: int | None, render: bool) -> None:
+    from cardgen.card import render_run
+
+    config = SimConfig(model=model, gpu=gpu, perf="fixed", engine="sample")
+    options = DriveOptions(start_unix=started.timestamp(), scrape_interval_s=1.0, pause_s=1.0)
+    run = simulate_run(sample_suite(requests=requests), config, perf=sample_perf(speed), options=options,
+                       command=["cardgen", "build", model, "--suite", "sample"])
+    info = run.info.model_copy(update={"server": run.info.server.model_copy(update={"engine": engine})})
+    if not modelled:
+        info = info.model_copy(update={
+            "modelled": False, "sim": None, "gpu": {"name": gpu, "count": 1},
+            "server": ServerInfo(url="http://127.0.0.1:8000", engine=engine, engine_version="0.0-sample",
+                                 served_model=model, tokenizer="server /tokenize"),
+        })
+    run.info = info
+    run.write(out)
+    if render:
+        render_run(out)
 
 
 def write_sample_run(
@@ -150,74 +104,36 @@ def write_sample_run(
     started: _dt.datetime | None = None,
     speed: float = 1.0,
     run_dir: Path | None = None,
-    requests: int = 20,
+    requests: int | None = None,
+    render: bool = True,
 ) -> Path:
-    """Write a sample run under ``root`` (``<model-slug>/<stamp>/`` unless ``run_dir``); return its path."""
-    started = started or _dt.datetime(2026, 11, 21, 19, 57, tzinfo=_dt.UTC)
+    """Write a rendered sample run under ``root`` (``<model-slug>/<stamp>/`` unless ``run_dir``); return its path.
+    ``requests``: requests per closed-loop point (default: one per parallel user). ``render=False``: the raw files
+    only (``run.json``, ``requests.jsonl``, ``server_metrics.jsonl``), for ``cardgen render``."""
+    started = started or STARTED
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(model, root=Path(root), when=started)
-    (run_dir / FIGURES_DIR).mkdir(parents=True, exist_ok=True)
-    (run_dir / TABLES_DIR).mkdir(exist_ok=True)
-    summary = sample_summary(
-        model=model, gpu=gpu, engine=engine, modelled=modelled, started=started, speed=speed
-    )
-    (run_dir / SUMMARY_JSON).write_text(summary.model_dump_json(indent=2) + "\n", "utf-8")
-    (run_dir / CARD_MD).write_text(sample_card(summary), "utf-8")
-    shade = int(min(255, 80 + 60 * speed))
-    (run_dir / FIGURES_DIR / "total_throughput.png").write_bytes(png_bytes(160, 90, (shade, 90, 200)))
-    (run_dir / FIGURES_DIR / "speed_1024_128.png").write_bytes(png_bytes(160, 90, (40, shade, 120)))
-    rows = [
-        {"parallel": s.parallel, "output_tok_s": s.output_tok_s, "ttft_s_p50": s.ttft_s.p50}
-        for s in summary.scenarios
-        if s.prompt_tokens == 1024
-    ]
-    (run_dir / TABLES_DIR / "serving.json").write_text(json.dumps(rows, indent=1) + "\n", "utf-8")
-    cols = list(rows[0])
-    csv = [",".join(cols)] + [",".join(str(r[c]) for c in cols) for r in rows]
-    (run_dir / TABLES_DIR / "serving.csv").write_text("\n".join(csv) + "\n", "utf-8")
-    t0 = started.timestamp()
-    with (run_dir / REQUESTS_JSONL).open("w", encoding="utf-8") as fh:
-        for i in range(requests):
-            sent = t0 + i * 0.5
-            fh.write(
-                json.dumps(
-                    {
-                        "scenario": "closed-1024-128-p1",
-                        "response_id": f"cmpl-{i}",
-                        "sent_at": sent,
-                        "first_token_at": sent + 0.08,
-                        "chunk_times": [sent + 0.08, sent + 0.1],
-                        "prompt_tokens": 1024,
-                        "output_tokens": 2,
-                        "error": None,
-                        "error_kind": None,
-                    }
-                )
-                + "\n"
-            )
-    save_run_info(
-        run_dir,
-        RunInfo(
-            cardgen_version="sample",
-            command=["cardgen", "build", model],
-            model=model,
-            suite="sample",
-            started_at=started.isoformat(),
-            started_unix=t0,
-            status="complete",
-            modelled=modelled,
-            server=ServerInfo(url="http://127.0.0.1:8000", engine=engine),
-            gpu={"name": gpu},
-            requests_total=summary.requests_total,
-        ),
-    )
+    key = (model, gpu, engine, modelled, started, speed, requests, render)
+    cached = _RENDERED.get(key)
+    if cached is None or not cached.is_dir():
+        cached = Path(tempfile.mkdtemp(dir=_cache_dir())) / "run"
+        _render_sample(cached, model=model, gpu=gpu, engine=engine, modelled=modelled, started=started,
+                       speed=speed, requests=requests, render=render)
+        _RENDERED[key] = cached
+    shutil.copytree(cached, run_dir, dirs_exist_ok=True)
     return run_dir
+
+
+def sample_summary(*, model: str, gpu: str, engine: str, modelled: bool, started: _dt.datetime,
+                   speed: float) -> Summary:
+    """The ``summary.json`` of :func:`write_sample_run` with these arguments."""
+    run = write_sample_run(Path(tempfile.mkdtemp(dir=_cache_dir())), model=model, gpu=gpu, engine=engine,
+                           modelled=modelled, started=started, speed=speed)
+    return Summary.model_validate_json((run / "summary.json").read_text("utf-8"))
 
 
 def isolated_config(config_file: Path, workdir: Path) -> Path:
     """A copy of ``config_file`` whose docs dir is ``workdir/site_src`` (with the committed assets copied),
-    so a     test or benchmark builds without touching the checkout's ``site_src/``."""
-    import shutil
-
+    so a test or benchmark builds without touching the checkout's ``site_src/``."""
     import yaml
 
     config_file = Path(config_file).resolve()

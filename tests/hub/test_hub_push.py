@@ -39,14 +39,9 @@ def test_card_goes_into_a_subfolder_as_one_pull_request(fake_hub, tmp_path, caps
     (commit,) = fake_hub.hub.commits
     assert commit.repo_type == "model" and commit.repo_id == "org/model" and commit.create_pr
     assert commit.header["summary"].startswith("cardgen: measured performance card for CodeLlama-7b")
-    assert sorted(commit.files) == [
-        "perf/a100-80gb/README.md",
-        "perf/a100-80gb/figures/speed_1024_128.png",
-        "perf/a100-80gb/figures/total_throughput.png",
-        "perf/a100-80gb/summary.json",
-        "perf/a100-80gb/tables/serving.csv",
-        "perf/a100-80gb/tables/serving.json",
-    ]
+    rendered = [p.relative_to(run).as_posix() for p in (*run.glob("figures/*"), *run.glob("tables/*"))]
+    assert "figures/total_throughput.png" in rendered and "tables/serving.csv" in rendered
+    assert sorted(commit.files) == sorted(f"perf/a100-80gb/{rel}" for rel in ["README.md", "summary.json", *rendered])
     assert commit.files["perf/a100-80gb/README.md"] == (run / "README.md").read_bytes()
     assert (
         commit.files["perf/a100-80gb/figures/total_throughput.png"]

@@ -85,7 +85,7 @@ def test_leaderboard_lists_runs_newest_first_with_headline_figures(built_site):
     assert dates == sorted(dates, reverse=True)
     assert "24,300" in rows[1][1] and "13,500" in rows[2][1]  # prompt ingestion, tok/s
     assert "42.9" in rows[2][1]  # generation at 10 parallel
-    assert "113,000" in rows[2][1]
+    assert "113,200" in rows[2][1]
     for title in (
         "Model",
         "GPU",
@@ -144,7 +144,7 @@ def test_card_figures_and_raw_files_are_served_next_to_the_card(built_site):
         if "20261121t195700z" in str(p) and "codellama" in str(p)
     )
     html = page.read_text("utf-8")
-    assert 'src="figures/total_throughput.png"' in html and 'src="./figures/speed_1024_128.png"' in html
+    assert 'src="figures/total_throughput.png"' in html and 'src="figures/speed_ttft_in1024-out128.png"' in html
     for rel in ("summary.json", "requests.jsonl", "run.json", "tables/serving.csv", "tables/serving.json"):
         assert f'href="{rel}"' in html, rel
         assert (page.parent / rel).read_bytes() == (run_dir / rel).read_bytes()
