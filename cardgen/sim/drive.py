@@ -7,8 +7,8 @@ moment their last request ends until :meth:`Point.closed_continues` says stop; o
 saturation (:func:`cardgen.saturation.wave_saturated`, read from the server while each wave runs); ingestion
 prompts go one at a time in :meth:`Point.ingest_order`; batch rounds follow :meth:`Point.batch_rounds`. A
 closed-loop point that saturates the server (:func:`cardgen.saturation.point_saturation`, read at every scrape)
-leaves out the larger parallel counts of its pair when ``stop_at_saturation``. Points run one after another,
-``pause_s`` apart.
+leaves out the points :meth:`Point.skips_after_saturation` names. Points run one after another, ``pause_s``
+apart; each ends with its stop reason, as ``run.json`` records it (:class:`~cardgen.schemas.PointOutcome`).
 
 What it records is what a real run records: a :class:`~cardgen.schemas.RequestRecord` per request (send time,
 headers, every chunk's arrival, usage) and a :class:`~cardgen.schemas.MetricSample` per scrape of the
@@ -47,7 +47,16 @@ from typing import Any
 from cardgen.points import Point, expand, fit_context
 from cardgen.precision import precision_reached, running_steady_mask
 from cardgen.saturation import LoadSeen, point_saturation, wave_saturated
-from cardgen.schemas import ErrorKind, MetricSample, RequestRecord, RunInfo, ServerInfo
+from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
+from cardgen.schemas.run import (
+    STOP_COMPLETE,
+    STOP_MAX_DURATION,
+    STOP_MAX_REQUESTS,
+    STOP_MINIMUM,
+    STOP_PRECISION,
+    STOP_SATURATED,
+    STOP_SKIPPED,
+)
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel, SeqWork
@@ -94,6 +103,14 @@ class PointRun:
     waves: list[int] = field(default_factory=list)  # waves: the size of each wave sent, in order
     saturated: str | None = None  # closed loop: why it saturated the server; waves: the first saturating wave
     skipped: str | None = None  # why it was not run
+    stop: str | None = None  # why it stopped: one of cardgen.schemas.run's STOP_* reasons
+    detail: str | None = None  # the words behind ``stop``
+
+    def outcome(self) -> PointOutcome:
+        """What ``run.json`` says of the point."""
+        return PointOutcome(name=self.name, kind=self.kind, started_unix=self.started_unix,
+                            ended_unix=self.ended_unix, requests=self.requests, stop=self.stop, detail=self.detail,
+                            saturation=self.saturated if self.kind == "closed" else None)
 
     @property
     def duration_s(self) -> float:
@@ -330,9 +347,18 @@ def _closed(drv: _Driver, state: _PointState) -> None:
             precise = _precise(state)
         if point.closed_continues(issued=state.issued, quota=quota, elapsed_s=t - t0, cap=cap, precise=precise):
             drv.send(state, t, user, parallel=point.parallel)
-        else:
-            users -= 1
-            state.more = users > 0
+            return
+        users -= 1
+        state.more = users > 0
+        if state.run.stop is None:  # why the first user stopped (closed_continues' own order)
+            if point.max_duration_s is not None and t - t0 >= point.max_duration_s:
+                state.run.stop, state.run.detail = STOP_MAX_DURATION, f"{point.max_duration_s:g} s"
+            elif cap is not None and state.issued >= cap:
+                state.run.stop, state.run.detail = STOP_MAX_REQUESTS, f"{cap} requests"
+            elif precise:
+                state.run.stop, state.run.detail = STOP_PRECISION, f"within +-{point.target_ci:.0%}"
+            else:
+                state.run.stop = STOP_MINIMUM
 
     for _ in range(users):
         user(t0)
@@ -382,6 +408,8 @@ def _waves(drv: _Driver, state: _PointState) -> None:
         if size is None:
             state.more = False
             drv.on_step = None
+            if search is not None and search.bracketed:
+                state.run.stop, state.run.detail = STOP_SATURATED, f"between waves of {search.low} and {search.high}"
             return
         state.run.waves.append(size)
         preempted0 = sched.num_preemptions
@@ -404,6 +432,7 @@ def _waves(drv: _Driver, state: _PointState) -> None:
             elif saturated and point.stop_at_saturation:
                 state.more = False
                 drv.on_step = None
+                state.run.stop, state.run.detail = STOP_SATURATED, f"wave of {size}"
                 return
             next_wave(end)
 
@@ -477,11 +506,6 @@ def _closed_saturation(drv: _Driver, state: _PointState) -> str | None:
     return point_saturation(seen)
 
 
-def _same_pair(a: Point, b: Point) -> bool:
-    return (a.kind == b.kind == "closed" and a.group == b.group and a.endpoint == b.endpoint
-            and a.prompt_tokens == b.prompt_tokens and a.output_tokens == b.output_tokens)
-
-
 # --- entry points --------------------------------------------------------------------------------------------
 
 
@@ -519,10 +543,13 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
         if point.kind == "closed":
             drv.scrape_until(last)
             run.saturated = _closed_saturation(drv, state)
-            if run.saturated and point.stop_at_saturation:
+            if run.saturated:
+                run.stop, run.detail = STOP_SATURATED, run.saturated
                 for later, later_run in zip(points[i + 1:], runs[i + 1:], strict=True):
-                    if _same_pair(point, later) and (later.parallel or 1) > (point.parallel or 1):
+                    if point.skips_after_saturation(later) and later_run.skipped is None:
                         later_run.skipped = f"{point.name} saturated the server ({run.saturated})"
+                        later_run.stop, later_run.detail = STOP_SKIPPED, later_run.skipped
+        run.stop = run.stop or STOP_COMPLETE
     end = (t if last is None else last) + 0.1  # the scraper's last scrape, once the load has ended
     drv.scrape_until(end)
     if not drv.readings or drv.readings[-1][0] < end:
@@ -605,6 +632,7 @@ def simulate_run(suite: Suite, config: SimConfig, *, perf: PerfModel | None = No
         modelled=True, gpu={"name": config.gpu, "count": config.tp, "modelled": True},
         sim={**server.extra["sim"], "clock": "virtual"}, workers=0, requests_total=len(records),
         requests_failed=sum(failures.values()), failures_by_kind=failures, warnings=warnings,
+        points=[p.outcome() for p in run.points],
     )
     result = SimulatedRun(info=info, drive=run)
     if run_dir is not None:

@@ -120,6 +120,46 @@ def test_a_saturating_closed_point_leaves_out_the_larger_counts_of_its_pair():
     kept = drive(points(suite.replace("min_requests: 8\n", "min_requests: 8\n    stop_at_saturation: false\n")),
                  CONFIG, perf=tiny)
     assert kept.points[3].requests == 8
+    assert [p.stop for p in run.points] == ["minimum reached", "minimum reached", "saturated", "skipped"]
+
+
+def test_every_point_ends_with_its_stop_reason_as_run_json_records_it():
+    suite = parse_suite("""
+name: stops
+scenarios:
+  - kind: closed
+    prompt_tokens: [128]
+    output_tokens: [16]
+    parallel: [1, 2]
+    min_requests: 10
+    max_requests: 60
+    target_ci: 0.02
+  - kind: closed
+    prompt_tokens: [128]
+    output_tokens: [16]
+    parallel: [4]
+    min_requests: 8
+    max_duration_s: 0.2
+  - kind: waves
+    prompt_tokens: 1024
+    output_tokens: 128
+    max_wave: 20
+  - kind: open
+    prompt_tokens: 64
+    output_tokens: 4
+    rates: [inf]
+    num_requests: 3
+""", source="test")
+    # steps vary (the precision target needs variation to stop on); no network, so the users stay in step
+    run = simulate_run(suite, CONFIG, perf=P, options=DriveOptions(step_jitter=0.05, seed=7))
+    stops = {p.name: (p.stop, p.requests) for p in run.info.points}
+    assert stops["closed-in128-out16-p1"][0] == "precision reached" and 10 < stops["closed-in128-out16-p1"][1] < 60
+    assert stops["closed-in128-out16-p2"][0] in ("precision reached", "max_requests")
+    assert stops["closed-in128-out16-p4"][0] == "max_duration"
+    assert stops["waves-in1024-out128"] == ("saturated", sum(run.drive.points[3].waves))
+    assert stops["open-in64-out4-rinf"] == ("complete", 3)
+    assert [p.name for p in run.info.points] == [p.name for p in expand(suite)]
+    assert all(p.started_unix < p.ended_unix and p.attempt == 0 for p in run.info.points)
 
 
 def test_records_follow_the_load_engine_conventions():
