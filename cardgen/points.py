@@ -123,6 +123,20 @@ class Point:
             return True
         return self.target_ci is not None and not precise
 
+    def closed_stop(self, *, issued: int, elapsed_s: float, cap: int | None = None, precise: bool = False,
+                    ) -> tuple[str, str | None]:
+        """Closed loop: why the point stopped sending, once :meth:`closed_continues` said no — the stop reason
+        (``cardgen.schemas.run``'s ``STOP_*``) and its words, in ``closed_continues``' own order."""
+        from cardgen.schemas.run import STOP_MAX_DURATION, STOP_MAX_REQUESTS, STOP_MINIMUM, STOP_PRECISION
+
+        if self.max_duration_s is not None and elapsed_s >= self.max_duration_s:
+            return STOP_MAX_DURATION, f"{self.max_duration_s:g} s"
+        if cap is not None and issued >= cap:
+            return STOP_MAX_REQUESTS, f"{self.max_requests} requests"
+        if precise and self.target_ci is not None:
+            return STOP_PRECISION, f"within +-{self.target_ci:.0%}"
+        return STOP_MINIMUM, None
+
     def skips_after_saturation(self, later: Point) -> bool:
         """Whether ``later`` is not run once this closed-loop point saturated the server (when this point has
         ``stop_at_saturation``): a closed-loop point of the same suite entry and prompt/output pair with more

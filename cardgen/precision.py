@@ -118,6 +118,31 @@ def precision_reached(figures: Sequence[Sequence[float]], *, target: float, para
     return True
 
 
+def closed_figures(records: Sequence[object], *, running: bool = True) -> tuple[list[float], list[float]]:
+    """Speed from start (output tokens / (end - sent)) and TTFT of a closed-loop point's steady successful
+    records, in send order. ``records`` have ``sent_at``, ``end_at``, ``first_token_at``, ``output_tokens`` and
+    ``ok`` (``RequestRecord``); ``running``: the point still runs (:func:`running_steady_mask`), else it ended
+    (:func:`steady_mask`)."""
+    done = sorted((r for r in records if getattr(r, "ok", True) and r.end_at is not None  # type: ignore[attr-defined]
+                   and r.first_token_at is not None), key=lambda r: r.sent_at)  # type: ignore[attr-defined]
+    if not done:
+        return [], []
+    sent = [r.sent_at for r in done]  # type: ignore[attr-defined]
+    ended = [r.end_at for r in done]  # type: ignore[attr-defined]
+    mask = running_steady_mask(sent, ended) if running else steady_mask(sent, ended)
+    kept = [r for r, keep in zip(done, mask, strict=True) if keep]
+    speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in kept]  # type: ignore[attr-defined]
+    ttfts = [r.first_token_at - r.sent_at for r in kept]  # type: ignore[attr-defined]
+    return speeds, ttfts
+
+
+def closed_precise(records: Sequence[object], *, target: float, parallel: int) -> bool:
+    """Whether a running closed-loop point's median speed from start and median TTFT are both known within
+    ``target`` (the stopping rule of a point with ``target_ci``)."""
+    speeds, ttfts = closed_figures(records)
+    return precision_reached([speeds, ttfts], target=target, parallel=parallel)
+
+
 def mean_interval(values: Sequence[float]) -> MedianInterval | None:
     """Mean of independent repeats (the batch table's rounds) with its t interval; None with fewer than 2.
     (``median`` holds the mean: the same shape as a median's interval.)"""

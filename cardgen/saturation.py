@@ -1,8 +1,9 @@
 """When the server is saturated: the one rule the load runner, the virtual-time driver and the card share.
 
 A closed-loop point saturates the server when, during the point, the KV cache is (nearly) full, a request
-was preempted, requests were left waiting, or the median request's speed from start fell below the speed a
-user still accepts. The larger parallel counts of the same prompt/output pair then measure only queueing, so a
+was preempted, requests were left waiting (in at least half of the server's readings: all users' prompts
+arriving in the same instant wait a step or two for the per-step token budget, which is not saturation), or the
+median request's speed from start fell below the speed a user still accepts. The larger parallel counts of the same prompt/output pair then measure only queueing, so a
 suite with ``stop_at_saturation`` does not run them (the card lists them as not run).
 
 A wave (all its requests sent at once) saturates when a request was preempted, or requests waited while the
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 MAX_KV_USAGE = 0.95  # the analysis' default capacity bound (AnalysisOptions.max_kv_usage)
 MIN_SPEED_TOK_S = 20.0  # the analysis' default slowest acceptable speed (AnalysisOptions.min_speed_tok_s)
+PERSISTENT_WAITING = 0.5  # requests waiting in at least this share of readings are "left waiting"
 WAVE_FULL_USAGE = 0.9  # a wave that queues below this usage is limited by something other than the KV cache
 
 
@@ -25,6 +27,7 @@ class LoadSeen:
     kv_usage_max: float | None = None
     preemptions: float | None = None  # the increase of the server's preemption counter
     waiting_max: float | None = None
+    waiting_fraction: float | None = None  # the share of readings with a request waiting (None: count waiting_max)
     median_speed_tok_s: float | None = None
 
 
@@ -36,8 +39,10 @@ def point_saturation(seen: LoadSeen, *, max_kv_usage: float = MAX_KV_USAGE,
         reasons.append(f"KV cache {seen.kv_usage_max:.0%} full")
     if seen.preemptions:
         reasons.append(f"{seen.preemptions:g} preemptions")
-    if seen.waiting_max:
-        reasons.append(f"up to {seen.waiting_max:g} requests waiting")
+    persistent = seen.waiting_fraction is None or seen.waiting_fraction >= PERSISTENT_WAITING
+    if seen.waiting_max and persistent:
+        share = "" if seen.waiting_fraction is None else f" in {seen.waiting_fraction:.0%} of readings"
+        reasons.append(f"up to {seen.waiting_max:g} requests waiting{share}")
     if seen.median_speed_tok_s is not None and seen.median_speed_tok_s < min_speed_tok_s:
         reasons.append(f"median speed {seen.median_speed_tok_s:.1f} tok/s below {min_speed_tok_s:g}")
     return "; ".join(reasons) or None

@@ -13,6 +13,8 @@ def test_a_point_saturates_on_any_signal_and_says_which():
     assert point_saturation(LoadSeen(kv_usage_max=0.97)) == "KV cache 97% full"
     assert "2 preemptions" in point_saturation(LoadSeen(preemptions=2))
     assert "3 requests waiting" in point_saturation(LoadSeen(waiting_max=3))
+    assert point_saturation(LoadSeen(waiting_max=7, waiting_fraction=0.1)) is None  # a start-up burst
+    assert "in 80% of readings" in point_saturation(LoadSeen(waiting_max=7, waiting_fraction=0.8))
     assert "below 20" in point_saturation(LoadSeen(median_speed_tok_s=12.5))
     assert point_saturation(LoadSeen(median_speed_tok_s=12.5), min_speed_tok_s=10) is None
 

@@ -45,15 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from cardgen.points import Point, expand, fit_context
-from cardgen.precision import precision_reached, running_steady_mask
+from cardgen.precision import closed_precise
 from cardgen.saturation import LoadSeen, point_saturation, wave_saturated
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
 from cardgen.schemas.run import (
     STOP_COMPLETE,
-    STOP_MAX_DURATION,
-    STOP_MAX_REQUESTS,
-    STOP_MINIMUM,
-    STOP_PRECISION,
     STOP_SATURATED,
     STOP_SKIPPED,
 )
@@ -350,15 +346,9 @@ def _closed(drv: _Driver, state: _PointState) -> None:
             return
         users -= 1
         state.more = users > 0
-        if state.run.stop is None:  # why the first user stopped (closed_continues' own order)
-            if point.max_duration_s is not None and t - t0 >= point.max_duration_s:
-                state.run.stop, state.run.detail = STOP_MAX_DURATION, f"{point.max_duration_s:g} s"
-            elif cap is not None and state.issued >= cap:
-                state.run.stop, state.run.detail = STOP_MAX_REQUESTS, f"{cap} requests"
-            elif precise:
-                state.run.stop, state.run.detail = STOP_PRECISION, f"within +-{point.target_ci:.0%}"
-            else:
-                state.run.stop = STOP_MINIMUM
+        if state.run.stop is None:  # why the first user stopped
+            state.run.stop, state.run.detail = point.closed_stop(issued=state.issued, elapsed_s=t - t0, cap=cap,
+                                                                 precise=precise)
 
     for _ in range(users):
         user(t0)
@@ -366,17 +356,9 @@ def _closed(drv: _Driver, state: _PointState) -> None:
 
 
 def _precise(state: _PointState) -> bool:
-    """Whether the point's figures are as precise as its target (:mod:`cardgen.precision`): the median speed
-    from start and the median TTFT of its steady requests so far, in send order."""
-    done = sorted((d.record for d in state.done if d.record.ok), key=lambda r: r.sent_at)
-    if not done:
-        return False
-    steady = running_steady_mask([r.sent_at for r in done], [r.end_at for r in done])
-    kept = [r for r, s in zip(done, steady, strict=True) if s]
-    speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in kept]  # type: ignore[operator]
-    ttfts = [r.first_token_at - r.sent_at for r in kept]  # type: ignore[operator]
-    return precision_reached([speeds, ttfts], target=state.point.target_ci or 0.0,
-                             parallel=state.point.parallel or 1)
+    """Whether the point's figures are as precise as its target (:func:`cardgen.precision.closed_precise`)."""
+    return closed_precise([d.record for d in state.done], target=state.point.target_ci or 0.0,
+                          parallel=state.point.parallel or 1)
 
 
 def _open(drv: _Driver, state: _PointState) -> None:
@@ -501,6 +483,7 @@ def _closed_saturation(drv: _Driver, state: _PointState) -> str | None:
         kv_usage_max=max((r[1] for r in inside), default=None),
         preemptions=(inside[-1][3] - base) if inside else None,
         waiting_max=max((r[2] for r in inside), default=None),
+        waiting_fraction=(sum(1 for r in inside if r[2]) / len(inside)) if inside else None,
         median_speed_tok_s=statistics.median(speeds) if speeds else None,
     )
     return point_saturation(seen)
@@ -544,10 +527,10 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
             drv.scrape_until(last)
             run.saturated = _closed_saturation(drv, state)
             if run.saturated:
-                run.stop, run.detail = STOP_SATURATED, run.saturated
                 for later, later_run in zip(points[i + 1:], runs[i + 1:], strict=True):
                     if point.skips_after_saturation(later) and later_run.skipped is None:
-                        later_run.skipped = f"{point.name} saturated the server ({run.saturated})"
+                        later_run.skipped = (f"not run: the server saturated at {point.parallel} parallel "
+                                             f"({run.saturated})")
                         later_run.stop, later_run.detail = STOP_SKIPPED, later_run.skipped
         run.stop = run.stop or STOP_COMPLETE
     end = (t if last is None else last) + 0.1  # the scraper's last scrape, once the load has ended

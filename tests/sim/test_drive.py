@@ -116,11 +116,12 @@ def test_a_saturating_closed_point_leaves_out_the_larger_counts_of_its_pair():
     ran = [(p.name, p.saturated is not None, p.skipped is not None) for p in run.points]
     assert ran[:2] == [("closed-in1024-out128-p1", False, False), ("closed-in1024-out128-p3", False, False)]
     assert ran[2][1] and ran[3] == ("closed-in1024-out128-p8", False, True)
-    assert "closed-in1024-out128-p4 saturated" in run.points[3].skipped and run.points[3].requests == 0
+    assert "saturated at 4 parallel" in run.points[3].skipped and run.points[3].requests == 0
     kept = drive(points(suite.replace("min_requests: 8\n", "min_requests: 8\n    stop_at_saturation: false\n")),
                  CONFIG, perf=tiny)
     assert kept.points[3].requests == 8
-    assert [p.stop for p in run.points] == ["minimum reached", "minimum reached", "saturated", "skipped"]
+    # the saturated point stopped for its own reason; its saturation is said beside it
+    assert [p.stop for p in run.points] == ["minimum reached", "minimum reached", "minimum reached", "skipped"]
 
 
 def test_every_point_ends_with_its_stop_reason_as_run_json_records_it():
