@@ -171,12 +171,31 @@ class Point:
         return WaveSearch(max_wave=self.max_wave)
 
     def ingest_order(self) -> list[tuple[int, int]]:
-        """Ingestion: ``(prompt_tokens, repeat)`` of each request, sent one at a time in this order."""
+        """Ingestion: ``(prompt_tokens, repeat)`` of each request, sent one at a time in this order (a point
+        with a ``target_ci`` may end after any complete sweep: :meth:`more_sweeps`)."""
         return [(length, rep) for rep in range(self.repeats) for length in self.lengths]
+
+    def more_sweeps(self, sweeps: int, *, precise: bool) -> bool:
+        """Ingestion: whether another sweep of ``lengths`` follows ``sweeps`` complete ones. ``repeats`` sweeps
+        at most; with a ``target_ci``, none once the slope is ``precise`` (``precision.ingest_precise``)."""
+        if sweeps >= self.repeats:
+            return False
+        return sweeps == 0 or self.target_ci is None or not precise
+
+    def more_batch_rounds(self, measured: int, *, precise: bool) -> bool:
+        """Batch table: whether another measured round follows ``measured`` of them (after the warm-ups): until
+        ``runs``; with a ``target_ci``, then on until the round means are ``precise``
+        (``precision.batch_precise``), ``max_runs`` at most."""
+        if measured < self.runs:
+            return True
+        if self.target_ci is None or precise:
+            return False
+        return measured < (self.max_runs or self.runs)
 
     def batch_rounds(self) -> list[tuple[int, bool]]:
         """Batch table: ``(repeat, warmup)`` of each round of ``parallel`` simultaneous requests; warm-up
-        rounds count 0, 1, ... and so do the measured ones after them."""
+        rounds count 0, 1, ... and so do the measured ones after them (a point with a ``target_ci`` may add
+        rounds after these: :meth:`more_batch_rounds`)."""
         return [(run if run < self.warmups else run - self.warmups, run < self.warmups)
                 for run in range(self.warmups + self.runs)]
 

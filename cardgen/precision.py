@@ -143,6 +143,33 @@ def closed_precise(records: Sequence[object], *, target: float, parallel: int) -
     return precision_reached([speeds, ttfts], target=target, parallel=parallel)
 
 
+def ingest_precise(records: Sequence[object], *, target: float) -> bool:
+    """Whether an ingestion sweep's slope (TTFT seconds per prompt token, :func:`slope_interval` over its
+    successful records' ``prompt_tokens`` and ``first_token_at - sent_at``) is known within ``target``."""
+    ok = [r for r in records if getattr(r, "ok", True) and r.first_token_at is not None  # type: ignore[attr-defined]
+          and r.prompt_tokens is not None]  # type: ignore[attr-defined]
+    interval = slope_interval([r.prompt_tokens for r in ok],  # type: ignore[attr-defined]
+                              [r.first_token_at - r.sent_at for r in ok])  # type: ignore[attr-defined]
+    return interval is not None and interval.median > 0 and interval.relative <= target
+
+
+def round_decode_speed(records: Sequence[object]) -> float | None:
+    """The mean decode speed (tokens after the first / time after the first token) of one batch round's
+    successful records; None when none has two tokens."""
+    speeds = [((r.output_tokens or 0) - 1) / (r.end_at - r.first_token_at)  # type: ignore[attr-defined]
+              for r in records if getattr(r, "ok", True) and r.first_token_at is not None
+              and r.end_at is not None and (r.output_tokens or 0) > 1  # type: ignore[attr-defined]
+              and r.end_at > r.first_token_at]  # type: ignore[attr-defined]
+    return sum(speeds) / len(speeds) if speeds else None
+
+
+def batch_precise(round_speeds: Sequence[float | None], *, target: float) -> bool:
+    """Whether the measured rounds' mean decode speeds (:func:`round_decode_speed`) give a mean known within
+    ``target`` (:func:`mean_interval`)."""
+    interval = mean_interval([s for s in round_speeds if s is not None])
+    return interval is not None and interval.relative <= target
+
+
 def mean_interval(values: Sequence[float]) -> MedianInterval | None:
     """Mean of independent repeats (the batch table's rounds) with its t interval; None with fewer than 2.
     (``median`` holds the mean: the same shape as a median's interval.)"""

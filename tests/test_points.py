@@ -162,3 +162,15 @@ scenarios:
     assert not p4.skips_after_saturation(points["closed-in1024-out16-p16"])
     no = Point(**{**p4.to_wire(), "stop_at_saturation": False})
     assert not no.skips_after_saturation(points["closed-in32-out16-p16"])
+
+
+def test_sweeps_and_batch_rounds_with_and_without_a_target():
+    plain = _point(kind="ingest", lengths=[16, 32], repeats=3)
+    assert [plain.more_sweeps(n, precise=True) for n in range(4)] == [True, True, True, False]
+    aimed = _point(kind="ingest", lengths=[16, 32], repeats=3, target_ci=0.03)
+    assert aimed.more_sweeps(0, precise=True) and not aimed.more_sweeps(1, precise=True)
+    assert aimed.more_sweeps(1, precise=False) and not aimed.more_sweeps(3, precise=False)
+    batch = _point(kind="batch", runs=3, target_ci=0.03, max_runs=5)
+    assert batch.more_batch_rounds(2, precise=True) and not batch.more_batch_rounds(3, precise=True)
+    assert batch.more_batch_rounds(4, precise=False) and not batch.more_batch_rounds(5, precise=False)
+    assert not _point(kind="batch", runs=3).more_batch_rounds(3, precise=False)

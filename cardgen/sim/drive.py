@@ -45,11 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from cardgen.points import Point, expand, fit_context
-from cardgen.precision import closed_precise
+from cardgen.precision import batch_precise, closed_precise, ingest_precise, round_decode_speed
 from cardgen.saturation import LoadSeen, point_saturation, wave_saturated
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
 from cardgen.schemas.run import (
     STOP_COMPLETE,
+    STOP_PRECISION,
     STOP_SATURATED,
     STOP_SKIPPED,
 )
@@ -203,6 +204,8 @@ class _PointState:
     issued: int = 0
     in_flight: int = 0
     more: bool = True  # more requests may still be sent
+    precise: bool = False  # closed loop: once judged precise, the whole point stops (as the runner tells agents)
+    checked_at: int = -1  # closed loop: how many requests had ended when precision was last judged
     finished: bool = False
     done: list[DrivenRequest] = field(default_factory=list)
 
@@ -338,9 +341,11 @@ def _closed(drv: _Driver, state: _PointState) -> None:
 
     def user(t: float) -> None:
         nonlocal users
-        precise = False
-        if point.target_ci is not None and state.issued >= quota and t - t0 >= point.min_duration_s:
-            precise = _precise(state)
+        if (point.target_ci is not None and not state.precise and state.issued >= quota
+                and t - t0 >= point.min_duration_s and len(state.done) >= state.checked_at + (point.parallel or 1)):
+            state.checked_at = len(state.done)  # judged once a round, as the load runner does
+            state.precise = _precise(state)
+        precise = state.precise
         if point.closed_continues(issued=state.issued, quota=quota, elapsed_s=t - t0, cap=cap, precise=precise):
             drv.send(state, t, user, parallel=point.parallel)
             return
@@ -427,9 +432,20 @@ def _waves(drv: _Driver, state: _PointState) -> None:
 
 
 def _ingest(drv: _Driver, state: _PointState) -> None:
-    order = iter(state.point.ingest_order())
+    point = state.point
+    order = iter(point.ingest_order())
+    per_sweep = len(point.lengths)
 
     def next_prompt(t: float) -> None:
+        sent = state.issued
+        if sent and sent % per_sweep == 0:  # a sweep is complete: another only if the slope is not yet known
+            precise = point.target_ci is not None and ingest_precise([d.record for d in state.done],
+                                                                     target=point.target_ci)
+            if not point.more_sweeps(sent // per_sweep, precise=precise):
+                state.more = False
+                if precise:
+                    state.run.stop, state.run.detail = STOP_PRECISION, f"slope within +-{point.target_ci:.0%}"
+                return
         item = next(order, None)
         if item is None:
             state.more = False
@@ -444,19 +460,31 @@ def _ingest(drv: _Driver, state: _PointState) -> None:
 def _batch(drv: _Driver, state: _PointState) -> None:
     point = state.point
     size = point.parallel or 1
-    rounds = iter(point.batch_rounds())
+    planned = point.batch_rounds()
+    round_speeds: list[float | None] = []  # the measured rounds' mean decode speeds
+    rounds = {"done": 0}
 
     def next_round(t: float) -> None:
-        item = next(rounds, None)
-        if item is None:
-            state.more = False
-            return
-        repeat, warmup = item
+        if rounds["done"] < len(planned):
+            repeat, warmup = planned[rounds["done"]]
+        else:
+            precise = point.target_ci is not None and batch_precise(round_speeds, target=point.target_ci)
+            if not point.more_batch_rounds(len(round_speeds), precise=precise):
+                state.more = False
+                if precise:
+                    state.run.stop, state.run.detail = STOP_PRECISION, f"round means within +-{point.target_ci:.0%}"
+                return
+            repeat, warmup = len(round_speeds), False
         left = {"n": size}
+        mine: list[RequestRecord] = []
 
         def one_done(end: float) -> None:
             left["n"] -= 1
+            mine.append(state.done[-1].record)
             if not left["n"]:
+                rounds["done"] += 1
+                if not warmup:
+                    round_speeds.append(round_decode_speed(mine))
                 next_round(end)
 
         for _ in range(size):

@@ -305,3 +305,27 @@ def test_simulate_closed_loop_is_the_drivers_closed_loop():
     served = sorted((replace(d.served, tag=None) for d in run.requests), key=lambda r: r.index)
     again = simulate_closed_loop(P, prompt_tokens=300, output_tokens=12, parallel=3, num_requests=7)
     assert [replace(r, tag=None) for r in again] == served
+
+
+def test_precision_targets_stop_closed_ingest_and_batch_points_early_on_a_steady_server():
+    suite = ("  - kind: closed\n    prompt_tokens: [256]\n    output_tokens: [32]\n    parallel: [4]\n"
+             "    min_requests: 1\n    target_ci: 0.03\n    max_requests: 400\n"
+             "  - kind: ingest\n    prompt_tokens: [16, 256, 1024, 2048]\n    repeats: 10\n    target_ci: 0.03\n"
+             "  - kind: batch\n    prompt_tokens: 64\n    output_tokens: 32\n    batch_sizes: [4]\n    runs: 3\n"
+             "    target_ci: 0.03\n    max_runs: 20\n")
+    steady = DriveOptions(step_jitter=0.01, seed=3)
+    closed, ingest, batch = drive(points(suite), CONFIG, perf=P, options=steady).points
+    assert closed.stop == "precision reached" and 4 * 6 <= closed.requests < 400
+    assert ingest.stop == "precision reached" and ingest.requests in (4, 8)  # one or two sweeps, not ten
+    assert batch.stop == "precision reached" and batch.requests == 4 * (1 + 3)  # warm-up + the minimum runs
+
+
+def test_precision_targets_run_to_their_caps_on_a_noisy_server():
+    suite = ("  - kind: closed\n    prompt_tokens: [256]\n    output_tokens: [32]\n    parallel: [4]\n"
+             "    min_requests: 1\n    target_ci: 0.01\n    max_requests: 120\n"
+             "  - kind: batch\n    prompt_tokens: 64\n    output_tokens: 32\n    batch_sizes: [4]\n    runs: 3\n"
+             "    target_ci: 0.005\n    max_runs: 6\n")
+    noisy = DriveOptions(step_jitter=0.4, read_jitter_s=0.02, seed=3)
+    closed, batch = drive(points(suite), CONFIG, perf=P, options=noisy).points
+    assert closed.stop == "max_requests" and closed.requests == 120
+    assert batch.stop == "complete" and batch.requests == 4 * (1 + 6)
