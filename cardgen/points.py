@@ -53,6 +53,7 @@ class Point:
     max_wave: int = 0
     step: int = 1
     search: str = "step"  # waves: bisect | step
+    resolution: int = 1  # waves, bisect: stop once the saturating size is known within this many requests
     # ingest
     lengths: list[int] = field(default_factory=list)
     repeats: int = 1
@@ -168,7 +169,7 @@ class Point:
 
     def wave_search(self) -> WaveSearch:
         """Waves that find the saturating size: see :class:`WaveSearch`."""
-        return WaveSearch(max_wave=self.max_wave)
+        return WaveSearch(max_wave=self.max_wave, resolution=self.resolution)
 
     def ingest_order(self) -> list[tuple[int, int]]:
         """Ingestion: ``(prompt_tokens, repeat)`` of each request, sent one at a time in this order (a point
@@ -203,14 +204,15 @@ class Point:
 class WaveSearch:
     """The sizes of growing waves that find the smallest wave that saturates the server (a wave = that many
     requests sent at once). Sizes double from 1 until one saturates (or ``max_wave`` is reached), then bisect
-    between the largest size that did not saturate and the smallest that did, until they are one request
-    apart: the KV capacity is then bracketed within one request's tokens.
+    between the largest size that did not saturate and the smallest that did, until they are ``resolution``
+    requests apart (1 by default: the KV capacity is then bracketed within one request's tokens).
 
     ``next_size()`` gives the next wave (None when done); ``report(size, saturated)`` tells what it did.
     """
 
-    def __init__(self, *, max_wave: int) -> None:
+    def __init__(self, *, max_wave: int, resolution: int = 1) -> None:
         self.max_wave = max(1, max_wave)
+        self.resolution = max(1, resolution)
         self.low = 0  # largest size seen not to saturate
         self.high: int | None = None  # smallest size seen to saturate
         self.sizes: list[int] = []
@@ -224,7 +226,7 @@ class WaveSearch:
                 return None
             size = min(max(1, self.low * 2), self.max_wave)
         else:
-            if self.high - self.low <= 1:
+            if self.high - self.low <= self.resolution:
                 return None
             size = (self.low + self.high) // 2
         self._pending = size
@@ -242,8 +244,8 @@ class WaveSearch:
 
     @property
     def bracketed(self) -> bool:
-        """Whether the saturating size is known to within one request."""
-        return self.high is not None and self.high - self.low <= 1
+        """Whether the saturating size is known to within ``resolution`` requests."""
+        return self.high is not None and self.high - self.low <= self.resolution
 
 
 def _rate_label(rate: float) -> str:
@@ -279,7 +281,8 @@ def expand(suite: Suite) -> list[Point]:
             points.append(Point(
                 name=f"waves-in{entry.prompt_tokens}-out{entry.output_tokens}", kind="waves", group=group,
                 prompt_tokens=entry.prompt_tokens, output_tokens=entry.output_tokens, max_wave=entry.max_wave,
-                step=entry.step, stop_at_saturation=entry.stop_at_saturation, search=entry.search, **common))
+                step=entry.step, stop_at_saturation=entry.stop_at_saturation, search=entry.search,
+                resolution=entry.resolution, **common))
         elif isinstance(entry, Ingest):
             points.append(Point(
                 name="ingest", kind="ingest", group=group,

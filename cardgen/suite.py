@@ -89,6 +89,7 @@ class Waves(_Entry):
     # bisect: double the wave until one saturates, then bisect to one request (see points.WaveSearch);
     # step: 1, 1 + step, 1 + 2 step ... up to max_wave
     search: Literal["bisect", "step"] = "bisect"
+    resolution: int = Field(default=1, ge=1)  # bisect: how many requests apart the bracket may end
 
 
 class Ingest(_Entry):

@@ -174,3 +174,13 @@ def test_sweeps_and_batch_rounds_with_and_without_a_target():
     assert batch.more_batch_rounds(2, precise=True) and not batch.more_batch_rounds(3, precise=True)
     assert batch.more_batch_rounds(4, precise=False) and not batch.more_batch_rounds(5, precise=False)
     assert not _point(kind="batch", runs=3).more_batch_rounds(3, precise=False)
+
+
+def test_a_coarser_wave_search_stops_sooner_but_still_brackets():
+    from cardgen.points import WaveSearch
+
+    search = WaveSearch(max_wave=512, resolution=16)
+    while (size := search.next_size()) is not None:
+        search.report(size, size > 104)
+    assert search.bracketed and search.low <= 104 < search.high and search.high - search.low <= 16
+    assert search.sizes[-1] >= 64 and len(search.sizes) <= 10
