@@ -18,11 +18,20 @@ from cardgen.analysis.gpu import gpu_telemetry
 from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion_points
 from cardgen.analysis.kv import declared_kv, kv_capacity
 from cardgen.analysis.options import AnalysisOptions
+from cardgen.analysis.outcomes import counted_mask, with_outcomes
 from cardgen.analysis.requests import request_frame
 from cardgen.analysis.rundata import RunData
 from cardgen.analysis.scenarios import scenario_summaries
-from cardgen.analysis.summary import GenerationHeadline, Headline, ScenarioSummary, Summary
-from cardgen.analysis.tables import build_tables, write_tables
+from cardgen.analysis.summary import (
+    GenerationHeadline,
+    Headline,
+    HeadlinePrecision,
+    KVCapacity,
+    PointPrecision,
+    ScenarioSummary,
+    Summary,
+)
+from cardgen.analysis.tables import batch_precision, build_tables, write_tables
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir
 from cardgen.runinfo import RunInfo
@@ -33,8 +42,8 @@ LOOP_LAG_WARN_S = 0.05
 
 @dataclass
 class Analysis:
-    """The analysed run: ``summary`` (what summary.json holds), per-request rows, the server's time series,
-    the ingestion fit with its points, and the tables."""
+    """The analysed run: ``summary`` (what summary.json holds), the per-request rows that count (superseded
+    records left out), the server's time series, the ingestion fit with its points, and the tables."""
 
     info: RunInfo
     summary: Summary
@@ -74,6 +83,30 @@ def _headline_point(scenarios: list[ScenarioSummary]) -> ScenarioSummary | None:
     return None
 
 
+def _kv_precision(kv: KVCapacity) -> float | None:
+    """Half the chosen estimate's bracket as a fraction of it (the saturation probe); 0 for a capacity the server
+    declares; None for one without an interval."""
+    if kv.tokens is None:
+        return None
+    if kv.method == "server_config":
+        return 0.0
+    chosen = next((e for e in kv.estimates if e.method == kv.method), None)
+    if kv.method != "saturation_probe" or chosen is None or chosen.low is None or chosen.high is None:
+        return None
+    return (chosen.high - chosen.low) / 2 / kv.tokens
+
+
+def _headline_precision(point: ScenarioSummary | None, ingestion: IngestionResult | None,
+                        kv: KVCapacity) -> HeadlinePrecision:
+    p = point.precision if point is not None else None
+    return HeadlinePrecision(
+        prompt_ingestion_tok_s=ingestion.fit.slope_ci_relative if ingestion is not None else None,
+        generation_tok_s_at_10_parallel_1024_128=p.speed_from_start if p else None,
+        ttft_s_at_10_parallel_1024_128=p.ttft if p else None,
+        decode_tok_s_at_10_parallel_1024_128=p.decode if p else None,
+        kv_cache_tokens=_kv_precision(kv))
+
+
 def _warnings(data: RunData, requests: pd.DataFrame) -> list[str]:
     info = data.info
     out = list(info.warnings)
@@ -100,7 +133,10 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     info = data.info
     engine = info.server.engine
     missing: list[str] = []
-    requests = request_frame(data.requests)
+    every = request_frame(data.requests)  # superseded records included: what the server served
+    counted = counted_mask(every, info.points)
+    requests = every[counted].reset_index(drop=True)
+    superseded = every.loc[~counted, "scenario"].value_counts().to_dict() if len(every) else {}
     ts = server_timeseries(data.metrics, engine=engine)
     if requests.empty:
         missing.append(f"{REQUESTS_JSONL} is missing or empty: the run recorded no request")
@@ -113,8 +149,16 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                        "or waiting figures")
 
     scenarios = scenario_summaries(requests, ts, slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
+    scenarios = with_outcomes(scenarios, info, superseded={str(k): int(v) for k, v in superseded.items()})
 
     ingestion = fit_ingestion(*ingestion_points(requests)) if not requests.empty else None
+    batches = batch_precision(requests)
+    for scenario in scenarios:
+        if scenario.kind == "ingest" and scenario.requests and ingestion is not None:
+            scenario.precision = PointPrecision(method="slope t interval", slope=ingestion.fit.slope_ci_relative,
+                                                batches=ingestion.fit.n_used)
+        elif scenario.kind == "batch" and scenario.scenario in batches:
+            scenario.precision = batches[scenario.scenario]
     if requests.empty or not (requests["kind"] == "ingest").any():
         missing.append("no prompt-ingestion sweep (ingest scenario): prompt ingestion speed not measured")
     elif ingestion is None:
@@ -127,12 +171,17 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     point = _headline_point(scenarios)
     generation = None
     if point is None:
+        silent = next((x for x in scenarios if x.kind == "closed" and x.requests == 0 and x.stop == "skipped"
+                       and x.parallel == HEADLINE_POINT["parallel"]
+                       and x.prompt_tokens == HEADLINE_POINT["prompt_tokens"]
+                       and x.output_tokens == HEADLINE_POINT["output_tokens"]), None)
+        why = f" (not run: {silent.stop_detail or 'skipped'})" if silent is not None else ""
         missing.append("no successful closed-loop point at 10 parallel requests with 1024 prompt / 128 output "
-                       "tokens: generation speed at 10 parallel not measured")
+                       f"tokens{why}: generation speed at 10 parallel not measured")
     else:
         sfs, dec = point.speed_from_start_tok_s, point.decode_tok_s
         generation = GenerationHeadline(
-            scenario=point.scenario, requests=point.requests - point.failed,
+            scenario=point.scenario, requests=sfs.n,
             speed_from_start_tok_s=sfs.p50, speed_from_start_ci_low=sfs.p50_ci_low,
             speed_from_start_ci_high=sfs.p50_ci_high,
             decode_tok_s=dec.p50, decode_ci_low=dec.p50_ci_low, decode_ci_high=dec.p50_ci_high)
@@ -147,7 +196,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
             missing.append("KV cache capacity not measured: the server declares no capacity, reports no usable "
                            "KV usage, and the run has no growing waves that reached saturation")
 
-    kinds = {s.kind for s in scenarios}
+    kinds = {s.kind for s in scenarios if s.requests}  # points that sent no request measure nothing
     if "open" not in kinds:
         missing.append("no open-loop rates: no serving table")
     if "batch" not in kinds:
@@ -170,6 +219,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         run_status=info.status, cardgen_version=info.cardgen_version,
         prompt_ingestion_tok_s=tok_s, kv_cache_tokens=kv.tokens, kv_cache_method=kv.method,
         requests_total=len(requests), requests_failed=int((~requests["ok"]).sum()) if len(requests) else 0,
+        superseded_requests=int((~counted).sum()),
+        headline_precision=_headline_precision(point, ingestion, kv),
         headline=Headline(
             prompt_ingestion_tok_s=tok_s,
             generation_tok_s_at_10_parallel_1024_128=generation.speed_from_start_tok_s if generation else None,
@@ -177,8 +228,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
             kv_cache_tokens=kv.tokens),
         ingestion=ingestion.fit if ingestion else None, generation=generation, kv_cache=kv,
         capacity=capacity, scenarios=scenarios,
-        gpu_telemetry=gpu_telemetry(info, data.gpu_metrics, requests),
-        server_vs_client=server_vs_client(data.metrics, requests, scenarios, engine=engine),
+        gpu_telemetry=gpu_telemetry(info, data.gpu_metrics, every),
+        server_vs_client=server_vs_client(data.metrics, every, scenarios, engine=engine),
         options=asdict(options),
         tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
     )

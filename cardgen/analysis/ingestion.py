@@ -4,7 +4,9 @@ Method (the reference card's, made robust): start from the Theil-Sen line (media
 points whose TTFT is within ``tolerance`` (5 %) of the line, refit by least squares on them, and repeat until the
 kept set no longer changes. Speed = 1 / slope (tokens per second); the intercept is fixed overhead (network,
 scheduling, the first decode step). When fewer than half the points survive the trimming the Theil-Sen line is
-kept instead. The interval is a bootstrap over the kept points.
+kept instead. Two intervals: a bootstrap over the kept points, and the slope's 95 % t interval over them
+(:func:`cardgen.precision.slope_interval`, the evidence the sweep's precision target is judged on), given as a
+fraction of the slope and as ingestion speeds 1 / (slope +- half-width).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from cardgen.analysis.summary import IngestionFit
+from cardgen.precision import slope_interval
 
 _MAX_THEIL_SEN_POINTS = 1500  # all pairs of at most this many points (about a million slopes)
 _SEED = 20241121
@@ -107,8 +110,16 @@ def fit_ingestion(prompt_tokens: np.ndarray, ttft_s: np.ndarray, *, tolerance: f
         if len(slopes) >= 100:
             s_lo, s_hi = np.quantile(slopes, [0.025, 0.975])
             lo, hi = 1 / float(s_hi), 1 / float(s_lo)
+    half = rel = slow = fast = None
+    interval = slope_interval(xi, yi)
+    if interval is not None and slope > 0:
+        half, rel = interval.half_width, interval.half_width / slope
+        fast = 1 / (slope - half) if slope > half else None  # the interval reaches a flat line: no upper speed
+        slow = 1 / (slope + half)
     fit = IngestionFit(
         tok_s=1 / slope if slope > 0 else None, tok_s_ci_low=lo, tok_s_ci_high=hi,
+        slope_ci_half_width_s_per_token=half, slope_ci_relative=rel, tok_s_slope_ci_low=slow,
+        tok_s_slope_ci_high=fast,
         slope_s_per_token=slope, intercept_s=intercept, method=method, tolerance=tolerance,
         n_points=len(x), n_used=int(inlier.sum()), r2=r2,
         prompt_tokens_min=float(x.min()), prompt_tokens_max=float(x.max()),

@@ -21,7 +21,7 @@ import pandas as pd
 from cardgen.records import RequestRecord
 
 COLUMNS = (
-    "scenario", "kind", "group", "endpoint", "parallel", "rate_rps", "wave", "repeat", "warmup",
+    "scenario", "kind", "group", "endpoint", "parallel", "rate_rps", "wave", "repeat", "warmup", "attempt",
     "prompt_tokens_target", "output_tokens_target", "prompt_tokens", "output_tokens",
     "scheduled_at", "sent_at", "first_token_at", "end_at", "ok", "error_kind",
     "ttft_s", "e2e_s", "tpot_s", "decode_tok_s", "speed_from_start_tok_s", "send_lag_s", "n_chunks",
@@ -51,7 +51,7 @@ def request_row(rec: RequestRecord) -> dict[str, object]:
     return {
         "scenario": rec.scenario, "kind": rec.kind, "group": rec.group, "endpoint": rec.endpoint,
         "parallel": _num(rec.parallel), "rate_rps": _num(rec.rate_rps), "wave": _num(rec.wave),
-        "repeat": _num(rec.repeat), "warmup": bool(rec.warmup),
+        "repeat": _num(rec.repeat), "warmup": bool(rec.warmup), "attempt": int(rec.attempt),
         "prompt_tokens_target": rec.prompt_tokens_target, "output_tokens_target": rec.output_tokens_target,
         "prompt_tokens": _num(rec.prompt_tokens), "output_tokens": out,
         "scheduled_at": _num(rec.scheduled_at), "sent_at": sent, "first_token_at": first, "end_at": end,
@@ -70,7 +70,7 @@ def request_frame(records: Iterable[RequestRecord]) -> pd.DataFrame:
     rows = [request_row(r) for r in records]
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     if df.empty:
-        return df.astype({"ok": bool, "warmup": bool})
+        return df.astype({"ok": bool, "warmup": bool, "attempt": int})
     return df.sort_values("sent_at", kind="stable").reset_index(drop=True)
 
 

@@ -1,6 +1,23 @@
 """Per-scenario figures: latency distributions with intervals, throughput, failures, goodput, server load.
 
-Warm-up requests are left out of every figure (they are counted in ``warmup_requests``).
+Warm-up requests are left out of every figure (they are counted in ``warmup_requests``); so are the records of
+superseded attempts (the caller leaves them out of ``requests``: see :mod:`cardgen.analysis.outcomes`).
+
+**Closed loop: steady state.** A closed-loop point's figures come from its steady requests: of its successful
+requests, those sent at or after its first completion and ended at or before its last send
+(:func:`cardgen.precision.steady_mask`, the evidence its stopping rule uses); the others are the ramp and the
+drain, counted in ``ramp_drain_requests``. Its rates are over its steady window, from its first completion to its
+last send (the same bounds): each successful request counts in proportion to the part of its E2E inside the
+window (requests/s = the sum of those fractions / the window; tokens/s weights each by its tokens), so rounds that
+end together at a bound count neither twice nor half. A point with fewer steady requests than one round (its
+parallel count) is too short for a steady state (it needs about three rounds): its figures keep every successful
+request, its rates are over its duration as for the other kinds, and ``steady_state`` is False.
+Failures count over every request the point sent. The server's gauges (KV usage, running, waiting, preemptions)
+cover the whole point, ramp included.
+
+**Precision.** A closed-loop point's ``precision`` is the relative 95 % half-width of its median speed from
+start, TTFT and decode speed by batch means over whole rounds of its steady requests, in send order
+(:func:`cardgen.precision.median_interval`).
 """
 
 from __future__ import annotations
@@ -13,8 +30,9 @@ import pandas as pd
 
 from cardgen.analysis.requests import chunk_gaps
 from cardgen.analysis.stats import describe
-from cardgen.analysis.summary import ScenarioSummary
+from cardgen.analysis.summary import PointPrecision, ScenarioSummary
 from cardgen.analysis.timeseries import counter_increase, window
+from cardgen.precision import MedianInterval, median_interval, steady_mask
 
 
 def meets_slo(frame: pd.DataFrame, *, slo_ttft_s: float, slo_tpot_s: float) -> pd.Series:
@@ -35,9 +53,48 @@ def _opt(value: float) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
+def relative(interval: MedianInterval | None) -> float | None:
+    """An interval's half-width as a fraction of its centre; None without an interval (or a centre of 0)."""
+    return None if interval is None else _opt(interval.relative)
+
+
+def closed_precision(steady: pd.DataFrame, *, parallel: int) -> PointPrecision:
+    """Batch-means precision of a closed-loop point's medians over its steady requests (in send order)."""
+    speed = median_interval(steady["speed_from_start_tok_s"].to_numpy(dtype=float), parallel=parallel)
+    ttft = median_interval(steady["ttft_s"].to_numpy(dtype=float), parallel=parallel)
+    decode = median_interval(steady["decode_tok_s"].to_numpy(dtype=float), parallel=parallel)
+    return PointPrecision(method="batch means", speed_from_start=relative(speed), ttft=relative(ttft),
+                          decode=relative(decode), batches=speed.batches if speed is not None else None)
+
+
+def window_share(frame: pd.DataFrame, start: float, end: float) -> np.ndarray:
+    """Per request, the fraction of its E2E (send to end) that lies inside ``[start, end]``."""
+    sent = frame["sent_at"].to_numpy(dtype=float)
+    ended = frame["end_at"].to_numpy(dtype=float)
+    inside = np.clip(np.minimum(ended, end) - np.maximum(sent, start), 0.0, None)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(ended > sent, inside / (ended - sent), 0.0)
+
+
+def _steady(summary: ScenarioSummary, ok: pd.DataFrame) -> pd.DataFrame:
+    """Closed loop: the successful requests the figures come from (see the module docstring); records the
+    steady state on ``summary``."""
+    users = summary.parallel or 1
+    mask = steady_mask(ok["sent_at"].to_numpy(dtype=float), ok["end_at"].to_numpy(dtype=float))
+    steady = ok[mask]
+    summary.steady_requests = len(steady)
+    summary.precision = closed_precision(steady, parallel=users)
+    summary.steady_state = len(steady) >= users
+    if not summary.steady_state:
+        return ok
+    summary.ramp_drain_requests = len(ok) - len(steady)
+    return steady
+
+
 def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: float,
                        slo_tpot_s: float) -> ScenarioSummary:
-    """The figures of one scenario from its request rows (``frame``) and the server's time series."""
+    """The figures of one scenario from its request rows (``frame``, superseded records left out) and the
+    server's time series."""
     first = frame.iloc[0]
     warm = frame[frame["warmup"]]
     rows = frame[~frame["warmup"]]
@@ -63,9 +120,26 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
         end = start
     duration = end - start
     summary.started_unix, summary.ended_unix, summary.duration_s = start, end, duration
+    every_ok = ok
+    if kind == "closed":
+        ok = _steady(summary, ok)
     summary.prompt_tokens_mean = _opt(ok["prompt_tokens"].mean()) if len(ok) else None
     summary.output_tokens_mean = _opt(ok["output_tokens"].mean()) if len(ok) else None
-    if duration > 0 and len(ok):
+    first_end = float(np.nanmin(every_ok["end_at"].to_numpy(dtype=float))) if len(every_ok) else math.nan
+    last_send = float(every_ok["sent_at"].max()) if len(every_ok) else math.nan
+    if summary.steady_state and last_send > first_end:
+        # the steady window: each successful request counts for the part of it inside the window
+        span = last_send - first_end
+        share = window_share(every_ok, first_end, last_send)
+        good = meets_slo(every_ok, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s).to_numpy(dtype=bool)
+        out_tokens = every_ok["output_tokens"].fillna(0).to_numpy(dtype=float)
+        in_tokens = every_ok["prompt_tokens"].fillna(0).to_numpy(dtype=float)
+        summary.req_s = float(share.sum()) / span
+        summary.output_tok_s = float((share * out_tokens).sum()) / span
+        summary.total_tok_s = float((share * (out_tokens + in_tokens)).sum()) / span
+        summary.goodput_req_s = float(share[good].sum()) / span
+        summary.goodput_fraction = float(meets_slo(ok, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s).mean())
+    elif duration > 0 and len(ok):
         good = int(meets_slo(rows, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s).sum())
         summary.req_s = len(ok) / duration
         summary.output_tok_s = float(ok["output_tokens"].sum()) / duration

@@ -3,7 +3,8 @@
 - ``serving``: vLLM's serving table, one row per open-loop rate (req/s, output and total tok/s,
   TTFT / TPOT / ITL mean, median, p99 in ms).
 - ``batch``: TGI's batch table, per batch size: prefill latency, decode latency per token and in total (ms),
-  prefill and decode throughput (tok/s); average, lowest, highest, p50, p90, p99 over the repeated runs.
+  prefill and decode throughput (tok/s); average, lowest, highest, p50, p90, p99 over the repeated runs, and the
+  95 % t interval of the average (:func:`cardgen.precision.mean_interval`: runs are independent repeats).
 - ``fastgen``: DeepSpeed-FastGen's effective throughput (requests/s meeting every SLO) next to throughput, and
   latency percentiles p50 / p90 / p95, per closed-loop point and open-loop rate.
 - ``scale``: FlexGen's scale table: per (parallel, prompt, output) point, latency, throughput and peak KV use.
@@ -23,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cardgen.precision import mean_interval
 from cardgen.rundir import write_text_atomic
-from cardgen.schemas.summary import Distribution, ScenarioSummary
+from cardgen.schemas.summary import Distribution, PointPrecision, ScenarioSummary
 
 TABLE_NAMES = ("serving", "batch", "fastgen", "scale", "scenarios")
 COMBINED_JSON = "benchmarking_results.json"
@@ -39,7 +41,7 @@ def serving_table(scenarios: Sequence[ScenarioSummary], *, gpu: str | None) -> p
     """vLLM's serving table: one row per open-loop scenario."""
     rows = []
     for s in scenarios:
-        if s.kind != "open":
+        if s.kind != "open" or s.requests == 0:
             continue
         row: dict[str, object] = {
             "Test name": s.scenario, "GPU": gpu or "", "Rate (req/s)": s.rate_label,
@@ -56,8 +58,10 @@ def serving_table(scenarios: Sequence[ScenarioSummary], *, gpu: str | None) -> p
     return pd.DataFrame(rows)
 
 
-def _batch_runs(requests: pd.DataFrame) -> pd.DataFrame:
+def batch_runs(requests: pd.DataFrame) -> pd.DataFrame:
     """One row per run of the batch sweep (batch size, repeat): its prefill and decode figures."""
+    if requests.empty:
+        return pd.DataFrame()
     rows = requests[(requests["kind"] == "batch") & ~requests["warmup"] & requests["ok"]]
     runs = []
     for (scenario, _repeat), g in rows.groupby(["scenario", "repeat"], sort=False, dropna=False):
@@ -71,6 +75,7 @@ def _batch_runs(requests: pd.DataFrame) -> pd.DataFrame:
             "decode_total_ms": decode_total_s * 1000,
             "prefill_tok_s": float(g["prompt_tokens"].sum()) / prefill_s if prefill_s > 0 else np.nan,
             "decode_tok_s": len(g) * steps / decode_total_s if decode_total_s > 0 and steps > 0 else np.nan,
+            "decode_speed_tok_s": float(g["decode_tok_s"].mean()),  # per request, averaged: the stopping figure
         })
     return pd.DataFrame(runs)
 
@@ -86,7 +91,7 @@ BATCH_STEPS = (  # (step, metric, unit, run column)
 
 def batch_table(requests: pd.DataFrame) -> pd.DataFrame:
     """TGI's batch table, long form: one row per (step, batch size)."""
-    runs = _batch_runs(requests) if not requests.empty else pd.DataFrame()
+    runs = batch_runs(requests)
     rows = []
     if runs.empty:
         return pd.DataFrame(rows)
@@ -97,10 +102,29 @@ def batch_table(requests: pd.DataFrame) -> pd.DataFrame:
             if len(v) == 0:
                 continue
             p50, p90, p99 = np.percentile(v, [50, 90, 99])
+            interval = mean_interval(v)
             rows.append({"Step": step, "Metric": metric, "Unit": unit, "Batch Size": int(batch_size),
                          "Average": float(v.mean()), "Lowest": float(v.min()), "Highest": float(v.max()),
-                         "p50": float(p50), "p90": float(p90), "p99": float(p99), "Runs": len(v)})
+                         "p50": float(p50), "p90": float(p90), "p99": float(p99), "Runs": len(v),
+                         "Average CI low": interval.low if interval else None,
+                         "Average CI high": interval.high if interval else None})
     return pd.DataFrame(rows)
+
+
+def batch_precision(requests: pd.DataFrame) -> dict[str, PointPrecision]:
+    """Per batch-sweep point: the relative 95 % half-width of the mean, over its runs, of each run's mean decode
+    speed per request (what a batch point's precision target is judged on)."""
+    runs = batch_runs(requests)
+    out = {}
+    if runs.empty:
+        return out
+    for scenario, g in runs.groupby("scenario", sort=False):
+        interval = mean_interval(g["decode_speed_tok_s"].to_numpy(dtype=float))
+        rel = interval.relative if interval is not None else None
+        out[str(scenario)] = PointPrecision(method="mean of rounds",
+                                            decode=rel if rel is not None and np.isfinite(rel) else None,
+                                            batches=len(g))
+    return out
 
 
 def fastgen_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
@@ -143,14 +167,17 @@ def scale_table(scenarios: Sequence[ScenarioSummary], *, kv_cache_tokens: float 
 
 
 def scenarios_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
-    """Every scenario figure, one row per scenario, distributions flattened (``ttft_s_p50`` ...)."""
+    """Every scenario figure, one row per scenario (points that were not run included), distributions and
+    precision flattened (``ttft_s_p50``, ``precision_ttft`` ...)."""
     rows = []
     for s in scenarios:
-        data = s.model_dump(exclude={"failures_by_kind", "send_lag_s", *_DISTRIBUTIONS})
+        data = s.model_dump(exclude={"failures_by_kind", "send_lag_s", "precision", *_DISTRIBUTIONS})
         for name in _DISTRIBUTIONS:
             dist: Distribution = getattr(s, name)
             for key, value in dist.model_dump().items():
                 data[f"{name}_{key}"] = value
+        for key in PointPrecision.model_fields:
+            data[f"precision_{key}"] = getattr(s.precision, key) if s.precision is not None else None
         rows.append(data)
     return pd.DataFrame(rows)
 

@@ -37,6 +37,7 @@ from cardgen.gpu import NO_TELEMETRY
 from cardgen.redact import MASK, is_secret_flag, is_secret_key, redact_argv
 from cardgen.rundir import FIGURES_DIR, slugify
 from cardgen.runinfo import RunInfo
+from cardgen.saturation import MAX_KV_USAGE, MIN_SPEED_TOK_S, WAVE_FULL_USAGE
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,15 @@ class PairSection(TypedDict):
     title: str
     figure: Markup | None
     table: TableView
+    not_run: list[str]  # the pair's points that were not run, each with why
+
+
+class SaturationRule(TypedDict):
+    """The thresholds of :mod:`cardgen.saturation`, for the card's method text."""
+
+    max_kv_usage: float
+    min_speed_tok_s: float
+    wave_full_usage: float
 
 
 class CardContext(TypedDict):
@@ -85,6 +95,7 @@ class CardContext(TypedDict):
     server_points: TableView | None
     server_notes: list[str]
     scenarios: TableView | None
+    saturation: SaturationRule
 
 
 def card_date(info: RunInfo, *, environ: dict[str, str] | None = None) -> str:
@@ -153,28 +164,46 @@ def _front_matter(s: Summary) -> Markup:
     return front_matter(data)
 
 
+def _used(point: ScenarioSummary | None, n: int) -> str:
+    """"over 40 steady requests (20 ramp / drain left out)" or "over 20 requests (too short for a steady
+    state)": which requests a closed-loop point's medians come from."""
+    if point is None or point.steady_state is None:
+        return f"over {n} requests"
+    if point.steady_state:
+        return f"over {n} steady requests ({point.ramp_drain_requests} ramp / drain left out)"
+    return f"over {n} requests (too short for a steady state: ramp and drain kept)"
+
+
 def _main(s: Summary) -> TableView:
     rows = []
+    hp = s.headline_precision
     ing = s.ingestion
     if ing is not None and ing.tok_s:
         how = (f"1 / slope of TTFT against prompt tokens, robust fit over {ing.n_used} of {ing.n_points} "
                f"requests; fixed overhead {fmt.ms(ing.intercept_s)}")
-        rows.append(["Prompt ingestion speed", fmt.tok_s(ing.tok_s), fmt.interval(ing.tok_s_ci_low, ing.tok_s_ci_high),
+        rows.append(["Prompt ingestion speed", fmt.tok_s(ing.tok_s),
+                     fmt.interval(ing.tok_s_slope_ci_low, ing.tok_s_slope_ci_high), fmt.half_width(hp.prompt_ingestion_tok_s),
                      how])
     else:
-        rows.append(["Prompt ingestion speed", "not measured", fmt.DASH, "no usable ingestion sweep"])
+        rows.append(["Prompt ingestion speed", "not measured", fmt.DASH, fmt.DASH, "no usable ingestion sweep"])
     point = (f"{HEADLINE_POINT['parallel']} parallel requests, {HEADLINE_POINT['prompt_tokens']} prompt tokens, "
              f"{HEADLINE_POINT['output_tokens']} generated")
     g = s.generation
     if g is not None:
+        scenario = next((x for x in s.scenarios if x.scenario == g.scenario), None)
         rows.append([f"Generation speed per request ({point})", fmt.tok_s(g.speed_from_start_tok_s),
                      fmt.interval(g.speed_from_start_ci_low, g.speed_from_start_ci_high),
-                     f"median speed from start (output tokens / E2E) over {g.requests} requests"])
+                     fmt.half_width(hp.generation_tok_s_at_10_parallel_1024_128),
+                     f"median speed from start (output tokens / E2E) {_used(scenario, g.requests)}"
+                     + (f"; median TTFT {fmt.half_width(hp.ttft_s_at_10_parallel_1024_128)}"
+                        if hp.ttft_s_at_10_parallel_1024_128 is not None else "")])
         rows.append([f"Decode speed per request ({point})", fmt.tok_s(g.decode_tok_s),
                      fmt.interval(g.decode_ci_low, g.decode_ci_high),
+                     fmt.half_width(hp.decode_tok_s_at_10_parallel_1024_128),
                      "median (output tokens - 1) / (E2E - TTFT): generation after the first token"])
     else:
-        rows.append([f"Generation speed per request ({point})", "not measured", fmt.DASH, "no such point in the run"])
+        rows.append([f"Generation speed per request ({point})", "not measured", fmt.DASH, fmt.DASH,
+                     "no such point in the run"])
     kv = s.kv_cache
     if kv.tokens is not None:
         spread = fmt.DASH
@@ -182,13 +211,75 @@ def _main(s: Summary) -> TableView:
         if chosen is not None and chosen.low is not None:
             spread = fmt.integer_interval(chosen.low, chosen.high)
         agree = (f"; other methods within {fmt.sig(kv.agreement_pct)} %" if kv.agreement_pct is not None else "")
-        rows.append(["KV cache capacity", fmt.tokens(kv.tokens), spread, f"method: {kv.method}{agree}"])
+        exact = kv.method == "server_config"  # the server says how many tokens it holds
+        rows.append(["KV cache capacity", fmt.tokens(kv.tokens), spread,
+                     "exact" if exact else fmt.half_width(hp.kv_cache_tokens),
+                     f"method: {kv.method}{agree}"])
     elif kv.lower_bound is not None:
-        rows.append(["KV cache capacity", f"≥ {fmt.tokens(kv.lower_bound)}", fmt.DASH,
+        rows.append(["KV cache capacity", f"≥ {fmt.tokens(kv.lower_bound)}", fmt.DASH, fmt.DASH,
                      "lower bound: the growing waves never saturated the server"])
     else:
-        rows.append(["KV cache capacity", "not measured", fmt.DASH, "no method applied (see KV cache)"])
-    return TableView(["Metric", "Value", "95 % interval", "How"], rows, ["l", "r", "r", "l"])
+        rows.append(["KV cache capacity", "not measured", fmt.DASH, fmt.DASH, "no method applied (see KV cache)"])
+    return TableView(["Metric", "Value", "95 % interval", "Precision", "How"], rows, ["l", "r", "r", "r", "l"])
+
+
+def precision_text(x: ScenarioSummary) -> str:
+    """The precision a point reached, e.g. ``±1.8 % / ±2.4 %`` (closed loop: speed from start / TTFT),
+    ``±0.9 % (slope)``, ``±0.5 % (mean decode)``; with its target when it had one."""
+    p = x.precision
+    if p is None:
+        text = fmt.DASH
+    elif x.kind == "closed":
+        text = (f"{fmt.half_width(p.speed_from_start)} / {fmt.half_width(p.ttft)}"
+                if p.speed_from_start is not None or p.ttft is not None else fmt.DASH)
+    elif x.kind == "ingest":
+        text = f"{fmt.half_width(p.slope)} (slope)" if p.slope is not None else fmt.DASH
+    elif x.kind == "batch":
+        text = f"{fmt.half_width(p.decode)} (mean decode)" if p.decode is not None else fmt.DASH
+    else:
+        text = fmt.DASH
+    if x.target_ci is not None:
+        text += f"; target {fmt.half_width(x.target_ci)}"
+    return text
+
+
+def _saturated_by(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary]) -> ScenarioSummary | None:
+    """The closed-loop point of the same suite entry and pair, with fewer users, that saturated the server."""
+    smaller = [o for o in scenarios if o.kind == "closed" and o.saturation and o.group == x.group
+               and (o.prompt_tokens, o.output_tokens) == (x.prompt_tokens, x.output_tokens)
+               and (o.parallel or 0) < (x.parallel or 0)]
+    return min(smaller, key=lambda o: o.parallel or 0) if smaller else None
+
+
+def stop_text(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary] = ()) -> str:
+    """Why a point stopped, in words: run.json's reason and detail. A skipped point: "not run: the server
+    saturated at N parallel (why)"; a point never reached: "not run"."""
+    if x.requests == 0 and x.stop in (None, "skipped"):
+        by = _saturated_by(x, scenarios) if x.stop else None
+        if by is not None:
+            return f"not run: the server saturated at {by.parallel} parallel ({by.saturation})"
+        detail = (x.stop_detail or "").removeprefix("not run: ")
+        return f"not run: {detail}" if detail else "not run"
+    text = x.stop or fmt.DASH
+    if x.stop_detail and x.stop_detail != x.stop:
+        text += f": {x.stop_detail}"
+    if x.saturation and x.saturation not in text:
+        text += f"; saturated the server ({x.saturation})"
+    return text
+
+
+def steady_text(x: ScenarioSummary) -> str:
+    """The requests a closed-loop point's figures come from: its steady ones, or all when it was too short."""
+    if x.steady_state is None:
+        return fmt.DASH
+    return str(x.steady_requests) if x.steady_state else "too short: all"
+
+
+def ramp_drain_text(x: ScenarioSummary) -> str:
+    """How many requests a closed-loop point left out as ramp and drain (scenario table)."""
+    if x.steady_state is None:
+        return fmt.DASH
+    return str(x.ramp_drain_requests) if x.steady_state else "0 (too short)"
 
 
 def _pair_table(points: Sequence[ScenarioSummary]) -> TableView:
@@ -196,14 +287,25 @@ def _pair_table(points: Sequence[ScenarioSummary]) -> TableView:
     for p in points:
         sp = p.speed_from_start_tok_s
         rows.append([
-            str(p.parallel), str(p.requests), str(p.failed), fmt.sig(sp.p50), fmt.interval(sp.p50_ci_low, sp.p50_ci_high),
-            fmt.interval(sp.p25, sp.p75), fmt.sig(p.decode_tok_s.p50), fmt.ms(p.ttft_s.p50), fmt.ms(p.ttft_s.p90),
-            fmt.ms(p.tpot_s.p50), fmt.ms(p.itl_s.p50), fmt.secs(p.e2e_s.p50), fmt.sig(p.output_tok_s),
-            fmt.pct(p.kv_usage_max),
+            str(p.parallel), str(p.requests), steady_text(p), str(p.failed), fmt.sig(sp.p50),
+            fmt.interval(sp.p50_ci_low, sp.p50_ci_high), fmt.interval(sp.p25, sp.p75), fmt.sig(p.decode_tok_s.p50),
+            fmt.ms(p.ttft_s.p50), fmt.ms(p.ttft_s.p90), fmt.ms(p.tpot_s.p50), fmt.ms(p.itl_s.p50),
+            fmt.secs(p.e2e_s.p50), fmt.sig(p.output_tok_s), fmt.pct(p.kv_usage_max), precision_text(p),
         ])
-    return TableView(["Parallel", "Requests", "Failed", "Speed from start p50 (tok/s)", "95 % CI", "p25–p75",
-                      "Decode p50 (tok/s)", "TTFT p50", "TTFT p90", "TPOT p50", "ITL p50", "E2E p50",
-                      "Total output (tok/s)", "Max KV usage"], rows)
+    return TableView(["Parallel", "Requests", "Steady", "Failed", "Speed from start p50 (tok/s)", "95 % CI",
+                      "p25–p75", "Decode p50 (tok/s)", "TTFT p50", "TTFT p90", "TPOT p50", "ITL p50", "E2E p50",
+                      "Total output (tok/s)", "Max KV usage", "Precision (speed / TTFT)"], rows)
+
+
+def _not_run(s: Summary, pair: tuple[int, int]) -> list[str]:
+    """The closed-loop points of a prompt / output pair that sent no request, grouped by why: "8, 16
+    parallel: the server saturated at 4 parallel (KV cache 97% full)"."""
+    why: dict[str, list[str]] = {}
+    for x in s.scenarios:
+        if x.kind == "closed" and x.requests == 0 and (x.prompt_tokens, x.output_tokens) == pair:
+            reason = stop_text(x, s.scenarios).removeprefix("not run").removeprefix(": ")
+            why.setdefault(reason, []).append(str(x.parallel))
+    return [f"{', '.join(counts)} parallel" + (f": {reason}" if reason else "") for reason, counts in why.items()]
 
 
 def _capacity(s: Summary) -> TableView | None:
@@ -262,11 +364,13 @@ def _batch(df: pd.DataFrame, metric: str) -> TableView | None:
         unit = " ms" if rec["Unit"] == "ms" else " tokens/s"
         step = rec["Step"] if rec["Step"] != last_step else ""
         last_step = rec["Step"]
-        rows.append([step, str(rec["Batch Size"])] + [fmt.sig(rec[c]) + unit for c in
-                                                      ("Average", "Lowest", "Highest", "p50", "p90", "p99")]
+        ci = fmt.interval(rec.get("Average CI low"), rec.get("Average CI high"))
+        ci = ci if ci == fmt.DASH else ci + unit
+        rows.append([step, str(rec["Batch Size"]), fmt.sig(rec["Average"]) + unit, ci]
+                    + [fmt.sig(rec[c]) + unit for c in ("Lowest", "Highest", "p50", "p90", "p99")]
                     + [str(rec["Runs"])])
-    return TableView(["Step", "Batch Size", "Average", "Lowest", "Highest", "p50", "p90", "p99", "Runs"], rows,
-                     ["l"] + ["r"] * 8)
+    return TableView(["Step", "Batch Size", "Average", "95 % CI of the average", "Lowest", "Highest", "p50", "p90",
+                      "p99", "Runs"], rows, ["l"] + ["r"] * 9)
 
 
 def _kv_views(kv: KVCapacity) -> tuple[TableView | None, TableView | None]:
@@ -307,6 +411,8 @@ def _parameters(s: Summary, info: RunInfo, date: str) -> TableView:
         ["Run started (UTC)", s.started_at or fmt.DASH], ["Run ended (UTC)", s.ended_at or fmt.DASH],
         ["Run status", s.run_status or fmt.DASH],
         ["Requests (failed)", f"{s.requests_total} ({s.requests_failed})"],
+        *([["Superseded records (kept on disk, not counted)", str(s.superseded_requests)]]
+          if s.superseded_requests else []),
         ["SLOs for goodput", f"TTFT ≤ {fmt.secs(o.get('slo_ttft_s'))}, TPOT ≤ {fmt.ms(o.get('slo_tpot_s'))}"],
         ["Capacity thresholds", f"≥ {fmt.tok_s(o.get('min_speed_tok_s'))} per request; KV usage < "
                                 f"{fmt.pct(o.get('max_kv_usage'))}"],
@@ -531,11 +637,14 @@ def _scenarios(s: Summary) -> TableView | None:
         load = (f"{x.parallel} parallel" if x.kind in ("closed", "batch") else
                 ("all at once" if x.all_at_once else f"{x.rate_label} req/s") if x.kind == "open" else
                 (f"waves up to {x.parallel}" if x.kind == "waves" else "one at a time"))
+        ran = x.requests > 0
         rows.append([x.scenario, x.kind, f"{x.prompt_tokens} / {x.output_tokens}", load, str(x.requests),
-                     fmt.pct(x.failure_rate), fmt.sig(x.req_s), fmt.sig(x.output_tok_s), fmt.sig(x.goodput_req_s),
-                     fmt.secs(x.duration_s)])
-    return TableView(["Scenario", "Kind", "Prompt / output tokens", "Load", "Requests", "Failed", "req/s",
-                      "Output tok/s", "Goodput (req/s)", "Duration"], rows, ["l", "l", "l", "l"] + ["r"] * 6)
+                     ramp_drain_text(x) if ran else fmt.DASH, fmt.pct(x.failure_rate) if ran else fmt.DASH,
+                     fmt.sig(x.req_s), fmt.sig(x.output_tok_s), fmt.sig(x.goodput_req_s), fmt.secs(x.duration_s),
+                     precision_text(x) if ran else fmt.DASH, stop_text(x, s.scenarios)])
+    return TableView(["Scenario", "Kind", "Prompt / output tokens", "Load", "Requests", "Ramp / drain left out",
+                      "Failed", "req/s", "Output tok/s", "Goodput (req/s)", "Duration", "Precision", "Stopped"],
+                     rows, ["l", "l", "l", "l"] + ["r"] * 8 + ["l"])
 
 
 def card_context(analysis: Analysis, *, date: str) -> CardContext:
@@ -550,7 +659,8 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
     figures = {key: figure(name) for key, name in FIGURE_NAMES.items()}
     pairs: list[PairSection] = [
         PairSection(title=f"{prompt} prompt tokens, {output} generated tokens",
-                    figure=figure(pair_figure_name((prompt, output))), table=_pair_table(points))
+                    figure=figure(pair_figure_name((prompt, output))), table=_pair_table(points),
+                    not_run=_not_run(s, (prompt, output)))
         for (prompt, output), points in closed_pairs(s.scenarios).items()
     ]
     t = analysis.tables
@@ -574,4 +684,6 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         parameters=_parameters(s, analysis.info, date), launch=_launch(analysis.info), gpu=gpu,
         gpu_per_device=gpu_per_device, gpu_reason=gpu_reason, server_latency=server_latency, server_tokens=server_tokens,
         server_points=server_points, server_notes=server_notes, scenarios=_scenarios(s),
+        saturation=SaturationRule(max_kv_usage=MAX_KV_USAGE, min_speed_tok_s=MIN_SPEED_TOK_S,
+                                  wave_full_usage=WAVE_FULL_USAGE),
     )

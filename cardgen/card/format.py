@@ -43,6 +43,11 @@ def pct(fraction: float | None) -> str:
     return DASH if _missing(fraction) else f"{sig(100 * fraction)} %"
 
 
+def half_width(fraction: float | None) -> str:
+    """A 95 % half-width given as a fraction of its figure, to two significant figures: 0.0183 -> ``±1.8 %``."""
+    return DASH if _missing(fraction) else f"±{sig(100 * fraction, 2)} %"
+
+
 def tokens(x: float | None) -> str:
     return DASH if _missing(x) else f"{integer(x)} tokens"
 

@@ -47,7 +47,7 @@ def environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters.update(sig=fmt.sig, integer=fmt.integer, tok_s=fmt.tok_s, ms=fmt.ms, secs=fmt.secs,
-                       pct=fmt.pct, tokens=fmt.tokens, interval=fmt.interval, signed_pct=fmt.signed_pct,
+                       pct=fmt.pct, half_width=fmt.half_width, tokens=fmt.tokens, interval=fmt.interval, signed_pct=fmt.signed_pct,
                        md_table=md_table, md_image=md_image)
     return env
 

@@ -4,24 +4,32 @@ Written by :meth:`cardgen.rundir.RunDir.save_summary`, read by :meth:`~cardgen.r
 refuses a newer ``schema_version``; unknown fields are ignored). Names carry units. A figure the
 run could not measure is ``None`` (``null``), and ``missing`` says why in words.
 
-Layout (``schema_version`` 2)::
+Layout (``schema_version`` 3)::
 
     schema_version, model, served_model, gpu, gpu_count, gpu_driver, engine, engine_version, modelled,
     modelled_by, suite, started_at, ended_at, run_status, cardgen_version,
     prompt_ingestion_tok_s, kv_cache_tokens, kv_cache_method, requests_total, requests_failed,
+    superseded_requests
     headline      {prompt_ingestion_tok_s, generation_tok_s_at_10_parallel_1024_128,
                    decode_tok_s_at_10_parallel_1024_128, kv_cache_tokens}
+    headline_precision  the 95 % half-widths the headline figures reached, as fractions of each figure
     ingestion     IngestionFit: the robust fit of TTFT against prompt tokens
     generation    GenerationHeadline: the 10-parallel 1024/128 point, medians with intervals
     kv_cache      KVCapacity: every method's estimate, the one chosen, their agreement, the waves
     capacity      [CapacityThreshold] per (prompt, output) pair
-    scenarios     [ScenarioSummary] in run order
+    scenarios     [ScenarioSummary] in suite order (run.json ``points``), points that were not run included;
+                  each with ``stop``, ``stop_detail``, its steady state (closed loop) and ``precision``
     gpu_telemetry GpuTelemetry: the GPUs over the measured window (gpu_metrics.jsonl), or why there is none
     server_vs_client  ServerVsClient: the server's own latency histograms and token counters next to the
                   client's figures for the same requests, for the whole run and per closed-loop point
     options       the SLOs and thresholds the figures were computed with
     tables, figures   file names written next to summary.json
     missing, warnings
+
+Version 3: a closed-loop point's figures come from its steady requests only (ramp and drain left out and
+counted), its rates over its steady window; every point says why it stopped and how precise it is; records of
+superseded attempts are counted apart; the batch table and the ingestion fit carry the intervals their stopping
+rules use.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from pydantic import Field, computed_field
 
 from cardgen.schemas.saved import Saved
 
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION = 3
 
 
 class Headline(Saved):
@@ -62,8 +70,27 @@ class Distribution(Saved):
     p50_ci_high: float | None = None
 
 
+class PointPrecision(Saved):
+    """How precisely a point's figures are known: each figure's 95 % interval half-width as a fraction of the
+    figure (0.018 is +-1.8 %), by the method its stopping rule uses (:mod:`cardgen.precision`); None where too few
+    batches (or rounds, or prompt lengths) were measured for an interval."""
+
+    method: str  # batch means (closed) | slope t interval (ingest) | mean of rounds (batch)
+    speed_from_start: float | None = None  # closed: median speed from start (decides, with ttft)
+    ttft: float | None = None  # closed: median TTFT
+    decode: float | None = None  # closed: median decode speed; batch: the mean over its rounds of each round's mean
+    # decode speed per request
+    slope: float | None = None  # ingest: the slope of TTFT against prompt tokens (so the ingestion speed)
+    batches: int | None = None  # closed: batches of whole rounds; batch: rounds; ingest: points fitted
+
+
 class ScenarioSummary(Saved):
-    """One point of the suite (one ``scenario`` name), warm-up requests left out of every figure."""
+    """One point of the suite (one ``scenario`` name), warm-up and superseded requests left out of every figure.
+
+    A closed-loop point's figures (distributions, throughput, goodput) come from its steady requests
+    (:func:`cardgen.precision.steady_mask` over its successful requests); ``requests``, ``failed`` and the failure
+    rate count every request it sent. A point that was not run (``stop`` ``skipped``) has no request and no
+    figure."""
 
     scenario: str
     kind: str
@@ -101,6 +128,25 @@ class ScenarioSummary(Saved):
     running_max: float | None = None
     waiting_max: float | None = None
     preemptions: float | None = None  # increase of the server's preemption counter
+    # closed loop: steady state. True: the figures come from the steady requests; False: the point holds fewer
+    # steady requests than one round (its parallel count), too short for a steady state, and its figures keep
+    # every request; None: not a closed-loop point
+    steady_state: bool | None = None
+    steady_requests: int | None = None  # closed: successful requests sent after the first completion and ended
+    # before the last send
+    ramp_drain_requests: int = 0  # closed: successful requests left out of the figures as ramp or drain
+    superseded_requests: int = 0  # records of cut-off attempts of this point: kept on disk, never counted
+    # how the point ran (run.json ``points``): why it stopped (cardgen.schemas.run.STOP_REASONS) and in words
+    stop: str | None = None
+    stop_detail: str | None = None
+    saturation: str | None = None  # closed loop: why it saturated the server (cardgen.saturation)
+    target_ci: float | None = None  # the suite's precision target for the point (0.03 is +-3 %)
+    precision: PointPrecision | None = None
+
+    @property
+    def not_run(self) -> bool:
+        """A point of the suite that sent no request because it was skipped (a smaller count saturated)."""
+        return self.requests == 0 and self.stop == "skipped"
 
     @property
     def rate_label(self) -> str:
@@ -116,6 +162,12 @@ class IngestionFit(Saved):
     tok_s: float | None = None  # 1 / slope
     tok_s_ci_low: float | None = None  # bootstrap 95 % interval over the points kept
     tok_s_ci_high: float | None = None
+    # the slope's 95 % t interval over the points kept (cardgen.precision.slope_interval: the sweep's stopping
+    # evidence), as a half-width, as a fraction of the slope, and as ingestion speeds (1 / (slope +- half-width))
+    slope_ci_half_width_s_per_token: float | None = None
+    slope_ci_relative: float | None = None
+    tok_s_slope_ci_low: float | None = None
+    tok_s_slope_ci_high: float | None = None
     slope_s_per_token: float
     intercept_s: float
     method: str  # trimmed_ols (points > tolerance off dropped, refit) | theil_sen (too few points kept)
@@ -127,11 +179,24 @@ class IngestionFit(Saved):
     prompt_tokens_max: float | None = None
 
 
+class HeadlinePrecision(Saved):
+    """The 95 % interval half-width each headline figure reached, as a fraction of the figure (0.018 is
+    +-1.8 %); None where the run gives no interval. Ingestion: the slope's t interval; the 10-parallel point: batch
+    means over whole rounds of its steady requests; KV cache: half the saturation probe's bracket (the server's
+    declared capacity is exact: 0; the usage extrapolation has no interval: None)."""
+
+    prompt_ingestion_tok_s: float | None = None
+    generation_tok_s_at_10_parallel_1024_128: float | None = None  # median speed from start
+    ttft_s_at_10_parallel_1024_128: float | None = None  # median TTFT (decides the point's stop with the speed)
+    decode_tok_s_at_10_parallel_1024_128: float | None = None  # median decode speed
+    kv_cache_tokens: float | None = None
+
+
 class GenerationHeadline(Saved):
     """The 10-parallel, 1024-in / 128-out closed-loop point."""
 
     scenario: str
-    requests: int
+    requests: int  # the requests behind the medians (its steady requests when it has a steady state)
     speed_from_start_tok_s: float | None = None  # median
     speed_from_start_ci_low: float | None = None
     speed_from_start_ci_high: float | None = None
@@ -312,7 +377,9 @@ class Summary(Saved):
     kv_cache_method: str | None = None
     requests_total: int = 0
     requests_failed: int = 0
+    superseded_requests: int = 0  # records of cut-off attempts a resumed run reran: kept on disk, never counted
     headline: Headline = Field(default_factory=Headline)
+    headline_precision: HeadlinePrecision = Field(default_factory=HeadlinePrecision)
     ingestion: IngestionFit | None = None
     generation: GenerationHeadline | None = None
     kv_cache: KVCapacity = Field(default_factory=KVCapacity)

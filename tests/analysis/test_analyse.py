@@ -50,7 +50,7 @@ def test_summary_json_has_the_required_keys_and_round_trips(small_run, tmp_path)
     assert data["gpu_telemetry"]["status"] == "no_telemetry" and data["server_vs_client"]["available"] is True
     assert set(data["headline"]) == {"prompt_ingestion_tok_s", "generation_tok_s_at_10_parallel_1024_128",
                                      "decode_tok_s_at_10_parallel_1024_128", "kv_cache_tokens"}
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == 3
     assert {s["kind"] for s in data["scenarios"]} == {"closed", "open", "waves", "ingest", "batch"}
     assert Summary.model_validate_json(text) == analysis.summary
     assert "NaN" not in text and "Infinity" not in text
@@ -83,7 +83,8 @@ def test_failures_are_counted_and_left_out_of_latencies():
     assert s.requests_failed == sum(1 for r in data.requests if r.error) > 0
     assert s.requests_total == len(data.requests)
     for sc in s.scenarios:
-        assert sc.ttft_s.n == sc.requests - sc.failed
+        # a closed-loop point's figures are its steady requests (failures are never steady)
+        assert sc.ttft_s.n == (sc.steady_requests if sc.steady_state else sc.requests - sc.failed)
         if sc.failed:
             assert sc.failures_by_kind == {"http_status": sc.failed}
 
@@ -123,7 +124,10 @@ def test_missing_scenarios_and_metrics_are_named():
 def test_empty_run_does_not_crash():
     data, _ = synthetic_run()
     s = analyse(only(data, requests=[], metrics=[], absent=(REQUESTS_JSONL, SERVER_METRICS_JSONL))).summary
-    assert s.requests_total == 0 and s.scenarios == []
+    assert s.requests_total == 0
+    # every point run.json lists keeps its row, with nothing measured
+    assert [sc.scenario for sc in s.scenarios] == [p.name for p in data.info.points]
+    assert all(sc.requests == 0 and sc.ttft_s.n == 0 for sc in s.scenarios)
     assert any("requests.jsonl is missing or empty" in m for m in s.missing)
 
 

@@ -28,7 +28,7 @@ def test_batch_table_in_tgi_form(small_run):
     analysis, truth = small_run
     batch = analysis.tables["batch"]
     assert list(batch.columns) == ["Step", "Metric", "Unit", "Batch Size", "Average", "Lowest", "Highest", "p50",
-                                   "p90", "p99", "Runs"]
+                                   "p90", "p99", "Runs", "Average CI low", "Average CI high"]
     assert list(dict.fromkeys(batch["Step"])) == ["Prefill", "Decode (token)", "Decode (total)", "Decode"]
     assert sorted(set(batch["Batch Size"])) == [1, 2, 4, 8]
     assert (batch["Runs"] == 3).all()  # the warm-up run is left out

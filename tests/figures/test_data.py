@@ -79,3 +79,18 @@ def test_latency_percentile_bars(analysis):
 def test_no_closed_points_no_lines(analysis):
     only_open = [s for s in analysis.summary.scenarios if s.kind == "open"]
     assert data.total_throughput(only_open) == [] and data.pair_panels(only_open) == []
+
+
+def test_points_that_were_not_run_are_in_no_figure(analysis):
+    """A skipped point keeps its scenario row but plots nothing: no x without a y."""
+    skipped = by_name(analysis)["closed-in1024-out128-p10"].model_copy(deep=True)
+    skipped.scenario = "closed-in1024-out128-p16"
+    skipped.parallel, skipped.stop = 16, "skipped"
+    for name in ("requests", "failed"):
+        setattr(skipped, name, 0)
+    scenarios = [*analysis.summary.scenarios, skipped]
+    (long,) = [line for line in data.total_throughput(scenarios) if line.label == "1024 in / 128 out"]
+    assert long.x.tolist() == [1, 4, 10]
+    panels = {p.pair: p for p in data.pair_panels(scenarios)}
+    assert panels[(1024, 128)].parallel.tolist() == [1, 4, 10]
+    assert all("16" not in bars.labels for bars in data.latency_percentiles(scenarios))
