@@ -10,6 +10,7 @@ import pytest
 import cardgen.site.runs
 from cardgen.cli.main import main
 from cardgen.rundir import CARD_MD, SUMMARY_JSON, RunDir
+from cardgen.schemas import SUMMARY_SCHEMA_VERSION
 from cardgen.site.sample import write_sample_run
 
 
@@ -44,12 +45,13 @@ def test_push_loads_the_run_through_rundir(tmp_path, capsys, monkeypatch, no_sit
 
 def test_push_of_a_run_from_a_newer_cardgen_is_one_line(tmp_path, capsys, no_site_loader):
     run = write_sample_run(tmp_path)
-    data = json.loads((run / SUMMARY_JSON).read_text()) | {"schema_version": 3}
+    data = json.loads((run / SUMMARY_JSON).read_text()) | {"schema_version": SUMMARY_SCHEMA_VERSION + 1}
     (run / SUMMARY_JSON).write_text(json.dumps(data))
     code, out, err = push(capsys, str(run), "--repo", "org/model", "--dry-run")
     assert code == 5 and out == ""
-    assert err.strip() == (f"cardgen: error: {run / SUMMARY_JSON} was written by a newer cardgen (schema 3; "
-                           "this one reads up to 2): upgrade cardgen")
+    assert err.strip() == (f"cardgen: error: {run / SUMMARY_JSON} was written by a newer cardgen (schema "
+                           f"{SUMMARY_SCHEMA_VERSION + 1}; this one reads up to {SUMMARY_SCHEMA_VERSION}): "
+                           "upgrade cardgen")
 
 
 def test_push_without_a_card_names_the_missing_file(tmp_path, capsys, no_site_loader):

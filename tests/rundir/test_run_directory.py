@@ -129,7 +129,7 @@ def test_unknown_fields_of_the_same_version_are_ignored(tmp_path):
     (b'{"model": "m"', "is not readable JSON"),  # torn by a crash of an old, non-atomic writer
     (b"[1, 2]", "is not a JSON object"),
     (b'{"schema_version": "2", "model": "m"}', "schema_version is not a whole number"),
-    (b'{"headline": 3}', "does not fit schema 2 (model: Field required)"),
+    (b'{"headline": 3}', f"does not fit schema {SUMMARY_SCHEMA_VERSION} (model: Field required)"),
     (b'\xff\xfe{"model": 1}', "not UTF-8 text"),
 ])
 def test_a_garbled_summary_is_one_line_naming_the_file(tmp_path, content, needle):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from cardgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
+from cardgen.schemas import SUMMARY_SCHEMA_VERSION
 from cardgen.site import gather_runs
 from cardgen.site.pages import run_page
 from cardgen.site.plan import plan_site
@@ -37,7 +38,7 @@ def test_site_runs_come_through_rundir(tmp_path, monkeypatch):
     assert sorted(seen) == sorted([good, newer, killed])
     assert [r.run_dir for r in gathered.runs] == [good, killed]
     assert gathered.skipped == [f"skipping: {newer / SUMMARY_JSON} was written by a newer cardgen (schema 7; this "
-                                "one reads up to 2): upgrade cardgen"]
+                                f"one reads up to {SUMMARY_SCHEMA_VERSION}): upgrade cardgen"]
     status = {r.run_dir: r.status for r in gathered.runs}
     assert status == {good: "complete", killed: "died"}
     planned = {p.run.run_dir: p for p in plan_site(gathered.runs).runs}
