@@ -6,11 +6,18 @@ greenlets, one ``HttpSession`` per concurrent slot. The user reaches its agent t
 Locust's ``request`` event, whose subscriber is the process's record sink (``cardgen.load.sink``). The agent
 also measures the load generator itself (event-loop lag, CPU, requests in flight) until :meth:`Agent.stop`.
 Everything else it says goes out as typed messages (``cardgen.load.messages``) through ``send``.
+
+Each executor obeys the point's rules (``cardgen.points``) and says, in its ``Done``, why it stopped sending.
+A closed loop stops on precision when the master says so (:meth:`Agent.stop_point`): precision is judged on
+the records of every agent, which meet only at the master. Barrier kinds (waves, ingestion, batch) run in one
+process, which sees all their records, so they decide here: waves search for the saturating size with the
+saturation watcher's verdict per wave, ingestion and batch stop once their interval is within ``target_ci``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -28,9 +35,19 @@ from cardgen.load.client import build_payload, stream_once
 from cardgen.load.messages import AgentMessage, Assignment, Done, LoadgenTick, Ready, Setup
 from cardgen.load.prompts import PromptTemplate, request_id
 from cardgen.points import Point
+from cardgen.precision import MedianInterval, mean_interval, slope_interval
 from cardgen.promtext import parse_metrics
 from cardgen.saturation import wave_saturated
-from cardgen.schemas.records import LoadgenSample
+from cardgen.schemas.records import LoadgenSample, RequestRecord
+from cardgen.schemas.run import (
+    STOP_COMPLETE,
+    STOP_INTERRUPTED,
+    STOP_MAX_DURATION,
+    STOP_MAX_REQUESTS,
+    STOP_MINIMUM,
+    STOP_PRECISION,
+    STOP_SATURATED,
+)
 
 log = logging.getLogger("cardgen.load")
 
@@ -53,6 +70,7 @@ class Agent:
         self.index = 0
         self._user_claimed = False
         self._id_counter = 0
+        self._precise: set[str] = set()  # points the master found precise (StopPoint)
         self._lag_greenlet: gevent.Greenlet | None = None
 
     def user_class(self) -> type[CardgenUser]:
@@ -81,6 +99,10 @@ class Agent:
     def assign(self, assignment: Assignment) -> None:
         self.queue.put(assignment)
 
+    def stop_point(self, point: str) -> None:
+        """The master found ``point``'s figures precise (``StopPoint``): send no more of its requests."""
+        self._precise.add(point)
+
     def stop(self) -> None:
         """Stop taking points and stop measuring: after this the agent sends nothing more (records of requests
         still in flight excepted), so whoever writes what it sends may close."""
@@ -103,35 +125,46 @@ class Agent:
                 break
             point = assignment.point
             started = time.time()
-            sent = 0
+            ctx = _PointContext(self, user, point, attempt=assignment.attempt)
             try:
-                sent = self.run_point(user, point, index=assignment.index, parts=assignment.parts)
+                self.run_point(ctx, index=assignment.index, parts=assignment.parts)
             finally:
-                self.send(Done(point=point.name, worker=self.worker, sent=sent, started_unix=started,
-                               ended_unix=time.time()))
+                self.send(Done(point=point.name, worker=self.worker, sent=ctx.issued, started_unix=started,
+                               ended_unix=time.time(), stop=STOP_INTERRUPTED if self.stopping else ctx.stop,
+                               detail=ctx.detail))
         raise StopUser()
 
     # -- scenario executors ------------------------------------------------------------------------------
-    def run_point(self, user: CardgenUser, point: Point, *, index: int, parts: int) -> int:
+    def run_point(self, ctx: _PointContext, *, index: int, parts: int) -> None:
+        """Run this process's share of ``ctx.point``; ``ctx.stop`` and ``ctx.detail`` then say why it stopped."""
         runner = {
             "closed": self._closed, "open": self._open, "waves": self._waves, "ingest": self._ingest,
             "batch": self._batch,
-        }[point.kind]
-        if not point.runs_on(index):
-            return 0
-        ctx = _PointContext(self, user, point)
+        }[ctx.point.kind]
+        if not ctx.point.runs_on(index):
+            ctx.stop = STOP_COMPLETE
+            return
         runner(ctx, index=index, parts=parts)
-        return ctx.issued
 
     def _closed(self, ctx: _PointContext, *, index: int, parts: int) -> None:
         point = ctx.point
         slots = point.closed_slots(index, parts)
         quota = point.closed_quota(index, parts)
+        cap = point.closed_cap(index, parts)
         t0 = time.time()
 
         def more() -> bool:
-            return not self.stopping and point.closed_continues(issued=ctx.issued, quota=quota,
-                                                                elapsed_s=time.time() - t0)
+            if ctx.stop is not None:
+                return False
+            if self.stopping:
+                ctx.stop = STOP_INTERRUPTED
+                return False
+            elapsed = time.time() - t0
+            precise = point.name in self._precise
+            if point.closed_continues(issued=ctx.issued, quota=quota, elapsed_s=elapsed, cap=cap, precise=precise):
+                return True
+            ctx.stop = _closed_stop(point, issued=ctx.issued, cap=cap, elapsed_s=elapsed, precise=precise)
+            return False
 
         def slot() -> None:
             session = ctx.session()
@@ -156,13 +189,20 @@ class Agent:
                 gevent.sleep(delay)
             group.spawn(ctx.send_fresh, scheduled_at=t, rate_rps=point.rate_rps)
         group.join()
+        ctx.stop = STOP_COMPLETE
 
     def _waves(self, ctx: _PointContext, *, index: int, parts: int) -> None:
+        """Waves of requests sent at once: :meth:`Point.wave_search` (``search: bisect``) told after each wave
+        whether it saturated the server, or :meth:`Point.wave_sizes` (``step``) until one saturates."""
         point = ctx.point
+        search = point.wave_search() if point.search == "bisect" else None
         watcher = (_SaturationWatcher(ctx.base_url, ctx.headers, ctx.setup.engine)
-                   if point.stop_at_saturation else None)
-        for wave in point.wave_sizes():
-            if self.stopping:
+                   if search is not None or point.stop_at_saturation else None)
+        sizes = iter(point.wave_sizes())
+        calm, saturating = 0, None  # the largest wave seen calm, the saturating one (step)
+        while not self.stopping:
+            wave = search.next_size() if search is not None else next(sizes, None)
+            if wave is None:
                 break
             if watcher:
                 watcher.start()
@@ -170,29 +210,92 @@ class Agent:
             for _ in range(wave):
                 group.spawn(ctx.send_fresh, wave=wave, parallel=wave)
             group.join()
-            if watcher and watcher.stop():
+            saturated = watcher.stop() if watcher else False
+            if search is not None:
+                search.report(wave, saturated)
+            elif saturated and point.stop_at_saturation:
+                saturating = wave
                 log.info("waves: the server queued or preempted at wave %d; stopping", wave)
                 break
+            elif not saturated:
+                calm = wave
+        if search is not None and search.bracketed:
+            ctx.stop = STOP_SATURATED
+            ctx.detail = f"between waves of {search.low} and {search.high}"
+        elif saturating is not None:
+            ctx.stop = STOP_SATURATED
+            ctx.detail = f"wave of {saturating}"
+        else:
+            ctx.stop = STOP_COMPLETE
+            largest = search.low if search is not None else calm
+            if watcher is None:
+                ctx.detail = "saturation not watched"
+            elif not watcher.available:
+                ctx.detail = "saturation unknown: the server's /metrics did not answer"
+            else:
+                ctx.detail = f"no wave up to {largest} saturated the server"
 
     def _ingest(self, ctx: _PointContext, *, index: int, parts: int) -> None:
+        """One prompt at a time in :meth:`Point.ingest_order`; with a ``target_ci``, after each full sweep
+        stop once the slope of TTFT on prompt tokens is that precise (``repeats`` is then the most sweeps)."""
         point = ctx.point
         session = ctx.session()
-        for length, rep in point.ingest_order():
+        sweep = len(point.lengths)
+        tokens: list[float] = []
+        ttfts: list[float] = []
+        for n, (length, rep) in enumerate(point.ingest_order(), start=1):
             if self.stopping:
                 return
-            ctx.send(session, prompt_tokens=length, repeat=rep, parallel=1)
+            rec = ctx.send(session, prompt_tokens=length, repeat=rep, parallel=1)
+            if rec.ok and rec.first_token_at is not None:
+                tokens.append(float(rec.prompt_tokens or length))
+                ttfts.append(rec.first_token_at - rec.sent_at)
+            if point.target_ci is not None and sweep and n % sweep == 0:
+                interval = slope_interval(tokens, ttfts)
+                precise = interval is not None and interval.relative <= point.target_ci
+                ctx.detail = _interval_words("the slope", interval, point.target_ci, f"{n // sweep} sweeps")
+                if precise:
+                    ctx.stop = STOP_PRECISION
+                    return
+        ctx.stop = STOP_COMPLETE
 
     def _batch(self, ctx: _PointContext, *, index: int, parts: int) -> None:
+        """Rounds of ``parallel`` simultaneous requests (:meth:`Point.batch_rounds`); with a ``target_ci``,
+        more measured rounds after them until the mean decode speed of a round is that precise, at most
+        ``max_runs``."""
         point = ctx.point
         size = point.parallel or 1
         sessions = [ctx.session() for _ in range(size)]
+        speeds: list[float] = []  # each measured round's mean decode speed
+
+        def one_round(repeat: int, warm: bool) -> None:
+            group = Group()
+            greenlets = [group.spawn(ctx.send, s, repeat=repeat, warmup=warm, parallel=size) for s in sessions]
+            group.join()
+            if not warm:
+                speeds.append(_round_decode_speed([g.value for g in greenlets]))
+
         for repeat, warm in point.batch_rounds():
             if self.stopping:
                 return
-            group = Group()
-            for s in sessions:
-                group.spawn(ctx.send, s, repeat=repeat, warmup=warm, parallel=size)
-            group.join()
+            one_round(repeat, warm)
+        if point.target_ci is None:
+            ctx.stop = STOP_COMPLETE
+            return
+        most = max(point.max_runs or point.runs, point.runs)
+        while True:
+            interval = mean_interval(speeds)
+            ctx.detail = _interval_words("the mean decode speed", interval, point.target_ci,
+                                         f"{len(speeds)} rounds")
+            if interval is not None and interval.relative <= point.target_ci:
+                ctx.stop = STOP_PRECISION
+                return
+            if len(speeds) >= most:
+                ctx.stop = STOP_COMPLETE
+                return
+            if self.stopping:
+                return
+            one_round(len(speeds), False)
 
     # -- measuring the load generator -------------------------------------------------------------------
     def _measure_loop(self) -> None:
@@ -213,14 +316,44 @@ class Agent:
                 window_start = time.perf_counter()
 
 
-class _PointContext:
-    """Per-point state shared by the point's greenlets in one process."""
+def _closed_stop(point: Point, *, issued: int, cap: int | None, elapsed_s: float, precise: bool) -> str:
+    """Why a closed loop stopped once :meth:`Point.closed_continues` said so (in its own order: the caps first)."""
+    if point.max_duration_s is not None and elapsed_s >= point.max_duration_s:
+        return STOP_MAX_DURATION
+    if cap is not None and issued >= cap:
+        return STOP_MAX_REQUESTS
+    if precise and point.target_ci is not None:
+        return STOP_PRECISION
+    return STOP_MINIMUM
 
-    def __init__(self, agent: Agent, user: CardgenUser, point: Point) -> None:
+
+def _round_decode_speed(records: list[RequestRecord | None]) -> float:
+    """A batch round's mean decode speed: ``(output_tokens - 1) / (end - first token)`` over its successful
+    requests (nan when none decoded)."""
+    speeds = [((r.output_tokens or 0) - 1) / (r.end_at - r.first_token_at) for r in records
+              if r is not None and r.ok and r.first_token_at is not None and r.end_at is not None
+              and (r.output_tokens or 0) > 1 and r.end_at > r.first_token_at]
+    return sum(speeds) / len(speeds) if speeds else math.nan
+
+
+def _interval_words(figure: str, interval: MedianInterval | None, target: float, over: str) -> str:
+    if interval is None:
+        return f"{figure}: no interval yet after {over} (target +-{target * 100:g}%)"
+    return f"{figure} +-{interval.relative:.1%} after {over} (target +-{target * 100:g}%)"
+
+
+class _PointContext:
+    """Per-point state shared by the point's greenlets in one process; ``stop`` and ``detail`` say why the
+    process stopped sending (``Done``)."""
+
+    def __init__(self, agent: Agent, user: CardgenUser, point: Point, *, attempt: int = 0) -> None:
         assert agent.setup_msg is not None, "a point was assigned before the agent's set-up"
         self.agent, self.user, self.point = agent, user, point
         self.setup: Setup = agent.setup_msg
+        self.attempt = attempt
         self.issued = 0
+        self.stop: str | None = None
+        self.detail: str | None = None
         self.base_url = user.host.rstrip("/")
         self.headers = dict(self.setup.headers)
         self._free: list[HttpSession] = []
@@ -231,15 +364,15 @@ class _PointContext:
         s.trust_env = False
         return s
 
-    def send_fresh(self, **fields: Any) -> None:
+    def send_fresh(self, **fields: Any) -> RequestRecord:
         """Send on a free session (open loop, waves): sessions are reused once their request ends."""
         s = self._free.pop() if self._free else self.session()
         try:
-            self.send(s, **fields)
+            return self.send(s, **fields)
         finally:
             self._free.append(s)
 
-    def send(self, session: HttpSession, *, prompt_tokens: int | None = None, **fields: Any) -> None:
+    def send(self, session: HttpSession, *, prompt_tokens: int | None = None, **fields: Any) -> RequestRecord:
         agent, point, setup = self.agent, self.point, self.setup
         n = self.issued
         self.issued += 1
@@ -252,12 +385,12 @@ class _PointContext:
         record = {
             "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
             "prompt_tokens_target": template.tokens, "output_tokens_target": point.output_tokens,
-            "worker": agent.worker, "index": n, **fields,
+            "worker": agent.worker, "index": n, "attempt": self.attempt, **fields,
         }
         agent.in_flight += 1
         try:
-            stream_once(session, endpoint=point.endpoint, payload=payload, record=record,
-                        timeout_s=point.timeout_s)
+            return stream_once(session, endpoint=point.endpoint, payload=payload, record=record,
+                               timeout_s=point.timeout_s)
         finally:
             agent.in_flight -= 1
 
@@ -265,7 +398,11 @@ class _PointContext:
 class _SaturationWatcher:
     """Polls ``/metrics`` every 0.25 s during a wave: saturated as :func:`cardgen.saturation.wave_saturated`
     says (a preemption, or requests waiting while the KV cache is nearly full), read through the engine's
-    adapter. An engine without a preemption counter is judged on its gauges alone."""
+    adapter. An engine without a preemption counter is judged on its gauges alone.
+
+    Waves only: a poll parses the whole exposition on the event loop that stamps chunk arrivals (about 20 ms
+    for vLLM's), so a closed-loop point's gauges are read afterwards from the scraper's file instead
+    (``cardgen.load.scraper.ScrapeLog``)."""
 
     def __init__(self, base_url: str, headers: dict[str, str], engine: str | None) -> None:
         import requests
@@ -299,11 +436,11 @@ class _SaturationWatcher:
                 "preempted": counter(samples, self.preemptions_name)}
 
     def start(self) -> None:
+        self.saturated = False
         if not self.available:
             return
         base = self._poll()
         self._preempt0 = base["preempted"] if base else None
-        self.saturated = False
 
         def loop() -> None:
             while True:
@@ -311,17 +448,26 @@ class _SaturationWatcher:
                 now = self._poll()
                 if now is None:
                     return
-                preempted = (now["preempted"] is not None and self._preempt0 is not None
-                             and now["preempted"] > self._preempt0)
-                if wave_saturated(preempted=preempted, waiting=now["waiting"], kv_usage=now["usage"]):
-                    self.saturated = True
+                self._judge(now)
 
         self.greenlet = gevent.spawn(loop)
 
+    def _judge(self, now: dict[str, float | None]) -> None:
+        preempted = (now["preempted"] is not None and self._preempt0 is not None
+                     and now["preempted"] > self._preempt0)
+        if wave_saturated(preempted=preempted, waiting=now["waiting"], kv_usage=now["usage"]):
+            self.saturated = True
+
     def stop(self) -> bool:
+        """Stop polling; whether the wave saturated the server. The preemption counter is read once more
+        (a preemption between the last poll and the wave's end still counts)."""
         if self.greenlet is not None:
             self.greenlet.kill()
             self.greenlet = None
+            if self.available and not self.saturated and self._preempt0 is not None:
+                last = self._poll()
+                if last is not None and last["preempted"] is not None and last["preempted"] > self._preempt0:
+                    self.saturated = True
         return self.saturated
 
 

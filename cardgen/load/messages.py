@@ -6,11 +6,12 @@ into its model and hands any failure (a malformed message, a handler that raised
 of letting Locust log it and go on. The local runner passes the same objects without the wire.
 
     master -> agent   Setup        once per agent: model, headers, prompt templates, the agent's share
-                      Assignment   a point to run, with this agent's index and the number of parts
+                      Assignment   a point to run, with this agent's index, the number of parts and the attempt
+                      StopPoint    the point's figures are precise: send no more of its requests
     agent -> master   Ready        the agent's user is running and waits for points
                       Record       one finished request (workers only; locally the sink writes it)
                       LoadgenTick  the load generator measuring itself, once a second
-                      Done         the agent finished its share of a point
+                      Done         the agent finished its share of a point, and why it stopped sending
                       Fatal        a record could not be delivered: the run must stop and say so
 """
 
@@ -51,6 +52,16 @@ class Assignment(Message):
     point: Point
     index: int
     parts: int
+    attempt: int = 0  # stamped into every record of the point (RequestRecord.attempt): ``cardgen resume``
+
+
+class StopPoint(Message):
+    """The master saw, in the records of every agent, that the point's figures are as precise as its
+    ``target_ci``: agents send no more of its requests (those in flight finish and are recorded)."""
+
+    topic: ClassVar[str] = "cardgen_stop_point"
+
+    point: str
 
 
 class Ready(Message):
@@ -79,6 +90,8 @@ class Done(Message):
     sent: int
     started_unix: float
     ended_unix: float
+    stop: str | None = None  # why this agent stopped sending: one of cardgen.schemas.run.STOP_REASONS
+    detail: str | None = None  # the words behind ``stop`` (waves: the bracket; ingestion, batch: the interval)
 
 
 class Fatal(Message):

@@ -5,6 +5,19 @@ is done, then moves on. Records flow back as they finish and are on disk before 
 the processes say to each other are the typed messages of ``cardgen.load.messages``. A record that cannot
 reach the disk (the local sink, a worker's sink, the master's recorder) stops the run: the outcome's
 ``fatal`` says why.
+
+The master is also where every agent's records meet, so it decides what needs all of them:
+
+- a closed-loop point with a ``target_ci`` stops (``StopPoint`` to every agent) once the median speed from
+  start and the median TTFT of its steady records are that precise (:mod:`cardgen.precision`), checked once
+  per ``parallel`` records after ``min_requests``;
+- a closed-loop point saturated the server (:func:`cardgen.saturation.point_saturation`) when the scraper's
+  readings during it (:class:`~cardgen.load.scraper.ScrapeLog`) or its median speed say so; waiting requests
+  count only when they persist, in at least half of the readings after the first round ended (all users
+  start at once, so their prefills queue briefly at the start of every point). The larger counts it skips
+  (:meth:`Point.skips_after_saturation`) are not run unless ``run_saturated``;
+- every point of the plan ends as a :class:`~cardgen.schemas.run.PointOutcome`: why it stopped (the agents
+  say why they stopped sending), its records, its saturation, or why it was skipped.
 """
 
 from __future__ import annotations
@@ -13,24 +26,52 @@ import logging
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gevent
+import numpy as np
 from gevent.event import Event
 from locust.env import Environment
 
 from cardgen.errors import RunError
 from cardgen.load import messages
 from cardgen.load.agent import Agent, CardgenUser
-from cardgen.load.messages import AgentMessage, Assignment, Done, Fatal, LoadgenTick, Ready, Record, Setup
+from cardgen.load.messages import (
+    AgentMessage,
+    Assignment,
+    Done,
+    Fatal,
+    LoadgenTick,
+    Ready,
+    Record,
+    Setup,
+    StopPoint,
+)
 from cardgen.load.recorder import Recorder
+from cardgen.load.scraper import GaugeReading, ScrapeLog
 from cardgen.load.sink import RecordSink, fault_from_env
 from cardgen.points import Point
+from cardgen.precision import median_interval, precision_reached, running_steady_mask
+from cardgen.saturation import LoadSeen, point_saturation
+from cardgen.schemas.records import RequestRecord
+from cardgen.schemas.run import (
+    STOP_COMPLETE,
+    STOP_INTERRUPTED,
+    STOP_MAX_DURATION,
+    STOP_MAX_REQUESTS,
+    STOP_MINIMUM,
+    STOP_PRECISION,
+    STOP_SATURATED,
+    STOP_SKIPPED,
+    PointOutcome,
+)
 
 log = logging.getLogger("cardgen.load")
 
@@ -46,8 +87,15 @@ class RunPlan:
     remote_workers: bool = False  # wait for workers started elsewhere instead of spawning them
     master_bind_host: str = "127.0.0.1"
     master_port: int = 0
-    on_point_start: Callable[[Point], None] | None = None
-    on_point_end: Callable[[Point], None] | None = None
+    attempts: Mapping[str, int] = field(default_factory=dict)  # point name -> the attempt stamped into its
+    # records and outcome (``cardgen resume`` reruns a cut-off point as attempt 1, 2...); absent: 0
+    run_saturated: bool = False  # run the larger counts a saturated closed-loop point would skip
+    server_metrics: Path | None = None  # the scraper's server_metrics.jsonl: gauges of closed-loop points
+    # (None: no /metrics; saturation is then judged on the requests' speed alone)
+    on_point_start: Callable[[Point, PointOutcome], None] | None = None  # the point starts (started_unix, attempt)
+    # every point of the plan, in order, once it ended: run (``stop`` says why it stopped), skipped
+    # (STOP_SKIPPED, never started) or cut off (STOP_INTERRUPTED, no ``ended_unix``; no later point follows)
+    on_point_end: Callable[[Point, PointOutcome], None] | None = None
 
 
 @dataclass
@@ -55,6 +103,7 @@ class RunOutcome:
     interrupted: bool = False  # stopped by a signal, or by ``fatal``
     fatal: str | None = None  # why records could not reach the disk: the run failed
     points_done: list[str] = field(default_factory=list)
+    points: list[PointOutcome] = field(default_factory=list)  # as given to ``on_point_end``
     worker_logs: list[str] = field(default_factory=list)
 
 
@@ -100,19 +149,214 @@ def _wait(event: Event, stop: _Stop, *, check: Callable[[], None] | None = None)
     return not stop.event.is_set()
 
 
-def _run_points(plan: RunPlan, outcome: RunOutcome, *, assign: Callable[[Point], None], done: Event,
-                stop: _Stop, check: Callable[[], None] | None = None) -> None:
-    """Run the plan's points one after another: assign, wait until done (or stopped)."""
-    for point in plan.points:
-        if plan.on_point_start:
-            plan.on_point_start(point)
-        assign(point)
-        if not _wait(done, stop, check=check):
-            outcome.interrupted = True
+class _Dones:
+    """The ``Done`` of every agent for the point under way."""
+
+    def __init__(self, agents: int) -> None:
+        self.agents = agents
+        self.by_node: dict[str, Done] = {}
+        self.event = Event()
+
+    def clear(self) -> None:
+        self.by_node.clear()
+        self.event.clear()
+
+    def add(self, msg: Done, node: str) -> None:
+        self.by_node[node] = msg
+        if len(self.by_node) >= self.agents:
+            self.event.set()
+
+
+class _PointWatch:
+    """The records of the point under way as they reach the recorder (in distributed mode, every agent's):
+    their count, when its first round ended, and whether a closed loop's figures are as precise as its
+    ``target_ci`` (then ``on_precise``, once)."""
+
+    def __init__(self, point: Point, *, started: float, on_precise: Callable[[str], None]) -> None:
+        self.point, self.started, self.on_precise = point, started, on_precise
+        self.parallel = point.parallel or 1
+        self.requests = 0
+        self.first_round_end: float | None = None
+        self.precise = False
+        self.evidence: str | None = None  # the intervals when the point was found precise
+        self._checked_at = 0
+        # successful records: send and end times, speed from start and TTFT, in arrival order
+        self.sent: list[float] = []
+        self.ended: list[float] = []
+        self.speeds: list[float] = []
+        self.ttfts: list[float] = []
+
+    def on_record(self, rec: RequestRecord) -> None:
+        point = self.point
+        if rec.scenario != point.name:
             return
-        outcome.points_done.append(point.name)
+        self.requests += 1
+        if self.requests == self.parallel:
+            self.first_round_end = rec.end_at
+        if (rec.ok and rec.first_token_at is not None and rec.end_at is not None and rec.end_at > rec.sent_at):
+            self.sent.append(rec.sent_at)
+            self.ended.append(rec.end_at)
+            self.speeds.append((rec.output_tokens or 0) / (rec.end_at - rec.sent_at))
+            self.ttfts.append(rec.first_token_at - rec.sent_at)
+        if (point.kind == "closed" and point.target_ci is not None and not self.precise
+                and self.requests >= point.min_requests and self.requests - self._checked_at >= self.parallel
+                and time.time() - self.started >= point.min_duration_s):
+            self._checked_at = self.requests
+            if precision_reached(self.steady(), target=point.target_ci, parallel=self.parallel):
+                self.precise = True
+                self.evidence = self._intervals()
+                self.on_precise(point.name)
+
+    def steady(self) -> tuple[np.ndarray, np.ndarray]:
+        """Speed from start and TTFT of the steady records so far (:func:`running_steady_mask`), in send order."""
+        if not self.sent:
+            return np.zeros(0), np.zeros(0)
+        sent = np.asarray(self.sent)
+        order = np.argsort(sent, kind="stable")
+        keep = order[running_steady_mask(sent[order], np.asarray(self.ended)[order])]
+        return np.asarray(self.speeds)[keep], np.asarray(self.ttfts)[keep]
+
+    def closed_detail(self, stop: str) -> str:
+        """The words behind a closed loop's stop: the intervals reached (with a target), or the minimum."""
+        point = self.point
+        if point.target_ci is None:
+            if stop == STOP_MINIMUM:
+                return f"min_requests {point.min_requests}" + (
+                    f" and min_duration_s {point.min_duration_s:g}" if point.min_duration_s else "") + " reached"
+            return _cap_words(point, stop)
+        if stop == STOP_PRECISION and self.evidence is not None:
+            return self.evidence
+        return f"{_cap_words(point, stop)} first: {self._intervals()}"
+
+    def _intervals(self) -> str:
+        speeds, ttfts = self.steady()
+        parts = []
+        for name, values in (("speed from start", speeds), ("TTFT", ttfts)):
+            interval = median_interval(values, parallel=self.parallel)
+            parts.append(f"{name} +-{interval.relative:.1%}" if interval is not None else f"{name} not yet known")
+        return (f"{', '.join(parts)} over {len(speeds)} steady requests of {self.requests} "
+                f"(target +-{self.point.target_ci * 100:g}%)")
+
+
+def _cap_words(point: Point, stop: str) -> str:
+    if stop == STOP_MAX_DURATION:
+        return f"max_duration_s {point.max_duration_s:g} reached"
+    if stop == STOP_MAX_REQUESTS:
+        return f"max_requests {point.max_requests} reached"
+    return stop
+
+
+# the reason a point stopped when its agents say different things: the first of these that any says (an agent
+# that had nothing to do says "complete")
+_STOP_ORDER = (STOP_INTERRUPTED, STOP_SATURATED, STOP_MAX_DURATION, STOP_MAX_REQUESTS, STOP_PRECISION, STOP_MINIMUM,
+               STOP_COMPLETE)
+
+
+def _agents_stop(dones: Sequence[Done]) -> Done | None:
+    said = [d for d in dones if d.stop is not None]
+    return min(said, key=lambda d: (_STOP_ORDER.index(d.stop) if d.stop in _STOP_ORDER else len(_STOP_ORDER),
+                                    d.detail is None), default=None)
+
+
+def closed_load_seen(readings: Sequence[GaugeReading], *, started: float, ended: float,
+                     first_round_end: float | None, median_speed_tok_s: float | None) -> LoadSeen:
+    """What the server showed during a closed-loop point (scrapes from ``started`` to ``ended``): the most KV
+    usage, the increase of the preemption counter, and the most requests waiting, counted only when requests
+    waited in at least half of the readings after ``first_round_end`` (see the module's docstring)."""
+    inside = [r for r in readings if started <= r.t <= ended]
+    before = [r for r in readings if r.t < started]
+    usage = [r.usage for r in inside if r.usage is not None]
+    preemptions = None
+    counters = [r.preemptions for r in inside if r.preemptions is not None]
+    if counters:
+        base = before[-1].preemptions if before and before[-1].preemptions is not None else counters[0]
+        preemptions = max(counters[-1] - base, 0.0)
+    waiting_max = None
+    if first_round_end is not None:
+        after = [r.waiting for r in inside if r.t >= first_round_end and r.waiting is not None]
+        if after:
+            persistent = 2 * sum(1 for w in after if w > 0) >= len(after)
+            waiting_max = max(after) if persistent else 0.0
+    return LoadSeen(kv_usage_max=max(usage) if usage else None, preemptions=preemptions, waiting_max=waiting_max,
+                    median_speed_tok_s=median_speed_tok_s)
+
+
+def _run_points(plan: RunPlan, outcome: RunOutcome, *, recorder: Recorder, assign: Callable[[Point, int], None],
+                stop_point: Callable[[str], None], dones: _Dones, stop: _Stop,
+                check: Callable[[], None] | None = None) -> None:
+    """Run the plan's points one after another: assign, wait until done (or stopped); skip what a saturated
+    point rules out; report every point's outcome (see :class:`RunPlan`)."""
+    scrapes = ScrapeLog(plan.server_metrics, plan.setup.engine) if plan.server_metrics is not None else None
+    watch: _PointWatch | None = None
+
+    def on_record(rec: RequestRecord) -> None:
+        if watch is not None:
+            watch.on_record(rec)
+
+    def ended(point: Point, result: PointOutcome) -> None:
+        outcome.points.append(result)
         if plan.on_point_end:
-            plan.on_point_end(point)
+            plan.on_point_end(point, result)
+
+    skipped: dict[str, str] = {}
+    recorder.listeners.append(on_record)
+    try:
+        for i, point in enumerate(plan.points):
+            attempt = plan.attempts.get(point.name, 0)
+            if point.name in skipped:
+                ended(point, PointOutcome(name=point.name, kind=point.kind, stop=STOP_SKIPPED,
+                                          detail=skipped[point.name], attempt=attempt))
+                continue
+            started = time.time()
+            result = PointOutcome(name=point.name, kind=point.kind, started_unix=started, attempt=attempt)
+            if plan.on_point_start:
+                plan.on_point_start(point, result)
+            watch = _PointWatch(point, started=started, on_precise=stop_point)
+            dones.clear()
+            try:
+                assign(point, attempt)
+                finished = _wait(dones.event, stop, check=check)
+            except BaseException as exc:
+                ended(point, result.model_copy(update={"requests": watch.requests, "stop": STOP_INTERRUPTED,
+                                                       "detail": messages.one_line(exc)}))
+                raise
+            if not finished:
+                outcome.interrupted = True
+                ended(point, result.model_copy(update={"requests": watch.requests, "stop": STOP_INTERRUPTED,
+                                                       "detail": stop.fatal or "interrupted"}))
+                return
+            result = _point_outcome(point, watch, result, list(dones.by_node.values()), ended_unix=time.time(),
+                                    scrapes=scrapes)
+            outcome.points_done.append(point.name)
+            if result.saturation and point.stop_at_saturation and not plan.run_saturated:
+                why = f"not run: the server saturated at {point.parallel or 1} parallel ({result.saturation})"
+                for later in plan.points[i + 1:]:
+                    if point.skips_after_saturation(later):
+                        skipped.setdefault(later.name, why)
+            ended(point, result)
+    finally:
+        watch = None
+        recorder.listeners.remove(on_record)
+
+
+def _point_outcome(point: Point, watch: _PointWatch, started: PointOutcome, dones: list[Done], *,
+                   ended_unix: float, scrapes: ScrapeLog | None) -> PointOutcome:
+    """How a point that ran ended: why it stopped, in words, its records, and (closed loop) its saturation."""
+    said = _agents_stop(dones)
+    stop = said.stop if said is not None else STOP_COMPLETE
+    detail = said.detail if said is not None else None
+    saturation = None
+    if point.kind == "closed":
+        detail = watch.closed_detail(stop)
+        readings = scrapes.read() if scrapes is not None else []
+        seen = closed_load_seen(readings, started=started.started_unix or ended_unix, ended=ended_unix,
+                                first_round_end=watch.first_round_end,
+                                median_speed_tok_s=statistics.median(watch.speeds) if watch.speeds else None)
+        saturation = point_saturation(seen)
+        if saturation is not None and stop != STOP_INTERRUPTED:  # as the virtual-time driver says it
+            stop, detail = STOP_SATURATED, f"stopped sending on {stop}: {detail}"
+    return started.model_copy(update={"ended_unix": ended_unix, "requests": watch.requests, "stop": stop,
+                                      "detail": detail, "saturation": saturation})
 
 
 def _record(recorder: Recorder, stop: _Stop, record: Callable[[], None], what: str) -> None:
@@ -124,14 +368,14 @@ def _record(recorder: Recorder, stop: _Stop, record: Callable[[], None], what: s
 
 def run_local(plan: RunPlan, recorder: Recorder) -> RunOutcome:
     stop = _Stop()
-    ready, done = Event(), Event()
+    ready, dones = Event(), _Dones(1)
 
     def on_message(msg: AgentMessage) -> None:
         match msg:
             case Ready():
                 ready.set()
             case Done():
-                done.set()
+                dones.add(msg, "local")
             case LoadgenTick(sample=sample):
                 _record(recorder, stop, lambda: recorder.loadgen(sample), "a load-generator sample")
             case _:
@@ -153,11 +397,11 @@ def run_local(plan: RunPlan, recorder: Recorder) -> RunOutcome:
             outcome.interrupted = True
             return outcome
 
-        def assign(point: Point) -> None:
-            done.clear()
-            agent.assign(Assignment(point=point, index=0, parts=1))
+        def assign(point: Point, attempt: int) -> None:
+            agent.assign(Assignment(point=point, index=0, parts=1, attempt=attempt))
 
-        _run_points(plan, outcome, assign=assign, done=done, stop=stop)
+        _run_points(plan, outcome, recorder=recorder, assign=assign, stop_point=agent.stop_point, dones=dones,
+                    stop=stop)
     finally:
         agent.stop()
         stop.uninstall()
@@ -173,8 +417,7 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
     runner = env.create_master_runner(master_bind_host=plan.master_bind_host, master_bind_port=port)
     ready: set[str] = set()
     ready_event = Event()
-    done: set[str] = set()
-    done_event = Event()
+    dones = _Dones(n)
     stop = _Stop()
 
     def on_ready(msg: Ready, node: str) -> None:
@@ -183,9 +426,7 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
             ready_event.set()
 
     def on_done(msg: Done, node: str) -> None:
-        done.add(node)
-        if len(done) >= n:
-            done_event.set()
+        dones.add(msg, node)
 
     def on_record(msg: Record, node: str) -> None:
         _record(recorder, stop, lambda: recorder.record(msg.record), "a record")
@@ -250,13 +491,16 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
             outcome.interrupted = True
             return outcome
 
-        def assign(point: Point) -> None:
-            done.clear()
-            done_event.clear()
+        def assign(point: Point, attempt: int) -> None:
             for i, cid in enumerate(clients):
-                messages.send(runner, Assignment(point=point, index=i, parts=n), client_id=cid)
+                messages.send(runner, Assignment(point=point, index=i, parts=n, attempt=attempt), client_id=cid)
 
-        _run_points(plan, outcome, assign=assign, done=done_event, stop=stop, check=check_workers)
+        def stop_point(name: str) -> None:
+            for cid in clients:
+                messages.send(runner, StopPoint(point=name), client_id=cid)
+
+        _run_points(plan, outcome, recorder=recorder, assign=assign, stop_point=stop_point, dones=dones,
+                    stop=stop, check=check_workers)
     finally:
         stop.uninstall()
         gevent.spawn(runner.quit).join(timeout=10)

@@ -3,7 +3,8 @@
 Runs in its own process (``python -m cardgen.load.scraper``), away from the load generator's event loop:
 parsing Prometheus text is CPU work that would otherwise delay chunk timestamps. It never scrapes faster
 than every 0.1 s (a scrape costs the server under test too), stops when told to (SIGTERM) or when its
-parent dies, and appends one parsed sample per line, flushed at once.
+parent dies, and appends one parsed sample per line, flushed at once. The load process reads that file back
+between points (:class:`ScrapeLog`) to judge whether a closed-loop point saturated the server.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
@@ -116,6 +118,55 @@ class Scraper:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+@dataclass(frozen=True)
+class GaugeReading:
+    """How loaded the server was at one scrape, read through the engine's adapter (None: not exposed)."""
+
+    t: float
+    usage: float | None  # KV cache, 0..1
+    waiting: float | None  # requests waiting
+    preemptions: float | None  # the preemption counter (cumulative)
+
+
+class ScrapeLog:
+    """The scraper's file as it grows, read by the load process between points: each scrape's load gauges
+    (:class:`GaugeReading`), so that a closed-loop point's saturation is judged on what the server showed
+    without polling ``/metrics`` from the event loop that stamps chunk arrivals. Only whole lines are read
+    (the scraper may be writing the last one); the parsed exposition is dropped once read."""
+
+    def __init__(self, path: Path, engine: str | None) -> None:
+        from cardgen.engines import metric_names
+
+        self.path, self.engine = Path(path), engine
+        self.preemptions_name = metric_names(engine).get("preemptions", "")
+        self.readings: list[GaugeReading] = []
+        self._offset = 0
+
+    def read(self) -> list[GaugeReading]:
+        """Read what the scraper appended since the last call; every reading so far, in time order."""
+        from cardgen.engines import counter, load_gauges
+
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return self.readings
+        whole = data[: data.rfind(b"\n") + 1]
+        self._offset += len(whole)
+        for line in whole.splitlines():
+            try:
+                sample = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(sample, dict) or sample.get("error") or "samples" not in sample:
+                continue
+            gauges = load_gauges(self.engine, sample)
+            self.readings.append(GaugeReading(t=float(sample["t"]), usage=gauges["usage"], waiting=gauges["waiting"],
+                                              preemptions=counter(sample, self.preemptions_name)))
+        return self.readings
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -47,7 +47,7 @@ from cardgen.load.sizing import PromptBook
 from cardgen.points import Point, expand, fit_context
 from cardgen.redact import redact_argv
 from cardgen.rundir import RunDir
-from cardgen.schemas.run import COMPLETE, FAILED, INTERRUPTED, RunInfo, ServerInfo
+from cardgen.schemas.run import COMPLETE, FAILED, INTERRUPTED, STOP_SKIPPED, PointOutcome, RunInfo, ServerInfo
 from cardgen.suite import Suite
 
 LOOP_LAG_WARN_S = 0.010
@@ -253,21 +253,31 @@ def execute(prepared: Prepared) -> Executed:
     recorder = Recorder(run_dir)
     recorder.listeners.append(progress.on_record)
     heartbeat = _Heartbeat(files, info)
-    points: list[PointRun] = []
 
-    def point_started(point: Point) -> None:
-        points.append(PointRun(name=point.name, started_unix=time.time()))
+    def keep_point(outcome: PointOutcome) -> None:
+        """run.json's ``points`` (saved by the heartbeat): the point's entry replaced, or appended."""
+        names = [p.name for p in info.points]
+        if outcome.name in names:
+            info.points[names.index(outcome.name)] = outcome
+        else:
+            info.points.append(outcome)
+        heartbeat.changed()
+
+    def point_started(point: Point, outcome: PointOutcome) -> None:
+        keep_point(outcome)
         progress.start(point)
-        heartbeat.changed()
 
-    def point_ended(point: Point) -> None:
-        points[-1] = PointRun(name=point.name, started_unix=points[-1].started_unix, ended_unix=time.time())
-        progress.end(point)
-        heartbeat.changed()
+    def point_ended(point: Point, outcome: PointOutcome) -> None:
+        keep_point(outcome)
+        if outcome.stop == STOP_SKIPPED:
+            progress.say(f"{point.name}: {outcome.detail}")
+        else:
+            progress.end(point)
 
     plan = RunPlan(url=base, points=prepared.points, setup=prepared.setup, workers=cfg.workers,
                    remote_workers=cfg.remote_workers, master_bind_host=cfg.master_bind_host,
-                   master_port=cfg.master_port, on_point_start=point_started, on_point_end=point_ended)
+                   master_port=cfg.master_port, server_metrics=files.server_metrics_jsonl if scrape else None,
+                   on_point_start=point_started, on_point_end=point_ended)
     outcome: RunOutcome | None = None
     error: BaseException | None = None
     try:
@@ -287,7 +297,7 @@ def execute(prepared: Prepared) -> Executed:
     except OSError as exc:
         if outcome is not None and outcome.fatal is None:
             outcome.fatal = f"requests.jsonl could not be closed: {exc}"
-    return Executed(info=info, outcome=outcome, recorder=recorder, points=tuple(points), error=error)
+    return Executed(info=info, outcome=outcome, recorder=recorder, points=tuple(info.points), error=error)
 
 
 class _Heartbeat:

@@ -18,7 +18,7 @@ from locust.env import Environment
 
 from cardgen.load import messages
 from cardgen.load.agent import Agent
-from cardgen.load.messages import Assignment, Fatal, Record, Setup
+from cardgen.load.messages import Assignment, Fatal, Record, Setup, StopPoint
 from cardgen.load.sink import RecordSink, fault_from_env
 
 log = logging.getLogger("cardgen.load")
@@ -62,8 +62,12 @@ def run_worker(*, master_host: str, master_port: int, url: str, name: str = "wor
     def on_point(msg: Assignment, node: str) -> None:
         agent.assign(msg)
 
+    def on_stop_point(msg: StopPoint, node: str) -> None:
+        agent.stop_point(msg.point)
+
     messages.listen(runner, Setup, on_setup, on_error=fatal)
     messages.listen(runner, Assignment, on_point, on_error=fatal)
+    messages.listen(runner, StopPoint, on_stop_point, on_error=fatal)
     runner.greenlet.join()
     agent.stop()
 

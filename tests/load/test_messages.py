@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from cardgen.load import messages
-from cardgen.load.messages import Assignment, Done, Fatal, LoadgenTick, Ready, Record, Setup
+from cardgen.load.messages import Assignment, Done, Fatal, LoadgenTick, Ready, Record, Setup, StopPoint
 from cardgen.points import Point
 from cardgen.schemas.records import ErrorKind, LoadgenSample, RequestRecord
 
@@ -21,11 +21,13 @@ ALL = [
     Setup(model="m", engine="vllm", headers={"Authorization": "Bearer k"}, templates={"chat": {16: "x y"}},
           nonce=7, index=1, parts=2, name="worker-1"),
     Assignment(point=Point(name="p", kind="open", group="g", endpoint="completions", timeout_s=30.0,
-                           rate_rps=math.inf, num_requests=3), index=0, parts=2),
+                           rate_rps=math.inf, num_requests=3), index=0, parts=2, attempt=1),
+    StopPoint(point="closed-in64-out16-p4"),
     Ready(worker="w"),
     Record(record=RECORD),
     LoadgenTick(sample=LoadgenSample(t=1.0, worker="w", loop_lag_s=0.002, cpu_percent=12.5, in_flight=3)),
-    Done(point="p", worker="w", sent=3, started_unix=1.0, ended_unix=2.0),
+    Done(point="p", worker="w", sent=3, started_unix=1.0, ended_unix=2.0, stop="saturated",
+         detail="between waves of 16 and 17"),
     Fatal(worker="w", error="record 5: OSError: disk full", delivered=4),
 ]
 
