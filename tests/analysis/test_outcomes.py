@@ -70,7 +70,7 @@ def test_superseded_records_are_counted_apart_and_left_out_of_every_figure(tmp_p
 
     s = analyse(load_run(edit_fixture(tmp_path / "run", records=rerun, points=second_attempt))).summary
     point, before = by_name(s)[RERUN], by_name(plain)[RERUN]
-    assert s.superseded_requests == point.superseded_requests == before.requests == 8
+    assert s.superseded_requests == point.superseded_requests == before.requests > 0
     assert s.requests_total == plain.requests_total  # the slow attempt is not counted ...
     assert point.requests == before.requests
     for name in ("speed_from_start_tok_s", "ttft_s", "e2e_s", "itl_s"):  # ... nor in any figure
@@ -251,8 +251,8 @@ def test_batch_table_gives_each_average_its_t_interval(steady_run):
 
 
 def test_a_point_too_short_for_a_steady_state_keeps_every_request(plain):
-    # the committed run's 10-parallel point has two rounds: the ramp, and the drain
-    point = by_name(plain)["closed-in1024-out128-p10"]
+    # the committed run's 128 / 32 point at 10 parallel has one round: the ramp is all there is
+    point = by_name(plain)["closed-in128-out32-p10"]
     assert point.steady_state is False and point.steady_requests < point.parallel
     assert point.ramp_drain_requests == 0 and point.ttft_s.n == point.requests - point.failed
     assert point.req_s == pytest.approx((point.requests - point.failed) / point.duration_s)

@@ -31,8 +31,9 @@ scenarios:
     prompt_tokens: [1024]
     output_tokens: [128]
     parallel: [1, 4, 10]
-    min_requests: 4
-    min_rounds: 2
+    min_requests: 1
+    target_ci: 0.05
+    max_requests: 120
   - kind: closed
     prompt_tokens: [128]
     output_tokens: [32]
