@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "build": ("cardgen.cli.build", "build", "Measure a server (or the virtual GPU server) and write a card."),
     "plan": ("cardgen.cli.plan", "plan", "Predict the GPU time a suite will cost, before any server runs."),
     "render": ("cardgen.cli.render", "render", "Re-analyse a run directory and rebuild its card."),
+    "resume": ("cardgen.cli.resume", "resume", "Continue a run that was cut off, where it stopped."),
     "worker": ("cardgen.cli.worker", "worker", "Run a Locust load worker for a master on another machine."),
     "serve-sim": ("cardgen.cli.serve_sim", "serve_sim", "Run the virtual GPU server on its own."),
     "site": ("cardgen.cli.site", "site", "Build the static report site from every run."),

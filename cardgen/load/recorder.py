@@ -3,14 +3,21 @@
 
 It raises when a line cannot be written, also after :meth:`Recorder.close`: a record that arrives too late
 is a bug to see, not to drop. Its callers (the record sink, the master's message handlers) turn the
-exception into a stopped run that says how many records are on disk, which is :attr:`Recorder.total`.
+exception into a stopped run that says how many records are on disk, which is :attr:`Recorder.on_disk`.
+
+A resumed run appends to the same files. Its tallies must be those of the whole run, as if it had never
+stopped, so the recorder first counts what the earlier sessions left (:meth:`Recorder.count_earlier`): the
+records that still count, and the superseded ones (a rerun point's cut-off attempt) apart. A ``kill -9``
+in the middle of a write leaves a torn last line; appending after it would bury it mid-file, where a reader
+can no longer tell it from corruption, so :func:`set_torn_tail_aside` moves it to a side file first.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from cardgen.rundir import RunDir
@@ -25,7 +32,8 @@ class Recorder:
         self._requests = files.requests_jsonl.open("a", encoding="utf-8")
         self._loadgen = files.loadgen_jsonl.open("a", encoding="utf-8")
         self.closed = False
-        self.total = 0  # lines on disk in requests.jsonl, written and flushed
+        self.total = 0  # records of the run in requests.jsonl that count, written and flushed
+        self.superseded = 0  # records of an earlier, cut-off attempt of a point: on disk, never counted
         self.failed = 0
         self.failures_by_kind: Counter[str] = Counter()
         self.length_mismatches = 0
@@ -42,11 +50,33 @@ class Recorder:
         if self.closed:
             raise RuntimeError(f"a {what} arrived after the recorder was closed")
 
+    @property
+    def on_disk(self) -> int:
+        """Lines in requests.jsonl: the records that count and the superseded ones."""
+        return self.total + self.superseded
+
     def record(self, rec: RequestRecord) -> None:
         """Append one request record as a JSON line (inf as "Infinity"), flushed before this returns."""
         self._check_open("request record")
         self._requests.write(rec.model_dump_json() + "\n")
         self._requests.flush()
+        self._tally(rec)
+        for listener in self.listeners:
+            listener(rec)
+
+    def count_earlier(self, records: Iterable[RequestRecord], samples: Iterable[LoadgenSample], *,
+                      counts: Callable[[RequestRecord], bool]) -> None:
+        """Tally what earlier sessions of this run left on disk (nothing is written): the records for which
+        ``counts`` is true as if recorded now, the others as superseded; the load-generator samples."""
+        for rec in records:
+            if counts(rec):
+                self._tally(rec)
+            else:
+                self.superseded += 1
+        for sample in samples:
+            self._tally_loadgen(sample)
+
+    def _tally(self, rec: RequestRecord) -> None:
         self.total += 1
         point = rec.scenario
         self.by_point[point] += 1
@@ -61,14 +91,15 @@ class Recorder:
             self.output_tokens_by_point[point] += int(out or 0)
             if out is not None and out != rec.output_tokens_target:
                 self.length_mismatches += 1
-        for listener in self.listeners:
-            listener(rec)
 
     def loadgen(self, sample: LoadgenSample) -> None:
         """Append one load-generator sample."""
         self._check_open("load-generator sample")
         self._loadgen.write(sample.model_dump_json() + "\n")
         self._loadgen.flush()
+        self._tally_loadgen(sample)
+
+    def _tally_loadgen(self, sample: LoadgenSample) -> None:
         self.loop_lags_s.append(sample.loop_lag_s)
         if sample.cpu_percent is not None:
             self.cpu_percents.append(sample.cpu_percent)
@@ -86,3 +117,39 @@ class Recorder:
                 errors.append(exc)
         if errors:
             raise errors[0]
+
+
+def set_torn_tail_aside(path: Path) -> int:
+    """Move a torn last line of the JSON-lines file ``path`` (bytes after its last newline: a write cut short)
+    to ``<name>.torn`` next to it, so that lines appended now start on a line of their own. Returns the bytes
+    moved (0 when the file ends with a newline or does not exist). The torn bytes are kept, never dropped."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    if size == 0:
+        return 0
+    with path.open("rb") as fh:
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return 0
+        chunk, end = 1 << 16, size
+        cut = 0
+        while end > 0:  # find the last newline, reading backwards
+            start = max(0, end - chunk)
+            fh.seek(start)
+            at = fh.read(end - start).rfind(b"\n")
+            if at >= 0:
+                cut = start + at + 1
+                break
+            end = start
+        fh.seek(cut)
+        torn = fh.read()
+    side = path.with_name(path.name + ".torn")
+    with side.open("ab") as out:
+        out.write(torn + b"\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.truncate(path, cut)
+    return len(torn)

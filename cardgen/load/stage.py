@@ -3,6 +3,8 @@
 
     prepare(cfg) -> Prepared            probe the server, fit the suite's points to it, size the prompts,
                                         write the first run.json ("running")
+    prepare_resume(cfg, info)           ... or continue a run that was cut off (``cardgen resume``): only the
+                                        points that did not finish, the cut-off one as its next attempt
     execute(prepared) -> Executed       scrape /metrics, sample the GPUs, run the points, record every
                                         request; run.json's heartbeat and finished points while it goes
     finish(prepared, executed)          the final run.json, the tally and warnings, the error to exit with
@@ -10,6 +12,11 @@
 :func:`run_load` is the three in a row. What ``prepare`` decides can be rebuilt from run.json: its
 ``suite_spec`` and ``server`` give the same points (:func:`plan_points`), and the same server's tokenizer
 gives the same prompts (:func:`size_prompts`); the finished points say what a resumed run may skip.
+
+A resumed run is the same run continued, not a new one: ``execute`` appends to the same files and counts
+what the earlier sessions left, ``finish`` writes the tallies of the whole run. Nothing on disk is rewritten:
+a point that was cut off is run again as its next ``attempt``, and its earlier records stay in
+requests.jsonl, superseded (their ``attempt`` is no longer the point's).
 
 Import this module first in a load-generating process: it imports Locust, which monkey-patches the
 standard library for gevent, and that must happen before ``requests``/``ssl`` are imported elsewhere.
@@ -25,7 +32,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -33,21 +40,33 @@ from urllib.parse import urlparse
 import gevent
 import numpy as np
 from gevent.event import Event
+from pydantic import ValidationError
 import requests
 
 from cardgen import __version__
 from cardgen.engines.detect import probe
-from cardgen.errors import RunError, ServerError, UsageError
+from cardgen.errors import CardgenError, RunError, ServerError, UsageError
 from cardgen.load.messages import Setup
-from cardgen.load.progress import PointProgress
-from cardgen.load.recorder import Recorder
+from cardgen.load.progress import PlanSource, PointProgress
+from cardgen.load.recorder import Recorder, set_torn_tail_aside
 from cardgen.load.runner import RunOutcome, RunPlan, run_plan
 from cardgen.load.scraper import Scraper
 from cardgen.load.sizing import PromptBook
 from cardgen.points import Point, expand, fit_context
 from cardgen.redact import redact_argv
-from cardgen.rundir import RunDir
-from cardgen.schemas.run import COMPLETE, FAILED, INTERRUPTED, STOP_SKIPPED, PointOutcome, RunInfo, ServerInfo
+from cardgen.rundir import RunDir, effective_status
+from cardgen.schemas.records import LoadgenSample, RequestRecord
+from cardgen.schemas.run import (
+    COMPLETE,
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    STALE,
+    STOP_SKIPPED,
+    PointOutcome,
+    RunInfo,
+    ServerInfo,
+)
 from cardgen.suite import Suite
 
 LOOP_LAG_WARN_S = 0.010
@@ -78,6 +97,7 @@ class LoadConfig:
     gpu: Mapping[str, Any] = field(default_factory=dict)
     launch: Mapping[str, Any] | None = None
     gpu_metrics_url: str | None = None  # a DCGM exporter's /metrics for a GPU on another host
+    plan: PlanSource | None = None  # the cost plan, when known: the progress shows time left against it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,16 +109,12 @@ class Prepared:
     server: ServerInfo  # as probed, with how prompts were sized (``tokenizer``) and the launch
     points: tuple[Point, ...]
     setup: Setup  # what every agent gets: model, headers (the API key: never saved), templates, nonce
-    info: RunInfo  # run.json as first written
-
-
-@dataclass(frozen=True, kw_only=True)
-class PointRun:
-    """One point's run: when it started and, once every agent is done with it, when it finished."""
-
-    name: str
-    started_unix: float
-    ended_unix: float | None = None
+    info: RunInfo  # run.json as first written (resumed: as this session first wrote it)
+    # which attempt of each point of the run counts (all 0 in a new run); records of another attempt are
+    # superseded
+    attempts: Mapping[str, int] = field(default_factory=dict)
+    resumed: bool = False  # continues a run: ``points`` are those left to run, the files hold earlier sessions
+    points_done: int = 0  # resumed: the points earlier sessions finished (or skipped), not sent again
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,7 +125,7 @@ class Executed:
     info: RunInfo  # run.json as the load left it (GPU telemetry, warnings), still "running"
     outcome: RunOutcome | None
     recorder: Recorder  # closed: its tallies are what is on disk
-    points: tuple[PointRun, ...]
+    points: tuple[PointOutcome, ...]  # run.json's points as the load left them
     error: BaseException | None = None
 
 
@@ -145,13 +161,32 @@ def check_url(url: str) -> str:
 def check_run_dir(run_dir: Path) -> None:
     """A one-line UsageError, before any server is probed, when ``run_dir`` holds a run already or can never
     become a directory (a file is in the way). Missing parents are fine: :func:`prepare` creates them."""
-    if RunDir(run_dir).requests_jsonl.exists():
-        raise UsageError(f"{run_dir} already holds a run: choose another --out")
+    files = RunDir(run_dir)
+    if files.requests_jsonl.exists() or files.run_json.exists():
+        raise UsageError(f"{run_dir} {_run_there(files)}")
     for path in (run_dir, *run_dir.parents):
         if path.exists() or path.is_symlink():  # a dangling link is in the way too
             if not path.is_dir():
                 raise UsageError(f"cannot make the run directory {run_dir}: {path} is not a directory")
             return
+
+
+def _run_there(files: RunDir) -> str:
+    """What to tell a person about the run already in a directory: its effective status, and what to do."""
+    try:
+        info = files.load_run_info()
+    except CardgenError:
+        return "already holds a run: choose another --out"
+    if info.status == RUNNING:
+        return f"already holds a run that is still running (pid {info.pid} on {info.hostname}): choose another --out"
+    if info.status == COMPLETE:
+        return "already holds a complete run: choose another --out"
+    return f"already holds a run that {_status_words(info.status)}: continue it with 'cardgen resume {files.path}', or choose another --out"
+
+
+def _status_words(status: str) -> str:
+    """What happened to a run that did not end complete, to follow "a run that": died, failed..."""
+    return {INTERRUPTED: "was interrupted", STALE: "has not been heard of for a while"}.get(status, status)
 
 
 def make_run_dir(run_dir: Path) -> None:
@@ -214,12 +249,121 @@ def prepare(cfg: LoadConfig) -> Prepared:
         suite_spec=cfg.suite.model_dump(mode="json"), started_at=_utc(started), started_unix=started,
         server=server, modelled=cfg.modelled, sim=dict(cfg.sim) if cfg.sim is not None else None,
         gpu=dict(cfg.gpu), workers=cfg.workers, warnings=list(context_warnings),
+        points=[PointOutcome(name=p.name, kind=p.kind) for p in points],  # none reached yet
     )
     RunDir(run_dir).save_run_info(info)
     setup = Setup(model=served, engine=server.engine, headers=headers, templates=templates,
                   nonce=random.randrange(10_000))
     return Prepared(cfg=cfg, base_url=base, server=server, points=tuple(points), setup=setup,
-                    info=info.model_copy(deep=True))
+                    info=info.model_copy(deep=True), attempts={p.name: 0 for p in points})
+
+
+# -- prepare a resumed run -----------------------------------------------------------------------------------
+
+def check_resumable(run_dir: Path) -> RunInfo:
+    """run.json of a run ``cardgen resume`` may continue; a one-line UsageError for one it may not (complete,
+    still running, or written before runs recorded their points). A ``running`` run whose writer is gone is
+    marked ``died`` on disk first (:meth:`RunDir.mark_died`). Returns run.json with its effective status."""
+    files = RunDir(run_dir)
+    info = files.mark_died()
+    status = effective_status(info)
+    if status == RUNNING:
+        raise UsageError(f"{run_dir} is still running (pid {info.pid} on {info.hostname}): let it end, or stop it "
+                         "before resuming it")
+    if status == COMPLETE:
+        raise UsageError(f"{run_dir} is complete: nothing to resume (its card: cardgen render {run_dir})")
+    if not info.points:
+        raise UsageError(f"{run_dir} was written by a cardgen that did not record which points finished: it "
+                         "cannot be resumed; measure again with cardgen build")
+    return info.model_copy(update={"status": status})
+
+
+def has_ended(outcome: PointOutcome) -> bool:
+    """Whether a resumed run leaves this point as it is: it finished, or was skipped after a saturated one
+    (never run again, whatever a new session would decide)."""
+    return outcome.ended_unix is not None or outcome.stop == STOP_SKIPPED
+
+
+def suite_of(info: RunInfo) -> Suite:
+    """The suite a run was measured with, from run.json's ``suite_spec``."""
+    try:
+        return Suite.model_validate(info.suite_spec)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "suite"
+        raise UsageError(f"run.json's suite_spec is not a suite this cardgen reads ({where}: {first['msg']}): "
+                         "resume it with the cardgen that started it") from None
+
+
+def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
+    """Continue the run in ``cfg.run_dir`` whose run.json is ``info`` (from :func:`check_resumable`) against
+    the server at ``cfg.url``: the same points as the run planned, less those that ended (:func:`has_ended`);
+    the point that was cut off runs again as its next attempt, points never reached as they were. The model,
+    suite and GPU are the run's, whatever ``cfg`` says. run.json says ``running`` again, signed by this
+    process, with a warning that says what was resumed."""
+    base = check_url(cfg.url)
+    if cfg.workers < 0:
+        raise UsageError("--workers must be 0 (one process) or more")
+    run_dir = Path(cfg.run_dir)
+    files = RunDir(run_dir)
+    cfg = replace(cfg, model=info.model, suite=suite_of(info), modelled=info.modelled, sim=info.sim,
+                  gpu=dict(info.gpu))
+    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+    was = info.server
+    served = was.served_model or info.model
+    server = probe(base, api_key=cfg.api_key, model=served, engine=cfg.engine)
+    if server.served_model != served:
+        raise ServerError(f"the server at {base} serves {server.served_model!r}, not {served!r} as the run did: "
+                          "resume against the server the run measured")
+    if server.engine != was.engine:
+        raise ServerError(f"the server at {base} is {server.engine}, the run measured {was.engine}: resume against "
+                          "the server the run measured (or force the engine with --engine)")
+
+    points, _ = plan_points(cfg.suite, was)  # the same points as the run planned: run.json's server decided them
+    recorded = {o.name: o for o in info.points}
+    unknown = sorted(set(recorded) - {p.name for p in points})
+    if unknown:
+        names = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+        raise UsageError(f"run.json names points this cardgen does not plan for the run's suite ({names}): resume "
+                         "it with the cardgen that started it")
+    outcomes, to_run, rerun = [], [], []
+    for point in points:
+        outcome = recorded.get(point.name) or PointOutcome(name=point.name, kind=point.kind)
+        if not has_ended(outcome):
+            if outcome.started_unix is not None:  # cut off: run it again, its records so far superseded
+                outcome = PointOutcome(name=point.name, kind=point.kind, attempt=outcome.attempt + 1)
+                rerun.append(outcome)
+            to_run.append(point)
+        outcomes.append(outcome)
+    done = len(points) - len(to_run)
+    templates, _ = size_prompts(base, headers, served, to_run)
+
+    before = info.status
+    info = info.model_copy(deep=True)
+    info.points = outcomes
+    info.status, info.ended_unix, info.ended_at = RUNNING, None, None
+    if before == STALE:
+        info.warnings.append(f"resumed a run on another host ({info.hostname}) that had not been heard of since "
+                             f"{_utc(info.heartbeat_unix or info.started_unix)}: its process was taken for dead")
+    for path in (files.requests_jsonl, files.loadgen_jsonl, files.server_metrics_jsonl, files.gpu_metrics_jsonl):
+        moved = set_torn_tail_aside(path)
+        if moved:
+            info.warnings.append(f"{path.name} ended in a line cut short ({moved} bytes, a write the crash "
+                                 f"interrupted): moved to {path.name}.torn before appending")
+    again = "; ".join(f"{o.name} runs again as attempt {o.attempt} (the cut-off attempt's records are kept, "
+                      "superseded)" for o in rerun)
+    info.warnings.append(f"resumed with cardgen resume at {_utc(time.time())} after the run {_status_words(before)}: "
+                         f"{done} of {len(points)} points had ended and were not sent again"
+                         + (f"; {again}" if again else ""))
+    if _max_model_len(server) != _max_model_len(was):
+        info.warnings.append(f"the server the run was resumed against serves a context of {_max_model_len(server)} "
+                             f"tokens, the one it started with {_max_model_len(was)}")
+    files.save_run_info(info)
+    setup = Setup(model=served, engine=was.engine, headers=headers, templates=templates,
+                  nonce=random.randrange(10_000))
+    return Prepared(cfg=cfg, base_url=base, server=was, points=tuple(to_run), setup=setup,
+                    info=info.model_copy(deep=True), attempts={o.name: o.attempt for o in outcomes}, resumed=True,
+                    points_done=done)
 
 
 def _max_model_len(server: ServerInfo) -> int | None:
@@ -241,16 +385,22 @@ def execute(prepared: Prepared) -> Executed:
     run_dir = Path(cfg.run_dir)
     files = RunDir(run_dir)
     info = prepared.info.model_copy(deep=True)
-    progress = PointProgress(quiet=cfg.quiet)
+    progress = PointProgress(quiet=cfg.quiet, plan=cfg.plan, points=[p.name for p in prepared.points])
     server = prepared.server
     engine_txt = f"{server.engine} {server.engine_version or ''}".strip()
-    progress.say(f"cardgen {__version__}: measuring {base} ({engine_txt}, model {prepared.setup.model}) with "
-                 f"suite '{cfg.suite.name}': {len(prepared.points)} points -> {run_dir}")
+    if prepared.resumed:
+        progress.say(f"cardgen {__version__}: resuming {run_dir} against {base} ({engine_txt}, model "
+                     f"{prepared.setup.model}): {prepared.points_done} points done, {len(prepared.points)} to run")
+    else:
+        progress.say(f"cardgen {__version__}: measuring {base} ({engine_txt}, model {prepared.setup.model}) with "
+                     f"suite '{cfg.suite.name}': {len(prepared.points)} points -> {run_dir}")
     scrape = _metrics_available(base, prepared.setup.headers)
     if not scrape:
         info.warnings.append("the server has no Prometheus /metrics: no server-side figures (KV usage, queue)")
 
     recorder = Recorder(run_dir)
+    if prepared.resumed:
+        _count_earlier(recorder, files, prepared.attempts)
     recorder.listeners.append(progress.on_record)
     heartbeat = _Heartbeat(files, info)
 
@@ -277,7 +427,7 @@ def execute(prepared: Prepared) -> Executed:
     plan = RunPlan(url=base, points=prepared.points, setup=prepared.setup, workers=cfg.workers,
                    remote_workers=cfg.remote_workers, master_bind_host=cfg.master_bind_host,
                    master_port=cfg.master_port, server_metrics=files.server_metrics_jsonl if scrape else None,
-                   on_point_start=point_started, on_point_end=point_ended)
+                   attempts=prepared.attempts, on_point_start=point_started, on_point_end=point_ended)
     outcome: RunOutcome | None = None
     error: BaseException | None = None
     try:
@@ -298,6 +448,14 @@ def execute(prepared: Prepared) -> Executed:
         if outcome is not None and outcome.fatal is None:
             outcome.fatal = f"requests.jsonl could not be closed: {exc}"
     return Executed(info=info, outcome=outcome, recorder=recorder, points=tuple(info.points), error=error)
+
+
+def _count_earlier(recorder: Recorder, files: RunDir, attempts: Mapping[str, int]) -> None:
+    """Tally what the earlier sessions of a resumed run left on disk; a record counts when its attempt is the
+    one its point's counts."""
+    records = files.load_jsonl(files.requests_jsonl.name, RequestRecord) if files.requests_jsonl.exists() else []
+    samples = files.load_jsonl(files.loadgen_jsonl.name, LoadgenSample) if files.loadgen_jsonl.exists() else []
+    recorder.count_earlier(records, samples, counts=lambda rec: rec.attempt == attempts.get(rec.scenario, 0))
 
 
 class _Heartbeat:
@@ -406,13 +564,14 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     progress = PointProgress(quiet=prepared.cfg.quiet)
     failures = ", ".join(f"{k} {v}" for k, v in sorted(recorder.failures_by_kind.items()))
     progress.say(f"requests: {recorder.total} recorded, {recorder.failed} failed"
-                 + (f" ({failures})" if failures else ""))
+                 + (f" ({failures})" if failures else "")
+                 + (f"; {recorder.superseded} superseded (kept)" if recorder.superseded else ""))
     for warning in info.warnings:
         progress.say(f"warning: {warning}")
     if error is not None:
         raise error
     if fatal is not None:
-        raise RunError(f"the run stopped because {fatal}; {recorder.total} records are on disk in {requests_jsonl}")
+        raise RunError(f"the run stopped because {fatal}; {recorder.on_disk} records are on disk in {requests_jsonl}")
     if outcome is not None and outcome.interrupted:
         raise KeyboardInterrupt
     if recorder.total and recorder.failed == recorder.total:

@@ -1,0 +1,77 @@
+"""``cardgen build`` says what the run will cost before it runs, when it can model it: always on the virtual
+server; against a real server only for a model the virtual server knows and a GPU given with --gpu. The progress
+shows the time left against the plan."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from cardgen.load.progress import PlannedTime, PointProgress
+from cardgen.points import expand
+from cardgen.sim.launch import running_sim
+from cardgen.suite import parse_suite
+
+SUITE = ("name: tiny\nscenarios:\n- {kind: closed, prompt_tokens: 64, output_tokens: 16, parallel: [1, 2], "
+         "min_requests: 4}\n")
+PLAN_LINE = re.compile(r"^plan: 2 points, ~\d+ s of GPU time \(modelled(.*)\)$", re.MULTILINE)
+
+
+def build(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cardgen", "build", *args, "--no-card"], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_build_on_the_virtual_server_prints_the_plan_and_then_planned_against_measured(tmp_path):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(SUITE)
+    proc = build("CodeLlama-7b", "--gpu", "A100-80GB", "--suite", str(suite), "--out", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    found = PLAN_LINE.search(proc.stderr)
+    assert found and found.group(1) == "", proc.stderr
+    assert re.search(r"the load took \d+ s of GPU time \(planned ~\d+ s\)", proc.stderr), proc.stderr
+
+
+def test_build_against_a_real_server_plans_only_a_known_model_on_a_given_gpu(tmp_path):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(SUITE)
+    with running_sim(["CodeLlama-7b", "--gpu", "A100-80GB", "--max-lifetime-s", "300"]) as sim:
+        given = build("CodeLlama-7b", "--url", sim.url, "--gpu", "A100-80GB", "--suite", str(suite), "--out",
+                      str(tmp_path / "given"))
+        default = build("CodeLlama-7b", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "default"))
+    assert given.returncode == 0 and default.returncode == 0, given.stderr + default.stderr
+    found = PLAN_LINE.search(given.stderr)
+    assert found and found.group(1) == " by the virtual server for CodeLlama-7b on 1x A100-80GB", given.stderr
+    assert "plan:" not in default.stderr  # --gpu not given: the GPU is not known, nothing is said
+
+
+def test_an_unknown_model_on_a_real_server_is_not_planned(tmp_path):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(SUITE)
+    with running_sim(["test-model", "--perf", "fixed", "--max-lifetime-s", "300"]) as sim:
+        proc = build("test-model", "--url", sim.url, "--gpu", "A100-80GB", "--suite", str(suite), "--out",
+                     str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    assert "plan:" not in proc.stderr and "planned" not in proc.stderr
+
+
+def test_time_left_is_the_planned_seconds_of_the_points_not_yet_done():
+    points = expand(parse_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 8, output_tokens: 4, "
+                                "parallel: [1, 2, 4, 8], min_requests: 8}\n"))
+    names = [p.name for p in points]
+    plan = PlannedTime(seconds_by_point=dict(zip(names, (10.0, 20.0, 30.0, 40.0), strict=True)), gpu_time_s=100.0,
+                       line="plan: 4 points, ~1 min 40 s of GPU time (modelled)")
+    known: list[PlannedTime | None] = [None]
+    progress = PointProgress(quiet=True, plan=lambda: known[0], points=names)
+    progress.start(points[0])
+    assert progress.time_left_s() is None  # no plan yet
+    known[0] = plan
+    progress.end(points[0])
+    assert progress.plan is plan and progress.time_left_s() == 90.0
+    progress.start(points[1])
+    assert progress.time_left_s(now=progress.t0 + 5) == 15.0 + 30.0 + 40.0
+    assert progress.time_left_s(now=progress.t0 + 50) == 70.0  # late: the running point counts as done
+    progress.end(points[1])
+    progress.start(points[3])  # points[2] was skipped: it is no longer ahead
+    assert progress.time_left_s(now=progress.t0) == 40.0
