@@ -12,6 +12,7 @@ KV cache was nearly full: waiting alone may be ``max_num_seqs``, not the cache.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MAX_KV_USAGE = 0.95  # the analysis' default capacity bound (AnalysisOptions.max_kv_usage)
@@ -29,6 +30,39 @@ class LoadSeen:
     waiting_max: float | None = None
     waiting_fraction: float | None = None  # the share of readings with a request waiting (None: count waiting_max)
     median_speed_tok_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How loaded the server was at one reading of its gauges (None: not exposed)."""
+
+    t: float
+    usage: float | None  # KV cache, 0..1
+    waiting: float | None  # requests waiting
+    preemptions: float | None  # the preemption counter (cumulative)
+
+
+def closed_load_seen(readings: Sequence[Reading], *, started: float, ended: float, first_round_end: float | None,
+                     median_speed_tok_s: float | None) -> LoadSeen:
+    """What the server showed during a closed-loop point (readings from ``started`` to ``ended``): the most KV
+    usage, the increase of the preemption counter, and how often requests waited after the first round ended
+    (``first_round_end``: the ramp's prefills queue by construction), with the median speed from start."""
+    inside = [r for r in readings if started <= r.t <= ended]
+    before = [r for r in readings if r.t < started]
+    usage = [r.usage for r in inside if r.usage is not None]
+    preemptions = None
+    counters = [r.preemptions for r in inside if r.preemptions is not None]
+    if counters:
+        base = before[-1].preemptions if before and before[-1].preemptions is not None else counters[0]
+        preemptions = max(counters[-1] - base, 0.0)
+    waiting_max = waiting_fraction = None
+    if first_round_end is not None:
+        after = [r.waiting for r in inside if r.t >= first_round_end and r.waiting is not None]
+        if after:
+            waiting_max = max(after)
+            waiting_fraction = sum(1 for w in after if w > 0) / len(after)
+    return LoadSeen(kv_usage_max=max(usage) if usage else None, preemptions=preemptions, waiting_max=waiting_max,
+                    waiting_fraction=waiting_fraction, median_speed_tok_s=median_speed_tok_s)
 
 
 def point_saturation(seen: LoadSeen, *, max_kv_usage: float = MAX_KV_USAGE,

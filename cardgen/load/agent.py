@@ -35,16 +35,13 @@ from cardgen.load.client import build_payload, stream_once
 from cardgen.load.messages import AgentMessage, Assignment, Done, LoadgenTick, Ready, Setup
 from cardgen.load.prompts import PromptTemplate, request_id
 from cardgen.points import Point
-from cardgen.precision import MedianInterval, mean_interval, slope_interval
+from cardgen.precision import MedianInterval, mean_interval, round_decode_speed, slope_interval
 from cardgen.promtext import parse_metrics
 from cardgen.saturation import wave_saturated
 from cardgen.schemas.records import LoadgenSample, RequestRecord
 from cardgen.schemas.run import (
     STOP_COMPLETE,
     STOP_INTERRUPTED,
-    STOP_MAX_DURATION,
-    STOP_MAX_REQUESTS,
-    STOP_MINIMUM,
     STOP_PRECISION,
     STOP_SATURATED,
 )
@@ -163,7 +160,7 @@ class Agent:
             precise = point.name in self._precise
             if point.closed_continues(issued=ctx.issued, quota=quota, elapsed_s=elapsed, cap=cap, precise=precise):
                 return True
-            ctx.stop = _closed_stop(point, issued=ctx.issued, cap=cap, elapsed_s=elapsed, precise=precise)
+            ctx.stop, _ = point.closed_stop(issued=ctx.issued, cap=cap, elapsed_s=elapsed, precise=precise)
             return False
 
         def slot() -> None:
@@ -254,8 +251,8 @@ class Agent:
                 interval = slope_interval(tokens, ttfts)
                 precise = interval is not None and interval.relative <= point.target_ci
                 ctx.detail = _interval_words("the slope", interval, point.target_ci, f"{n // sweep} sweeps")
-                if precise:
-                    ctx.stop = STOP_PRECISION
+                if not point.more_sweeps(n // sweep, precise=precise):
+                    ctx.stop = STOP_PRECISION if precise else STOP_COMPLETE
                     return
         ctx.stop = STOP_COMPLETE
 
@@ -273,7 +270,8 @@ class Agent:
             greenlets = [group.spawn(ctx.send, s, repeat=repeat, warmup=warm, parallel=size) for s in sessions]
             group.join()
             if not warm:
-                speeds.append(_round_decode_speed([g.value for g in greenlets]))
+                speed = round_decode_speed([g.value for g in greenlets if g.value is not None])
+                speeds.append(math.nan if speed is None else speed)
 
         for repeat, warm in point.batch_rounds():
             if self.stopping:
@@ -282,16 +280,13 @@ class Agent:
         if point.target_ci is None:
             ctx.stop = STOP_COMPLETE
             return
-        most = max(point.max_runs or point.runs, point.runs)
         while True:
             interval = mean_interval(speeds)
+            precise = interval is not None and interval.relative <= point.target_ci
             ctx.detail = _interval_words("the mean decode speed", interval, point.target_ci,
                                          f"{len(speeds)} rounds")
-            if interval is not None and interval.relative <= point.target_ci:
-                ctx.stop = STOP_PRECISION
-                return
-            if len(speeds) >= most:
-                ctx.stop = STOP_COMPLETE
+            if not point.more_batch_rounds(len(speeds), precise=precise):
+                ctx.stop = STOP_PRECISION if precise else STOP_COMPLETE
                 return
             if self.stopping:
                 return
@@ -314,26 +309,6 @@ class Agent:
                 self.send(LoadgenTick(sample=sample))
                 worst = 0.0
                 window_start = time.perf_counter()
-
-
-def _closed_stop(point: Point, *, issued: int, cap: int | None, elapsed_s: float, precise: bool) -> str:
-    """Why a closed loop stopped once :meth:`Point.closed_continues` said so (in its own order: the caps first)."""
-    if point.max_duration_s is not None and elapsed_s >= point.max_duration_s:
-        return STOP_MAX_DURATION
-    if cap is not None and issued >= cap:
-        return STOP_MAX_REQUESTS
-    if precise and point.target_ci is not None:
-        return STOP_PRECISION
-    return STOP_MINIMUM
-
-
-def _round_decode_speed(records: list[RequestRecord | None]) -> float:
-    """A batch round's mean decode speed: ``(output_tokens - 1) / (end - first token)`` over its successful
-    requests (nan when none decoded)."""
-    speeds = [((r.output_tokens or 0) - 1) / (r.end_at - r.first_token_at) for r in records
-              if r is not None and r.ok and r.first_token_at is not None and r.end_at is not None
-              and (r.output_tokens or 0) > 1 and r.end_at > r.first_token_at]
-    return sum(speeds) / len(speeds) if speeds else math.nan
 
 
 def _interval_words(figure: str, interval: MedianInterval | None, target: float, over: str) -> str:

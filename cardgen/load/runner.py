@@ -55,11 +55,11 @@ from cardgen.load.messages import (
     StopPoint,
 )
 from cardgen.load.recorder import Recorder
-from cardgen.load.scraper import GaugeReading, ScrapeLog
+from cardgen.load.scraper import ScrapeLog
 from cardgen.load.sink import RecordSink, fault_from_env
 from cardgen.points import Point
 from cardgen.precision import median_interval, precision_reached, running_steady_mask
-from cardgen.saturation import LoadSeen, point_saturation
+from cardgen.saturation import closed_load_seen, point_saturation
 from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import (
     STOP_COMPLETE,
@@ -258,29 +258,6 @@ def _agents_stop(dones: Sequence[Done]) -> Done | None:
                                     d.detail is None), default=None)
 
 
-def closed_load_seen(readings: Sequence[GaugeReading], *, started: float, ended: float,
-                     first_round_end: float | None, median_speed_tok_s: float | None) -> LoadSeen:
-    """What the server showed during a closed-loop point (scrapes from ``started`` to ``ended``): the most KV
-    usage, the increase of the preemption counter, and the most requests waiting, counted only when requests
-    waited in at least half of the readings after ``first_round_end`` (see the module's docstring)."""
-    inside = [r for r in readings if started <= r.t <= ended]
-    before = [r for r in readings if r.t < started]
-    usage = [r.usage for r in inside if r.usage is not None]
-    preemptions = None
-    counters = [r.preemptions for r in inside if r.preemptions is not None]
-    if counters:
-        base = before[-1].preemptions if before and before[-1].preemptions is not None else counters[0]
-        preemptions = max(counters[-1] - base, 0.0)
-    waiting_max = None
-    if first_round_end is not None:
-        after = [r.waiting for r in inside if r.t >= first_round_end and r.waiting is not None]
-        if after:
-            persistent = 2 * sum(1 for w in after if w > 0) >= len(after)
-            waiting_max = max(after) if persistent else 0.0
-    return LoadSeen(kv_usage_max=max(usage) if usage else None, preemptions=preemptions, waiting_max=waiting_max,
-                    median_speed_tok_s=median_speed_tok_s)
-
-
 def _run_points(plan: RunPlan, outcome: RunOutcome, *, recorder: Recorder, assign: Callable[[Point, int], None],
                 stop_point: Callable[[str], None], dones: _Dones, stop: _Stop,
                 check: Callable[[], None] | None = None) -> None:
@@ -352,9 +329,7 @@ def _point_outcome(point: Point, watch: _PointWatch, started: PointOutcome, done
         seen = closed_load_seen(readings, started=started.started_unix or ended_unix, ended=ended_unix,
                                 first_round_end=watch.first_round_end,
                                 median_speed_tok_s=statistics.median(watch.speeds) if watch.speeds else None)
-        saturation = point_saturation(seen)
-        if saturation is not None and stop != STOP_INTERRUPTED:  # as the virtual-time driver says it
-            stop, detail = STOP_SATURATED, f"stopped sending on {stop}: {detail}"
+        saturation = point_saturation(seen)  # said beside the stop, which stays why the point stopped sending
     return started.model_copy(update={"ended_unix": ended_unix, "requests": watch.requests, "stop": stop,
                                       "detail": detail, "saturation": saturation})
 

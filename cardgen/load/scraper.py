@@ -16,12 +16,12 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import requests
 
 from cardgen.promtext import parse_metrics
+from cardgen.saturation import Reading
 from cardgen.schemas.records import MetricSample
 
 MIN_INTERVAL_S = 0.1
@@ -120,14 +120,7 @@ class Scraper:
             self.proc.wait()
 
 
-@dataclass(frozen=True)
-class GaugeReading:
-    """How loaded the server was at one scrape, read through the engine's adapter (None: not exposed)."""
-
-    t: float
-    usage: float | None  # KV cache, 0..1
-    waiting: float | None  # requests waiting
-    preemptions: float | None  # the preemption counter (cumulative)
+GaugeReading = Reading  # one reading of the server's load gauges: cardgen.saturation owns its shape
 
 
 class ScrapeLog:

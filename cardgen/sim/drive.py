@@ -46,7 +46,7 @@ from typing import Any
 
 from cardgen.points import Point, expand, fit_context
 from cardgen.precision import batch_precise, closed_precise, ingest_precise, round_decode_speed
-from cardgen.saturation import LoadSeen, point_saturation, wave_saturated
+from cardgen.saturation import Reading, closed_load_seen, point_saturation, wave_saturated
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
 from cardgen.schemas.run import (
     STOP_COMPLETE,
@@ -500,20 +500,17 @@ _KINDS: dict[str, Callable[[_Driver, _PointState], None]] = {
 
 
 def _closed_saturation(drv: _Driver, state: _PointState) -> str | None:
-    """Why a closed-loop point saturated the server, from what its scrapes showed and its requests' speed."""
+    """Why a closed-loop point saturated the server (:func:`cardgen.saturation.closed_load_seen`), from what
+    its scrapes showed and its requests' speed."""
     run = state.run
-    inside = [r for r in drv.readings if run.started_unix <= r[0] <= run.ended_unix]  # type: ignore[operator]
-    before = [r for r in drv.readings if r[0] < run.started_unix]  # type: ignore[operator]
-    base = before[-1][3] if before else 0
+    ends = sorted(d.record.end_at for d in state.done if d.record.end_at is not None)
+    parallel = state.point.parallel or 1
     speeds = [(d.record.output_tokens or 0) / (d.record.end_at - d.record.sent_at)  # type: ignore[operator]
               for d in state.done if d.record.ok]
-    seen = LoadSeen(
-        kv_usage_max=max((r[1] for r in inside), default=None),
-        preemptions=(inside[-1][3] - base) if inside else None,
-        waiting_max=max((r[2] for r in inside), default=None),
-        waiting_fraction=(sum(1 for r in inside if r[2]) / len(inside)) if inside else None,
-        median_speed_tok_s=statistics.median(speeds) if speeds else None,
-    )
+    seen = closed_load_seen([Reading(t=t, usage=u, waiting=w, preemptions=p) for t, u, w, p in drv.readings],
+                            started=run.started_unix or 0.0, ended=run.ended_unix or 0.0,
+                            first_round_end=ends[parallel - 1] if len(ends) >= parallel else None,
+                            median_speed_tok_s=statistics.median(speeds) if speeds else None)
     return point_saturation(seen)
 
 

@@ -109,7 +109,8 @@ def test_a_saturated_pair_skips_its_larger_counts_and_waves_bracket_the_kv_capac
                             "closed-in200-out8-p48", "closed-in250-out32-p8", "waves-in200-out57"]
     assert points["closed-in200-out8-p2"]["saturation"] is None
     saturated = points["closed-in200-out8-p24"]
-    assert saturated["stop"] == "saturated" and saturated["saturation"].startswith("KV cache")
+    # it stopped for its own reason; its saturation is said beside it
+    assert saturated["stop"] == "minimum reached" and saturated["saturation"].startswith("KV cache")
     for name in ("closed-in200-out8-p32", "closed-in200-out8-p48"):
         assert points[name]["stop"] == "skipped" and points[name]["requests"] == 0
         assert points[name]["detail"] == f"not run: the server saturated at 24 parallel ({saturated['saturation']})"
@@ -165,8 +166,9 @@ def test_run_saturated_runs_the_larger_counts_and_attempts_are_stamped(tmp_path,
         skipping = planrun(sim.url, suite, tmp_path / "a")
         running = planrun(sim.url, suite, tmp_path / "b", "--run-saturated",
                           "--attempts", json.dumps({"closed-in200-out8-p24": 2}))
-    assert [p["stop"] for p in skipping] == ["minimum reached", "saturated", "skipped"]
-    assert [p["stop"] for p in running] == ["minimum reached", "saturated", "saturated"]
+    assert [p["stop"] for p in skipping] == ["minimum reached", "minimum reached", "skipped"]
+    assert [p["stop"] for p in running] == ["minimum reached", "minimum reached", "minimum reached"]
+    assert [p["saturation"] is not None for p in running] == [False, True, True]
     assert [p["requests"] for p in running] == [4, 24, 32]
     assert [p["attempt"] for p in running] == [0, 2, 0]
     attempts = {(r["scenario"], r["attempt"]) for r in read_records(tmp_path / "b")}
@@ -175,8 +177,7 @@ def test_run_saturated_runs_the_larger_counts_and_attempts_are_stamped(tmp_path,
 
 def test_requests_that_wait_only_briefly_are_not_saturation():
     run_in_load_process("""
-        from cardgen.load.runner import closed_load_seen
-        from cardgen.load.scraper import GaugeReading as R
+        from cardgen.saturation import Reading as R, closed_load_seen, point_saturation
 
         def seen(waiting):
             readings = [R(t=float(t), usage=0.5, waiting=w, preemptions=3.0) for t, w in enumerate(waiting)]
@@ -184,8 +185,9 @@ def test_requests_that_wait_only_briefly_are_not_saturation():
                                     median_speed_tok_s=50.0)
 
         # all users' prefills queue at the start (before the first round ended), and now and then after it
-        assert seen([8, 6, 0, 0, 3, 0, 0, 0, 2, 0]).waiting_max == 0
+        assert point_saturation(seen([8, 6, 0, 0, 3, 0, 0, 0, 2, 0])) is None
         # waiting in half the readings after the first round: persistent
         assert seen([8, 6, 0, 4, 3, 0, 0, 5, 2, 0]).waiting_max == 5
+        assert "5 requests waiting in 50% of readings" in point_saturation(seen([8, 6, 0, 4, 3, 0, 0, 5, 2, 0]))
         assert seen([0] * 10).preemptions == 0 and seen([0] * 10).kv_usage_max == 0.5
     """)

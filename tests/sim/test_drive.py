@@ -109,17 +109,18 @@ def test_ingest_one_at_a_time_in_order_and_batch_rounds():
 
 
 def test_a_saturating_closed_point_leaves_out_the_larger_counts_of_its_pair():
-    tiny = FixedPerf(kv_capacity_tokens=4096)  # 4 x 1152 tokens fill 94 % of it
+    tiny = FixedPerf(kv_capacity_tokens=4096)  # 3 x 1152 tokens fit; at 4 parallel one request always waits
     suite = ("  - kind: closed\n    prompt_tokens: [1024]\n    output_tokens: [128]\n    parallel: [1, 3, 4, 8]\n"
-             "    min_requests: 8\n")
+             "    min_requests: 16\n")
     run = drive(points(suite), CONFIG, perf=tiny)
     ran = [(p.name, p.saturated is not None, p.skipped is not None) for p in run.points]
     assert ran[:2] == [("closed-in1024-out128-p1", False, False), ("closed-in1024-out128-p3", False, False)]
     assert ran[2][1] and ran[3] == ("closed-in1024-out128-p8", False, True)
+    assert "waiting in 75% of readings" in run.points[2].saturated  # persistently, after the first round
     assert "saturated at 4 parallel" in run.points[3].skipped and run.points[3].requests == 0
-    kept = drive(points(suite.replace("min_requests: 8\n", "min_requests: 8\n    stop_at_saturation: false\n")),
+    kept = drive(points(suite.replace("min_requests: 16\n", "min_requests: 16\n    stop_at_saturation: false\n")),
                  CONFIG, perf=tiny)
-    assert kept.points[3].requests == 8
+    assert kept.points[3].requests == 16
     # the saturated point stopped for its own reason; its saturation is said beside it
     assert [p.stop for p in run.points] == ["minimum reached", "minimum reached", "minimum reached", "skipped"]
 
