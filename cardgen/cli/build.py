@@ -269,7 +269,7 @@ class BackgroundPlan:
         skipped = len(left) - running
         if self.done:  # what is left: the points' own seconds (the pauses between them are left out)
             gpu_time_s = sum(seconds[p["name"]] for p in left) * tp
-        line = (f"plan: {running} points" + (" left" if self.done else "")
+        line = (f"plan: {running} point{'' if running == 1 else 's'}" + (" left" if self.done else "")
                 + (f" ({skipped} skipped at saturation)" if skipped else "")
                 + f", ~{duration_text(gpu_time_s)} of GPU time ({self.modelled_as})")
         return PlannedTime(seconds_by_point=seconds, gpu_time_s=gpu_time_s, line=line)
