@@ -101,13 +101,19 @@ class Point:
         """Closed loop: the parallel users process ``index`` of ``parts`` runs."""
         return share(self.parallel or 1, index, parts)
 
+    def _closed_share(self, total: int, index: int, parts: int) -> int:
+        """``total`` split over the processes that have users (the first ``min(parallel, parts)``)."""
+        active = min(self.parallel or 1, parts)
+        return share(total, index, active) if index < active else 0
+
     def closed_quota(self, index: int, parts: int) -> int:
-        """Closed loop: the requests process ``index`` of ``parts`` must send at least."""
-        return share(self.min_requests, index, parts)
+        """Closed loop: the requests process ``index`` of ``parts`` must send at least (none for a process
+        without users)."""
+        return self._closed_share(self.min_requests, index, parts)
 
     def closed_cap(self, index: int, parts: int) -> int | None:
         """Closed loop: the most requests process ``index`` of ``parts`` may send (None: no cap)."""
-        return None if self.max_requests is None else share(self.max_requests, index, parts)
+        return None if self.max_requests is None else self._closed_share(self.max_requests, index, parts)
 
     def closed_continues(self, *, issued: int, quota: int, elapsed_s: float, cap: int | None = None,
                          precise: bool = False) -> bool:

@@ -184,3 +184,12 @@ def test_a_coarser_wave_search_stops_sooner_but_still_brackets():
         search.report(size, size > 104)
     assert search.bracketed and search.low <= 104 < search.high and search.high - search.low <= 16
     assert search.sizes[-1] >= 64 and len(search.sizes) <= 10
+
+
+def test_closed_quota_goes_only_to_processes_with_users():
+    one = _point(parallel=1, min_requests=12, max_requests=20)
+    assert [one.closed_slots(i, 2) for i in range(2)] == [1, 0]
+    assert [one.closed_quota(i, 2) for i in range(2)] == [12, 0]
+    assert [one.closed_cap(i, 2) for i in range(2)] == [20, 0]
+    three = _point(parallel=3, min_requests=10)
+    assert [three.closed_quota(i, 4) for i in range(4)] == [4, 3, 3, 0]
