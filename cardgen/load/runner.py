@@ -60,7 +60,7 @@ from cardgen.load.sink import RecordSink, fault_from_env
 from cardgen.points import Point
 from cardgen.precision import median_interval, precision_reached, running_steady_mask
 from cardgen.saturation import closed_load_seen, point_saturation
-from cardgen.schemas.records import RequestRecord
+from cardgen.schemas.records import ErrorKind, RequestRecord
 from cardgen.schemas.run import (
     STOP_COMPLETE,
     STOP_INTERRUPTED,
@@ -252,6 +252,30 @@ _STOP_ORDER = (STOP_INTERRUPTED, STOP_SATURATED, STOP_MAX_DURATION, STOP_MAX_REQ
                STOP_COMPLETE)
 
 
+class _ServerGone:
+    """Notices a server that stopped answering (it died, or the network to it went): every request for
+    :data:`GONE_AFTER_S` seconds, at least :data:`GONE_AFTER_REQUESTS` of them, failed to connect and none
+    succeeded. The run then stops as cut off, so that ``cardgen resume`` can continue it once the server is
+    back, instead of recording failures to the end of the suite."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None  # the first connect failure of the current streak (its send time)
+        self.count = 0
+
+    def gone(self, rec: RequestRecord) -> bool:
+        if rec.error_kind != ErrorKind.CONNECT:
+            self.since, self.count = None, 0
+            return False
+        if self.since is None:
+            self.since = rec.sent_at
+        self.count += 1
+        return self.count >= GONE_AFTER_REQUESTS and (rec.end_at or rec.sent_at) - self.since >= GONE_AFTER_S
+
+
+GONE_AFTER_S = 5.0
+GONE_AFTER_REQUESTS = 5
+
+
 def _agents_stop(dones: Sequence[Done]) -> Done | None:
     said = [d for d in dones if d.stop is not None]
     return min(said, key=lambda d: (_STOP_ORDER.index(d.stop) if d.stop in _STOP_ORDER else len(_STOP_ORDER),
@@ -265,10 +289,14 @@ def _run_points(plan: RunPlan, outcome: RunOutcome, *, recorder: Recorder, assig
     point rules out; report every point's outcome (see :class:`RunPlan`)."""
     scrapes = ScrapeLog(plan.server_metrics, plan.setup.engine) if plan.server_metrics is not None else None
     watch: _PointWatch | None = None
+    gone = _ServerGone()
 
     def on_record(rec: RequestRecord) -> None:
         if watch is not None:
             watch.on_record(rec)
+        if gone.gone(rec) and not stop.event.is_set():
+            stop.fail(f"the server stopped answering ({gone.count} requests in {GONE_AFTER_S:g} s or more could "
+                      "not connect, none succeeded): continue the run with 'cardgen resume' once it is back")
 
     def ended(point: Point, result: PointOutcome) -> None:
         outcome.points.append(result)

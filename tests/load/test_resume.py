@@ -193,3 +193,42 @@ def test_a_torn_last_line_is_set_aside_not_buried(tmp_path):
     assert path.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
     assert (tmp_path / "requests.jsonl.torn").read_bytes() == b'{"c": \n'
     assert set_torn_tail_aside(path) == 0 and set_torn_tail_aside(tmp_path / "absent.jsonl") == 0
+
+
+def test_a_server_that_dies_mid_run_cuts_the_run_off_and_resume_continues_it(tmp_path):
+    import os
+    import signal
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from loadkit import sim_server
+
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("name: dies\nscenarios:\n"
+                     "- {kind: closed, prompt_tokens: 64, output_tokens: 16, parallel: [1], min_requests: 4}\n"
+                     "- {kind: closed, prompt_tokens: 64, output_tokens: 16, parallel: [2], min_requests: 4,"
+                     " min_duration_s: 8}\n")
+    out = tmp_path / "run"
+    with sim_server(tmp_path) as (sim, _):
+        proc = subprocess.Popen([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url, "--suite",
+                                 str(suite), "--out", str(out), "--no-card", "--quiet"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: any(p.ended_unix for p in RunDir(out).load_run_info().points), timeout_s=120, proc=proc)
+        time.sleep(1.0)  # the second point is under way
+        os.kill(sim.pid, signal.SIGKILL)
+        started = time.time()
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and time.time() - started < 7.5  # not the rest of the point's 8 s of refusals
+    assert "the server stopped answering" in err and "cardgen resume" in err, err
+    info = RunDir(out).load_run_info()
+    assert info.status in ("failed", "interrupted")
+    first, second = info.points
+    assert first.stop == "minimum reached" and second.stop == "interrupted"
+    again = tmp_path / "again"
+    again.mkdir()
+    with sim_server(again) as (sim2, _):
+        done = cardgen("resume", str(out), "--url", sim2.url, "--no-card", "--quiet", timeout=180)
+    assert done.returncode == 0, done.stderr
+    info = RunDir(out).load_run_info()
+    assert info.status == "complete"
+    second = info.points[1]
+    assert second.attempt == 1 and second.ended_unix is not None
