@@ -50,6 +50,8 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
                      "is on another host (a local server's GPUs are read through NVML)."),
         click.option("--scrape-interval", type=float, default=0.5, show_default=True,
                      help="Seconds between /metrics scrapes (at least 0.1)."),
+        click.option("--run-saturated", is_flag=True, help="Run every parallel count, also those larger than "
+                     "one that saturated the server (skipped by default)."),
         click.option("--no-card", is_flag=True, help="Measure only: write the raw files, not the card."),
         click.option("--quiet", is_flag=True, help="No progress bars."),
     ]
@@ -95,7 +97,8 @@ def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url
 def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_dir: Path | None, runs_root: Path,
           api_key: str | None, workers: int, remote_workers: bool, master_bind: str, master_port: int,
           engine: str | None, launch: str | None, engine_args: str, gpu: str, model_config: Path | None, tp: int,
-          gpu_metrics_url: str | None, scrape_interval: float, no_card: bool, quiet: bool) -> None:
+          gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
+          quiet: bool) -> None:
     """Measure MODEL's server and write its card into a run directory."""
     from cardgen.load.stage import LoadConfig, check_run_dir, run_load  # first: monkey-patches for gevent
     from cardgen.rundir import default_run_dir
@@ -115,7 +118,7 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
         cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key,
                          workers=workers, remote_workers=remote_workers, master_bind_host=master_bind,
                          master_port=master_port, scrape_interval_s=scrape_interval, quiet=quiet, engine=engine,
-                         gpu_metrics_url=gpu_metrics_url, plan=plan)
+                         gpu_metrics_url=gpu_metrics_url, plan=plan, run_saturated=run_saturated)
         with measured_server(cfg, model=model, launch=launch, engine_args=engine_args, virtual=virtual) as cfg:
             result = run_load(cfg)
         planned = plan() if plan is not None else None

@@ -34,8 +34,8 @@ from cardgen.errors import UsageError
 @server_options(workers_default=None)
 def resume(run_dir: Path, url: str | None, api_key: str | None, workers: int | None, remote_workers: bool,
            master_bind: str, master_port: int, engine: str | None, launch: str | None, engine_args: str,
-           model_config: Path | None, gpu_metrics_url: str | None, scrape_interval: float, no_card: bool,
-           quiet: bool) -> None:
+           model_config: Path | None, gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool,
+           no_card: bool, quiet: bool) -> None:
     """Continue the run in RUN_DIR where it stopped, and write its card."""
     from cardgen.load.stage import (  # first: monkey-patches for gevent
         LoadConfig,
@@ -70,7 +70,8 @@ def resume(run_dir: Path, url: str | None, api_key: str | None, workers: int | N
     cfg = LoadConfig(url=url or "", model=info.model, suite=suite_of(info), run_dir=run_dir, api_key=api_key,
                      workers=workers, remote_workers=remote_workers, master_bind_host=master_bind,
                      master_port=master_port, scrape_interval_s=scrape_interval, quiet=quiet, engine=engine,
-                     gpu_metrics_url=gpu_metrics_url)
+                     gpu_metrics_url=gpu_metrics_url,
+                     run_saturated=run_saturated or "--run-saturated" in info.command)  # as the run began
     planning = nullcontext() if virtual is None else plan_in_background(
         cfg.suite, model=virtual.model, gpu=virtual.gpu, tp=virtual.tp, model_config=virtual.model_config,
         modelled=True, gpu_given=True, done=[o.name for o in info.points if has_ended(o)])

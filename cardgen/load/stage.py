@@ -98,6 +98,7 @@ class LoadConfig:
     launch: Mapping[str, Any] | None = None
     gpu_metrics_url: str | None = None  # a DCGM exporter's /metrics for a GPU on another host
     plan: PlanSource | None = None  # the cost plan, when known: the progress shows time left against it
+    run_saturated: bool = False  # run the parallel counts a saturated point would skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -427,7 +428,8 @@ def execute(prepared: Prepared) -> Executed:
     plan = RunPlan(url=base, points=prepared.points, setup=prepared.setup, workers=cfg.workers,
                    remote_workers=cfg.remote_workers, master_bind_host=cfg.master_bind_host,
                    master_port=cfg.master_port, server_metrics=files.server_metrics_jsonl if scrape else None,
-                   attempts=prepared.attempts, on_point_start=point_started, on_point_end=point_ended)
+                   attempts=prepared.attempts, run_saturated=cfg.run_saturated, on_point_start=point_started,
+                   on_point_end=point_ended)
     outcome: RunOutcome | None = None
     error: BaseException | None = None
     try:

@@ -62,14 +62,27 @@ def require_build_command() -> None:
         pytest.fail("cardgen/cli/build.py is missing: the load engine has not landed", pytrace=False)
 
 
+# every scenario kind the card needs from a real engine, at a size a CPU build finishes in about a minute (the
+# built-in suites run to precision targets and to the KV cache's saturation: far longer on a CPU)
+E2E_SUITE = """name: e2e
+scenarios:
+  - {kind: ingest, name: ingestion, min_prompt_tokens: 16, max_prompt_tokens: 4000, points: 12, output_tokens: 1}
+  - {kind: closed, name: reference-pair, prompt_tokens: 1024, output_tokens: 128, parallel: [1, 4, 10],
+     min_requests: 4, min_rounds: 2}
+  - {kind: waves, name: kv-waves, prompt_tokens: 1024, output_tokens: 64, max_wave: 16, step: 3, search: step}
+"""
+
+
 @pytest.fixture(scope="module")
 def quick_run(vllm_server, tmp_path_factory):
-    """``cardgen build --suite quick`` against the session's vLLM, with /metrics read around it."""
+    """``cardgen build`` with a small suite against the session's vLLM, with /metrics read around it."""
     require_build_command()
     out = tmp_path_factory.mktemp("e2e") / "run"
+    suite = out.parent / "e2e.yaml"
+    suite.write_text(E2E_SUITE)
     with vllm_server.lock:
         before = metrics(vllm_server.url)
-        done = cardgen("build", SERVED_NAME, "--url", vllm_server.url, "--suite", "quick", "--out", str(out),
+        done = cardgen("build", SERVED_NAME, "--url", vllm_server.url, "--suite", str(suite), "--out", str(out),
                        "--scrape-interval", "0.25", "--quiet")
         after = metrics(vllm_server.url)
     assert done.returncode == 0, f"cardgen build failed ({done.returncode}):\n{done.stderr[-4000:]}"

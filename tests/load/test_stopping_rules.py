@@ -191,3 +191,16 @@ def test_requests_that_wait_only_briefly_are_not_saturation():
         assert "5 requests waiting in 50% of readings" in point_saturation(seen([8, 6, 0, 4, 3, 0, 0, 5, 2, 0]))
         assert seen([0] * 10).preemptions == 0 and seen([0] * 10).kv_usage_max == 0.5
     """)
+
+
+def test_build_run_saturated_flag_runs_every_count(tmp_path, write_suite):
+    suite = write_suite("name: t\nscenarios:\n"
+                        "- {kind: closed, prompt_tokens: 200, output_tokens: 8, parallel: [2, 24, 32], "
+                        "min_requests: 4}\n")
+    with sim_server(tmp_path, fixed=SMALL_KV) as (sim, _):
+        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"),
+                     "--scrape-interval", "0.1", "--run-saturated")
+    assert proc.returncode == 0, proc.stderr
+    points = points_of(tmp_path / "run")
+    assert points["closed-in200-out8-p24"]["saturation"] is not None
+    assert points["closed-in200-out8-p32"]["stop"] != "skipped" and points["closed-in200-out8-p32"]["requests"] > 0
