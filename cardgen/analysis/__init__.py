@@ -7,7 +7,7 @@ server time series, ingestion fit, tables), ``write_analysis`` writes ``tables/`
 from cardgen.analysis.analyse import Analysis, analyse, write_analysis
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.rundata import RunData, load_run
-from cardgen.analysis.summary import SUMMARY_SCHEMA_VERSION, Summary
+from cardgen.schemas.summary import SUMMARY_SCHEMA_VERSION, Summary
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "Analysis", "AnalysisOptions", "RunData", "Summary", "analyse", "load_run",
            "write_analysis"]

@@ -22,7 +22,11 @@ from cardgen.analysis.outcomes import counted_mask, with_outcomes
 from cardgen.analysis.requests import request_frame
 from cardgen.analysis.rundata import RunData
 from cardgen.analysis.scenarios import scenario_summaries
-from cardgen.analysis.summary import (
+from cardgen.analysis.tables import batch_precision, build_tables, write_tables
+from cardgen.analysis.timeseries import server_timeseries
+from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir
+from cardgen.schemas.run import RunInfo
+from cardgen.schemas.summary import (
     GenerationHeadline,
     Headline,
     HeadlinePrecision,
@@ -31,10 +35,6 @@ from cardgen.analysis.summary import (
     ScenarioSummary,
     Summary,
 )
-from cardgen.analysis.tables import batch_precision, build_tables, write_tables
-from cardgen.analysis.timeseries import server_timeseries
-from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir
-from cardgen.runinfo import RunInfo
 
 HEADLINE_POINT = {"parallel": 10, "prompt_tokens": 1024, "output_tokens": 128}
 LOOP_LAG_WARN_S = 0.05

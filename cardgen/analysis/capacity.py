@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cardgen.analysis.scenarios import closed_pairs
-from cardgen.analysis.summary import CapacityThreshold, ScenarioSummary
+from cardgen.schemas.summary import CapacityThreshold, ScenarioSummary
 
 
 def _largest_passing(points: list[tuple[int, bool | None]]) -> tuple[int | None, bool]:

@@ -28,16 +28,16 @@ import numpy as np
 import pandas as pd
 
 from cardgen.analysis.stats import finite
-from cardgen.analysis.summary import (
+from cardgen.engines import counter, histogram, histogram_delta, histogram_quantile, metric_candidates
+from cardgen.rundir import SERVER_METRICS_JSONL
+from cardgen.schemas.records import MetricSample
+from cardgen.schemas.summary import (
     CrossCheckWindow,
     LatencyCheck,
     ScenarioSummary,
     ServerVsClient,
     TokenCheck,
 )
-from cardgen.engines import counter, histogram, histogram_delta, histogram_quantile, metric_candidates
-from cardgen.records import MetricSample
-from cardgen.rundir import SERVER_METRICS_JSONL
 
 LATENCIES = ("ttft", "itl", "e2e", "queue")  # queue: the server's alone (the client cannot see it)
 TOKENS = (("prompt", "prompt_tokens"), ("output", "generation_tokens"))

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cardgen.analysis.summary import GpuReading, GpuTelemetry
 from cardgen.gpu import summarize_gpu
 from cardgen.rundir import GPU_METRICS_JSONL
-from cardgen.runinfo import RunInfo
+from cardgen.schemas.run import RunInfo
+from cardgen.schemas.summary import GpuReading, GpuTelemetry
 
 
 def measured_window(requests: pd.DataFrame, info: RunInfo) -> tuple[float | None, float | None]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from cardgen.analysis.summary import IngestionFit
 from cardgen.precision import slope_interval
+from cardgen.schemas.summary import IngestionFit
 
 _MAX_THEIL_SEN_POINTS = 1500  # all pairs of at most this many points (about a million slopes)
 _SEED = 20241121

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cardgen.analysis.summary import KVCapacity, KVEstimate, WaveResult
 from cardgen.analysis.timeseries import counter_increase, window
 from cardgen.engines import kv_config
 from cardgen.schemas.records import MetricSample
+from cardgen.schemas.summary import KVCapacity, KVEstimate, WaveResult
 
 MIN_USAGE = 0.05  # scrapes below this usage fraction are too coarse to extrapolate from
 MIN_USAGE_SAMPLES = 3

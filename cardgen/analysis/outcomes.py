@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from cardgen.analysis.summary import ScenarioSummary
 from cardgen.points import Point, expand
 from cardgen.schemas.run import PointOutcome, RunInfo
+from cardgen.schemas.summary import ScenarioSummary
 from cardgen.suite import Suite
 
 

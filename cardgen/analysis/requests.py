@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from cardgen.records import RequestRecord
+from cardgen.schemas.records import RequestRecord
 
 COLUMNS = (
     "scenario", "kind", "group", "endpoint", "parallel", "rate_rps", "wave", "repeat", "warmup", "attempt",

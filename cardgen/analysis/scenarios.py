@@ -30,9 +30,9 @@ import pandas as pd
 
 from cardgen.analysis.requests import chunk_gaps
 from cardgen.analysis.stats import describe
-from cardgen.analysis.summary import PointPrecision, ScenarioSummary
 from cardgen.analysis.timeseries import counter_increase, window
 from cardgen.precision import MedianInterval, median_interval, steady_mask
+from cardgen.schemas.summary import PointPrecision, ScenarioSummary
 
 
 def meets_slo(frame: pd.DataFrame, *, slo_ttft_s: float, slo_tpot_s: float) -> pd.Series:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from cardgen.analysis.summary import Distribution
+from cardgen.schemas.summary import Distribution
 
 PERCENTILES = (25, 50, 75, 90, 95, 99)
 BOOTSTRAP_RESAMPLES = 1000

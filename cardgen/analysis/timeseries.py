@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from cardgen.engines import first_counter, load_gauges, metric_candidates
-from cardgen.records import MetricSample
+from cardgen.schemas.records import MetricSample
 
 COLUMNS = ("t", "kv_usage", "running", "waiting", "preemptions")
 

@@ -20,7 +20,16 @@ from markupsafe import Markup
 
 from cardgen.analysis.analyse import HEADLINE_POINT, Analysis
 from cardgen.analysis.scenarios import closed_pairs
-from cardgen.analysis.summary import (
+from cardgen.card import format as fmt
+from cardgen.card.escape import front_matter
+from cardgen.errors import RenderError
+from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
+from cardgen.gpu import NO_TELEMETRY
+from cardgen.redact import MASK, is_secret_flag, is_secret_key, redact_argv
+from cardgen.rundir import FIGURES_DIR, slugify
+from cardgen.saturation import MAX_KV_USAGE, MIN_SPEED_TOK_S, WAVE_FULL_USAGE
+from cardgen.schemas.run import RunInfo
+from cardgen.schemas.summary import (
     CrossCheckWindow,
     GpuTelemetry,
     KVCapacity,
@@ -29,15 +38,6 @@ from cardgen.analysis.summary import (
     ServerVsClient,
     Summary,
 )
-from cardgen.card import format as fmt
-from cardgen.card.escape import front_matter
-from cardgen.errors import RenderError
-from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
-from cardgen.gpu import NO_TELEMETRY
-from cardgen.redact import MASK, is_secret_flag, is_secret_key, redact_argv
-from cardgen.rundir import FIGURES_DIR, slugify
-from cardgen.runinfo import RunInfo
-from cardgen.saturation import MAX_KV_USAGE, MIN_SPEED_TOK_S, WAVE_FULL_USAGE
 
 
 @dataclass(frozen=True)

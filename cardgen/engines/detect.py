@@ -17,7 +17,7 @@ import requests
 from cardgen.engines.base import Fetch
 from cardgen.engines.registry import ADAPTERS, DETECTION_ORDER, engine_name
 from cardgen.errors import ServerError
-from cardgen.runinfo import ServerInfo
+from cardgen.schemas.run import ServerInfo
 
 
 def _get(session: requests.Session, url: str, timeout_s: float) -> requests.Response | None:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from cardgen.analysis.ingestion import IngestionResult
 from cardgen.analysis.scenarios import closed_pairs
-from cardgen.analysis.summary import ScenarioSummary
+from cardgen.schemas.summary import ScenarioSummary
 
 
 def _arr(values: Sequence[float | None]) -> np.ndarray:

@@ -9,8 +9,8 @@ from simruns import SyntheticServer, synthetic_run, write_run
 
 from cardgen.analysis import AnalysisOptions, RunData, Summary, analyse, load_run, write_analysis
 from cardgen.errors import RenderError
-from cardgen.records import ErrorKind, RequestRecord
 from cardgen.rundir import REQUESTS_JSONL, RUN_JSON, SERVER_METRICS_JSONL
+from cardgen.schemas.records import ErrorKind, RequestRecord
 
 HEADLINE = "closed-in1024-out128-p10"
 REQUIRED_KEYS = {"schema_version", "model", "gpu", "engine", "modelled", "prompt_ingestion_tok_s", "kv_cache_tokens",
@@ -170,7 +170,7 @@ def test_modelled_run_names_the_virtual_server():
 
 def test_odd_but_valid_records_do_not_crash():
     from cardgen.card import render_card
-    from cardgen.records import MetricSample
+    from cardgen.schemas.records import MetricSample
 
     data, _ = synthetic_run(suite="name: x\nscenarios:\n  - kind: ingest\n    prompt_tokens: [16, 32, 64]\n")
     base = dict(prompt_tokens_target=64, output_tokens_target=4, sent_at=2e9, first_token_at=2e9 + 0.1,

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from cardgen.analysis.capacity import capacity_thresholds
-from cardgen.analysis.summary import Distribution, ScenarioSummary
+from cardgen.schemas.summary import Distribution, ScenarioSummary
 
 
 def point(parallel: int, speed: float | None, kv: float | None, prompt: int = 1024) -> ScenarioSummary:

@@ -14,7 +14,7 @@ from cardgen.analysis.crosscheck import bucket_bounds, server_vs_client
 from cardgen.analysis.requests import request_frame
 from cardgen.engines import histogram_quantile, metric_candidates
 from cardgen.promtext import parse_metrics
-from cardgen.records import MetricSample, RequestRecord
+from cardgen.schemas.records import MetricSample, RequestRecord
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "engines" / "vllm_0.32.0_cpu_metrics.txt"
 SUITE = """

@@ -9,7 +9,7 @@ from cardgen.analysis.analyse import analyse
 from cardgen.analysis.kv import block_size_of, declared_kv, resident_tokens, saturation_probe
 from cardgen.analysis.requests import request_frame
 from cardgen.analysis.timeseries import server_timeseries
-from cardgen.records import MetricSample, RequestRecord
+from cardgen.schemas.records import MetricSample, RequestRecord
 
 WAVES_ONLY = """
 name: waves

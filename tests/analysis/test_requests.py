@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cardgen.analysis.requests import chunk_gaps, request_frame
-from cardgen.records import ErrorKind, RequestRecord
+from cardgen.schemas.records import ErrorKind, RequestRecord
 
 
 def rec(**kw) -> RequestRecord:

@@ -5,7 +5,7 @@ import pytest
 from cardgen.analysis.requests import request_frame
 from cardgen.analysis.scenarios import scenario_summaries
 from cardgen.analysis.timeseries import server_timeseries
-from cardgen.records import ErrorKind, MetricSample, RequestRecord
+from cardgen.schemas.records import ErrorKind, MetricSample, RequestRecord
 
 
 def rec(i: int, **kw) -> RequestRecord:

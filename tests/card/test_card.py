@@ -19,8 +19,8 @@ from cardgen.card import RenderOptions, render_card, render_run
 from cardgen.card.context import card_date
 from cardgen.cli.main import main
 from cardgen.errors import RenderError
-from cardgen.records import ErrorKind
 from cardgen.rundir import CARD_MD, REQUESTS_JSONL, SERVER_METRICS_JSONL, SUMMARY_JSON
+from cardgen.schemas.records import ErrorKind
 
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE.parent / "data" / "run_small"

@@ -26,7 +26,7 @@ from cardgen.engines import (
 )
 from cardgen.engines.base import redact_secrets, samples_of, split_top_level
 from cardgen.promtext import parse_metrics
-from cardgen.records import MetricSample
+from cardgen.schemas.records import MetricSample
 
 
 def test_vllm_kv_config_reads_kv_cache_size_tokens_from_real_metrics(data_dir):

@@ -1,5 +1,5 @@
+from cardgen.redact import redact_argv
 from cardgen.rundir import slugify
-from cardgen.runinfo import redact_argv
 
 
 def test_slug_is_safe_for_any_model_name():

@@ -23,16 +23,16 @@ from cardgen.rundir import (
     RunDir,
     effective_status,
 )
-from cardgen.runinfo import save_run_info
 from cardgen.schemas import RUN_SCHEMA_VERSION, SUMMARY_SCHEMA_VERSION, RunInfo, ServerInfo, Summary
 
 # A process that starts a run (status "running"), says so, and waits to be killed.
 WRITER = """
 import sys, time
-from cardgen.runinfo import RunInfo, ServerInfo, save_run_info
+from cardgen.rundir import RunDir
+from cardgen.schemas.run import RunInfo, ServerInfo
 info = RunInfo(cardgen_version="test", command=["cardgen", "build", "m"], model="m", suite="quick",
                started_at="2026-01-01T00:00:00+00:00", started_unix=time.time(), server=ServerInfo(url="http://x"))
-save_run_info(sys.argv[1], info)
+RunDir(sys.argv[1]).save_run_info(info)
 print("running", flush=True)
 time.sleep(300)
 """
@@ -69,11 +69,11 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path, monke
 
 
 def test_save_run_info_is_atomic_too(tmp_path, monkeypatch):
-    save_run_info(tmp_path, run_info(status="complete"))
+    RunDir(tmp_path).save_run_info(run_info(status="complete"))
     before = (tmp_path / RUN_JSON).read_bytes()
     monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
-        save_run_info(tmp_path, run_info(status="failed"))
+        RunDir(tmp_path).save_run_info(run_info(status="failed"))
     monkeypatch.undo()
     assert (tmp_path / RUN_JSON).read_bytes() == before and listing(tmp_path) == [RUN_JSON]
 
