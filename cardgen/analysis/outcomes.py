@@ -22,17 +22,18 @@ import pandas as pd
 from pydantic import ValidationError
 
 from cardgen.points import Point, expand
-from cardgen.schemas.run import PointOutcome, RunInfo
+from cardgen.schemas.run import PointOutcome, RunInfo, point_attempts
 from cardgen.schemas.summary import ScenarioSummary
 from cardgen.suite import Suite
 
 
 def counted_mask(requests: pd.DataFrame, points: Sequence[PointOutcome]) -> np.ndarray:
-    """Which rows of the request frame count: a record of a point ``run.json`` lists counts when it was sent by
-    the point's recorded attempt; a record of a point it does not list (or of a run with no points) counts."""
+    """Which rows of the request frame count (:func:`cardgen.schemas.run.record_counts`, row by row): a record
+    of a point ``run.json`` lists counts when it was sent by the point's recorded attempt; a record of a point it
+    does not list (or of a run with no points) counts."""
     if requests.empty:
         return np.zeros(0, dtype=bool)
-    attempts = {p.name: p.attempt for p in points}
+    attempts = point_attempts(list(points))
     expected = requests["scenario"].map(attempts)
     return (expected.isna() | (requests["attempt"] == expected)).to_numpy(dtype=bool)
 

@@ -37,15 +37,8 @@ def resume(run_dir: Path, url: str | None, api_key: str | None, workers: int | N
            model_config: Path | None, gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool,
            no_card: bool, quiet: bool) -> None:
     """Continue the run in RUN_DIR where it stopped, and write its card."""
-    from cardgen.load.stage import (  # first: monkey-patches for gevent
-        LoadConfig,
-        check_resumable,
-        execute,
-        finish,
-        has_ended,
-        prepare_resume,
-        suite_of,
-    )
+    from cardgen.load.stage import LoadConfig, execute, finish  # noqa: I001  (first: monkey-patches for gevent)
+    from cardgen.load.resume import check_resumable, prepare_resume, suite_of
     from cardgen.redact import MASK
 
     info = check_resumable(run_dir)
@@ -74,7 +67,7 @@ def resume(run_dir: Path, url: str | None, api_key: str | None, workers: int | N
                      run_saturated=run_saturated or "--run-saturated" in info.command)  # as the run began
     planning = nullcontext() if virtual is None else plan_in_background(
         cfg.suite, model=virtual.model, gpu=virtual.gpu, tp=virtual.tp, model_config=virtual.model_config,
-        modelled=True, gpu_given=True, done=[o.name for o in info.points if has_ended(o)])
+        modelled=True, gpu_given=True, done=[o.name for o in info.points if o.ended])
     with planning as plan, measured_server(replace(cfg, plan=plan), model=info.model, launch=launch,
                                            engine_args=engine_args, virtual=virtual) as cfg:
         prepared = prepare_resume(cfg, info)

@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -40,7 +40,6 @@ from urllib.parse import urlparse
 import gevent
 import numpy as np
 from gevent.event import Event
-from pydantic import ValidationError
 import requests
 
 from cardgen import __version__
@@ -48,13 +47,13 @@ from cardgen.engines.detect import probe
 from cardgen.errors import CardgenError, RunError, ServerError, UsageError
 from cardgen.load.messages import Setup
 from cardgen.load.progress import PlanSource, PointProgress
-from cardgen.load.recorder import Recorder, set_torn_tail_aside
+from cardgen.load.recorder import Recorder
 from cardgen.load.runner import RunOutcome, RunPlan, run_plan
 from cardgen.load.scraper import Scraper
 from cardgen.load.sizing import PromptBook
 from cardgen.points import Point, expand, fit_context
 from cardgen.redact import redact_argv
-from cardgen.rundir import RunDir, effective_status
+from cardgen.rundir import RunDir
 from cardgen.schemas.records import LoadgenSample, RequestRecord
 from cardgen.schemas.run import (
     COMPLETE,
@@ -66,6 +65,7 @@ from cardgen.schemas.run import (
     PointOutcome,
     RunInfo,
     ServerInfo,
+    record_counts,
 )
 from cardgen.suite import Suite
 
@@ -182,10 +182,10 @@ def _run_there(files: RunDir) -> str:
         return f"already holds a run that is still running (pid {info.pid} on {info.hostname}): choose another --out"
     if info.status == COMPLETE:
         return "already holds a complete run: choose another --out"
-    return f"already holds a run that {_status_words(info.status)}: continue it with 'cardgen resume {files.path}', or choose another --out"
+    return f"already holds a run that {status_words(info.status)}: continue it with 'cardgen resume {files.path}', or choose another --out"
 
 
-def _status_words(status: str) -> str:
+def status_words(status: str) -> str:
     """What happened to a run that did not end complete, to follow "a run that": died, failed..."""
     return {INTERRUPTED: "was interrupted", STALE: "has not been heard of for a while"}.get(status, status)
 
@@ -200,7 +200,7 @@ def make_run_dir(run_dir: Path) -> None:
 
 def plan_points(suite: Suite, server: ServerInfo) -> tuple[list[Point], list[str]]:
     """The suite's points that fit the server's context, and a warning for each one left out."""
-    max_len = _max_model_len(server)
+    max_len = max_model_len(server)
     points, warnings = fit_context(expand(suite), max_len)
     if not points:
         raise UsageError(f"no point of suite '{suite.name}' fits the server's context of {max_len} tokens: use "
@@ -247,7 +247,7 @@ def prepare(cfg: LoadConfig) -> Prepared:
     started = time.time()
     info = RunInfo(
         cardgen_version=__version__, command=redact_argv(list(cfg.argv)), model=cfg.model, suite=cfg.suite.name,
-        suite_spec=cfg.suite.model_dump(mode="json"), started_at=_utc(started), started_unix=started,
+        suite_spec=cfg.suite.model_dump(mode="json"), started_at=utc_text(started), started_unix=started,
         server=server, modelled=cfg.modelled, sim=dict(cfg.sim) if cfg.sim is not None else None,
         gpu=dict(cfg.gpu), workers=cfg.workers, warnings=list(context_warnings),
         points=[PointOutcome(name=p.name, kind=p.kind) for p in points],  # none reached yet
@@ -259,115 +259,7 @@ def prepare(cfg: LoadConfig) -> Prepared:
                     info=info.model_copy(deep=True), attempts={p.name: 0 for p in points})
 
 
-# -- prepare a resumed run -----------------------------------------------------------------------------------
-
-def check_resumable(run_dir: Path) -> RunInfo:
-    """run.json of a run ``cardgen resume`` may continue; a one-line UsageError for one it may not (complete,
-    still running, or written before runs recorded their points). A ``running`` run whose writer is gone is
-    marked ``died`` on disk first (:meth:`RunDir.mark_died`). Returns run.json with its effective status."""
-    files = RunDir(run_dir)
-    info = files.mark_died()
-    status = effective_status(info)
-    if status == RUNNING:
-        raise UsageError(f"{run_dir} is still running (pid {info.pid} on {info.hostname}): let it end, or stop it "
-                         "before resuming it")
-    if status == COMPLETE:
-        raise UsageError(f"{run_dir} is complete: nothing to resume (its card: cardgen render {run_dir})")
-    if not info.points:
-        raise UsageError(f"{run_dir} was written by a cardgen that did not record which points finished: it "
-                         "cannot be resumed; measure again with cardgen build")
-    return info.model_copy(update={"status": status})
-
-
-def has_ended(outcome: PointOutcome) -> bool:
-    """Whether a resumed run leaves this point as it is: it finished, or was skipped after a saturated one
-    (never run again, whatever a new session would decide)."""
-    return outcome.ended_unix is not None or outcome.stop == STOP_SKIPPED
-
-
-def suite_of(info: RunInfo) -> Suite:
-    """The suite a run was measured with, from run.json's ``suite_spec``."""
-    try:
-        return Suite.model_validate(info.suite_spec)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "suite"
-        raise UsageError(f"run.json's suite_spec is not a suite this cardgen reads ({where}: {first['msg']}): "
-                         "resume it with the cardgen that started it") from None
-
-
-def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
-    """Continue the run in ``cfg.run_dir`` whose run.json is ``info`` (from :func:`check_resumable`) against
-    the server at ``cfg.url``: the same points as the run planned, less those that ended (:func:`has_ended`);
-    the point that was cut off runs again as its next attempt, points never reached as they were. The model,
-    suite and GPU are the run's, whatever ``cfg`` says. run.json says ``running`` again, signed by this
-    process, with a warning that says what was resumed."""
-    base = check_url(cfg.url)
-    if cfg.workers < 0:
-        raise UsageError("--workers must be 0 (one process) or more")
-    run_dir = Path(cfg.run_dir)
-    files = RunDir(run_dir)
-    cfg = replace(cfg, model=info.model, suite=suite_of(info), modelled=info.modelled, sim=info.sim,
-                  gpu=dict(info.gpu))
-    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
-    was = info.server
-    served = was.served_model or info.model
-    server = probe(base, api_key=cfg.api_key, model=served, engine=cfg.engine)
-    if server.served_model != served:
-        raise ServerError(f"the server at {base} serves {server.served_model!r}, not {served!r} as the run did: "
-                          "resume against the server the run measured")
-    if server.engine != was.engine:
-        raise ServerError(f"the server at {base} is {server.engine}, the run measured {was.engine}: resume against "
-                          "the server the run measured (or force the engine with --engine)")
-
-    points, _ = plan_points(cfg.suite, was)  # the same points as the run planned: run.json's server decided them
-    recorded = {o.name: o for o in info.points}
-    unknown = sorted(set(recorded) - {p.name for p in points})
-    if unknown:
-        names = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
-        raise UsageError(f"run.json names points this cardgen does not plan for the run's suite ({names}): resume "
-                         "it with the cardgen that started it")
-    outcomes, to_run, rerun = [], [], []
-    for point in points:
-        outcome = recorded.get(point.name) or PointOutcome(name=point.name, kind=point.kind)
-        if not has_ended(outcome):
-            if outcome.started_unix is not None:  # cut off: run it again, its records so far superseded
-                outcome = PointOutcome(name=point.name, kind=point.kind, attempt=outcome.attempt + 1)
-                rerun.append(outcome)
-            to_run.append(point)
-        outcomes.append(outcome)
-    done = len(points) - len(to_run)
-    templates, _ = size_prompts(base, headers, served, to_run)
-
-    before = info.status
-    info = info.model_copy(deep=True)
-    info.points = outcomes
-    info.status, info.ended_unix, info.ended_at = RUNNING, None, None
-    if before == STALE:
-        info.warnings.append(f"resumed a run on another host ({info.hostname}) that had not been heard of since "
-                             f"{_utc(info.heartbeat_unix or info.started_unix)}: its process was taken for dead")
-    for path in (files.requests_jsonl, files.loadgen_jsonl, files.server_metrics_jsonl, files.gpu_metrics_jsonl):
-        moved = set_torn_tail_aside(path)
-        if moved:
-            info.warnings.append(f"{path.name} ended in a line cut short ({moved} bytes, a write the crash "
-                                 f"interrupted): moved to {path.name}.torn before appending")
-    again = "; ".join(f"{o.name} runs again as attempt {o.attempt} (the cut-off attempt's records are kept, "
-                      "superseded)" for o in rerun)
-    info.warnings.append(f"resumed with cardgen resume at {_utc(time.time())} after the run {_status_words(before)}: "
-                         f"{done} of {len(points)} points had ended and were not sent again"
-                         + (f"; {again}" if again else ""))
-    if _max_model_len(server) != _max_model_len(was):
-        info.warnings.append(f"the server the run was resumed against serves a context of {_max_model_len(server)} "
-                             f"tokens, the one it started with {_max_model_len(was)}")
-    files.save_run_info(info)
-    setup = Setup(model=served, engine=was.engine, headers=headers, templates=templates,
-                  nonce=random.randrange(10_000))
-    return Prepared(cfg=cfg, base_url=base, server=was, points=tuple(to_run), setup=setup,
-                    info=info.model_copy(deep=True), attempts={o.name: o.attempt for o in outcomes}, resumed=True,
-                    points_done=done)
-
-
-def _max_model_len(server: ServerInfo) -> int | None:
+def max_model_len(server: ServerInfo) -> int | None:
     """The served model's context length as ``/v1/models`` gives it (vLLM, SGLang, the virtual server)."""
     if isinstance(server.models, dict):
         for entry in server.models.get("data") or ():
@@ -457,7 +349,7 @@ def _count_earlier(recorder: Recorder, files: RunDir, attempts: Mapping[str, int
     one its point's counts."""
     records = files.load_jsonl(files.requests_jsonl.name, RequestRecord) if files.requests_jsonl.exists() else []
     samples = files.load_jsonl(files.loadgen_jsonl.name, LoadgenSample) if files.loadgen_jsonl.exists() else []
-    recorder.count_earlier(records, samples, counts=lambda rec: rec.attempt == attempts.get(rec.scenario, 0))
+    recorder.count_earlier(records, samples, counts=lambda rec: record_counts(attempts, rec.scenario, rec.attempt))
 
 
 class _Heartbeat:
@@ -545,7 +437,7 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     fatal = outcome.fatal if outcome is not None else None
     info = executed.info.model_copy(deep=True)
     ended = time.time()
-    info.ended_unix, info.ended_at = ended, _utc(ended)
+    info.ended_unix, info.ended_at = ended, utc_text(ended)
     info.requests_total, info.requests_failed = recorder.total, recorder.failed
     info.failures_by_kind = dict(recorder.failures_by_kind)
     info.length_mismatches = recorder.length_mismatches
@@ -583,7 +475,7 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     return LoadResult(run_dir=files.path, info=info)
 
 
-def _utc(ts: float) -> str:
+def utc_text(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

@@ -60,6 +60,24 @@ class PointOutcome(Saved):
     saturation: str | None = None  # closed loop: why the point saturated the server (cardgen.saturation)
     attempt: int = 0  # 0 the first time; each ``cardgen resume`` that reruns the point adds one
 
+    @property
+    def ended(self) -> bool:
+        """Whether the point is over for good: it finished, or was skipped after a saturated one (a resumed run
+        never runs it again, whatever a new session would decide)."""
+        return self.ended_unix is not None or self.stop == STOP_SKIPPED
+
+
+def point_attempts(points: list[PointOutcome]) -> dict[str, int]:
+    """Each point's current attempt (run.json ``points``)."""
+    return {p.name: p.attempt for p in points}
+
+
+def record_counts(attempts: dict[str, int], scenario: str, attempt: int) -> bool:
+    """Whether a record of point ``scenario`` sent by ``attempt`` counts: it was sent by its point's current
+    attempt (``attempts``: :func:`point_attempts`); a record of a point run.json does not list counts. Records of
+    an earlier, cut-off attempt are superseded: kept on disk, never counted."""
+    return attempts.get(scenario, attempt) == attempt
+
 
 class RunInfo(Saved):
     """Everything needed to know where the numbers of a run came from."""
