@@ -43,6 +43,7 @@ class Recorder:
         # the load generator measuring itself, for run.json's percentiles (no need to re-read the files)
         self.send_lags_s: list[float] = []  # open loop: actual - scheduled send time
         self.loop_lags_s: list[float] = []
+        self.loop_lag_times: list[float] = []  # when each of loop_lags_s was measured (Unix seconds)
         self.cpu_percents: list[float] = []
         self.listeners: list[Callable[[RequestRecord], None]] = []
 
@@ -101,6 +102,7 @@ class Recorder:
 
     def _tally_loadgen(self, sample: LoadgenSample) -> None:
         self.loop_lags_s.append(sample.loop_lag_s)
+        self.loop_lag_times.append(sample.t)
         if sample.cpu_percent is not None:
             self.cpu_percents.append(sample.cpu_percent)
 

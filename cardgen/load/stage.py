@@ -27,6 +27,7 @@ from __future__ import annotations
 import locust  # noqa: F401  (monkey-patches for gevent: keep first)
 
 import datetime as dt
+import math
 import random
 import sys
 import time
@@ -441,7 +442,7 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     info.requests_total, info.requests_failed = recorder.total, recorder.failed
     info.failures_by_kind = dict(recorder.failures_by_kind)
     info.length_mismatches = recorder.length_mismatches
-    info.loadgen, loadgen_warnings = _loadgen_report(recorder)
+    info.loadgen, loadgen_warnings = _loadgen_report(recorder, info.points)
     info.warnings.extend(loadgen_warnings)
     if recorder.length_mismatches:
         info.warnings.append(f"{recorder.length_mismatches} requests returned a different number of tokens "
@@ -483,7 +484,24 @@ def _pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
-def _loadgen_report(recorder: Recorder) -> tuple[dict[str, Any], list[str]]:
+def _stalled_points(recorder: Recorder, points: Sequence[PointOutcome]) -> list[str]:
+    """The points whose client-side timings the load generator's stalls may have made late: those in which the
+    event loop lagged over :data:`LOOP_LAG_WARN_S` in more than 1 second in 20. Waves are left out: they probe
+    the KV cache by what the server says (queueing, preemption), not by the client's timings."""
+    out = []
+    for p in points:
+        if p.kind == "waves" or p.started_unix is None:
+            continue
+        end = p.ended_unix if p.ended_unix is not None else math.inf
+        lags = [lag for t, lag in zip(recorder.loop_lag_times, recorder.loop_lags_s, strict=True)
+                if p.started_unix <= t <= end]
+        p95 = _pct(lags, 95)
+        if p95 is not None and p95 > LOOP_LAG_WARN_S:
+            out.append(f"{p.name} ({p95 * 1000:.0f} ms)")
+    return out
+
+
+def _loadgen_report(recorder: Recorder, points: Sequence[PointOutcome] = ()) -> tuple[dict[str, Any], list[str]]:
     """Percentiles of event-loop lag, send lag and CPU, and warnings when the client was the bottleneck."""
     lags, cpus, send_lags = recorder.loop_lags_s, recorder.cpu_percents, recorder.send_lags_s
     report = {
@@ -494,7 +512,12 @@ def _loadgen_report(recorder: Recorder) -> tuple[dict[str, Any], list[str]]:
         "samples": len(lags),
     }
     warnings = []
-    if report["loop_lag_p95_s"] is not None and report["loop_lag_p95_s"] > LOOP_LAG_WARN_S:
+    stalled = _stalled_points(recorder, points) if points else None
+    if stalled:
+        warnings.append(f"the load generator's event loop stalled in more than 1 second in 20 during {len(stalled)} "
+                        f"point(s), whose client-side timings may be late: {', '.join(stalled)} (p95 stall); use "
+                        "--workers N to spread the load, or a machine where the server does not share the cores")
+    elif stalled is None and report["loop_lag_p95_s"] is not None and report["loop_lag_p95_s"] > LOOP_LAG_WARN_S:
         warnings.append(f"the load generator's event loop stalled over {report['loop_lag_p95_s'] * 1000:.0f} ms in "
                         "more than 1 second in 20: client-side timings may be late; use --workers N to spread "
                         "the load")

@@ -1,5 +1,8 @@
 import json
 import math
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -75,3 +78,30 @@ def test_an_all_at_once_rate_is_valid_json_and_reads_back_as_inf(tmp_path):
     assert '"rate_rps":"Infinity"' in line
     json.loads(line, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))  # strict JSON
     assert math.isinf(read_back(tmp_path / REQUESTS_JSONL)[0].rate_rps)
+
+
+def test_stalls_are_blamed_on_the_points_they_happened_in_and_not_on_waves(tmp_path):
+    # in a process of its own: the load stage imports Locust, which monkey-patches the process for gevent
+    code = textwrap.dedent(f"""
+        import locust
+        from pathlib import Path
+        from cardgen.load.recorder import Recorder
+        from cardgen.load.stage import _loadgen_report
+        from cardgen.schemas.records import LoadgenSample
+        from cardgen.schemas.run import PointOutcome
+
+        rec = Recorder(Path({str(tmp_path)!r}))
+        for t in range(40):  # 0-19 s: a closed point, calm; 20-39 s: stalling 30 ms every second
+            rec.loadgen(LoadgenSample(t=float(t), loop_lag_s=0.030 if t >= 20 else 0.001))
+        rec.close()
+        calm = PointOutcome(name="closed-p4", kind="closed", started_unix=0.0, ended_unix=19.5)
+        waves = PointOutcome(name="waves", kind="waves", started_unix=19.5, ended_unix=40.0)
+        _, warnings = _loadgen_report(rec, [calm, waves])
+        assert not any("stalled" in w for w in warnings), warnings  # waves read the server, not client timings
+        stalling = PointOutcome(name="closed-p64", kind="closed", started_unix=19.5, ended_unix=40.0)
+        _, warnings = _loadgen_report(rec, [calm, stalling])
+        (warning,) = [w for w in warnings if "stalled" in w]
+        assert "closed-p64 (30 ms)" in warning and "closed-p4" not in warning, warning
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
