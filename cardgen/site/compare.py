@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cardgen.schemas import Summary
+from cardgen.schemas.run import STOP_SKIPPED
 
 POINT_PARAMS = ("kind", "prompt_tokens", "output_tokens", "parallel", "rate_rps", "all_at_once")
 TABLE_KINDS = (
@@ -77,11 +78,12 @@ def point_key(entry: dict[str, Any]) -> PointKey:
 
 
 def scenario_entries(summary: Summary) -> list[dict[str, Any]]:
-    """The summary's scenario points as flat dicts (``ttft_s_p50`` ...), whatever their saved form."""
+    """The summary's scenario points that ran, as flat dicts (``ttft_s_p50`` ...), whatever their saved
+    form. A point that was not run (skipped after a saturated one) has no figures to compare."""
     out = []
     for entry in summary.scenarios:
         data = entry.model_dump() if isinstance(entry, BaseModel) else entry
-        if isinstance(data, dict):
+        if isinstance(data, dict) and data.get("stop") != STOP_SKIPPED:
             out.append(flatten(data))
     return out
 

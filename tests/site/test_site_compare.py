@@ -106,3 +106,13 @@ def test_formatting_helpers():
     assert [fmt_auto(v) for v in (None, 13582.4, 41.94, 0.0871)] == ["—", "13,582", "41.9", "0.0871"]
     text = "# Title\n\n## Sub\n\n```\n# not a heading\n```\n"
     assert demote_headings(text) == "### Title\n\n#### Sub\n\n```\n# not a heading\n```\n"
+
+
+def test_points_that_were_not_run_are_not_compared():
+    base, fast = _two()
+    skipped = ScenarioSummary(scenario="closed-in1024-out128-p64", kind="closed", prompt_tokens=1024,
+                              output_tokens=128, parallel=64, requests=0, stop="skipped")
+    for run in (base, fast):
+        run.scenarios.append(skipped.model_copy())
+    tables = {t.title: t for t in scenario_tables([base, fast])}
+    assert not any("64 parallel" in r for r in tables["Total output throughput (tok/s)"].rows)
