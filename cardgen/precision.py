@@ -5,8 +5,10 @@ analysis all call these, so a point stops on the same evidence the card later sh
 
 **Steady state (closed loop).** All users of a closed-loop point start at once, so the first round contends
 for prefill together, and when the point stops, the requests still in flight finish with fewer and fewer
-neighbours. Steady state is the requests sent at or after the point's first completion and ended at or
-before its last send; the rest are the ramp and the drain, left out of the point's figures and counted.
+neighbours. Steady state is the requests sent at or after the point's first completion and ended by the
+moment it stopped (its first completion after its last send: the one on which a user did not send again); the
+rest are the ramp and the drain, left out of the point's figures and counted. The evidence a point stopped on
+is so the evidence its card shows.
 
 **Precision (batch means over whole rounds).** Requests of one point are not independent: parallel users
 share batches, so neighbours in time are correlated. The steady requests, in the order they were sent, are cut
@@ -88,14 +90,16 @@ def median_interval(values: Sequence[float], *, parallel: int = 1) -> MedianInte
 
 def steady_mask(sent_at: Sequence[float], ended_at: Sequence[float]) -> np.ndarray:
     """Which requests of one closed-loop point are steady: sent at or after the point's first completion
-    and ended at or before its last send (see the module's docstring)."""
+    and ended by the moment it stopped, its first completion after its last send (see the module's docstring)."""
     sent = np.asarray(sent_at, dtype=float)
     ended = np.asarray(ended_at, dtype=float)
     if sent.size == 0:
         return np.zeros(0, dtype=bool)
     first_end = np.nanmin(ended)
     last_send = np.nanmax(sent)
-    return (sent >= first_end) & (ended <= last_send)
+    after = ended[ended > last_send]
+    stopped = np.nanmin(after) if after.size else last_send
+    return (sent >= first_end) & (ended <= stopped)
 
 
 def running_steady_mask(sent_at: Sequence[float], ended_at: Sequence[float]) -> np.ndarray:

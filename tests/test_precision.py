@@ -66,10 +66,13 @@ def test_the_interval_covers_the_true_median_about_95_percent_of_the_time():
 
 
 def test_steady_state_drops_the_ramp_and_the_drain():
-    # 2 users: requests 0,1 start together (ramp); request 4, 5 end after the last send (drain)
+    # 2 users: requests 0,1 start together (ramp); the point stops when request 4 ends (3.0: the first end
+    # after the last send, 2.1), so request 5, still in flight then, is the drain
     sent = [0.0, 0.0, 1.0, 1.1, 2.0, 2.1]
     ended = [1.0, 1.1, 2.0, 2.1, 3.0, 3.1]
-    assert steady_mask(sent, ended).tolist() == [False, False, True, True, False, False]
+    assert steady_mask(sent, ended).tolist() == [False, False, True, True, True, False]
+    # one user: only the first request is the ramp; the last one ended as the point stopped
+    assert steady_mask([0, 1, 2, 3], [1, 2, 3, 4]).tolist() == [False, True, True, True]
     assert running_steady_mask(sent, ended).tolist() == [False, False, True, True, True, True]
     assert steady_mask([], []).size == 0
 

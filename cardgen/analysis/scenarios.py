@@ -4,8 +4,8 @@ Warm-up requests are left out of every figure (they are counted in ``warmup_requ
 superseded attempts (the caller leaves them out of ``requests``: see :mod:`cardgen.analysis.outcomes`).
 
 **Closed loop: steady state.** A closed-loop point's figures come from its steady requests: of its successful
-requests, those sent at or after its first completion and ended at or before its last send
-(:func:`cardgen.precision.steady_mask`, the evidence its stopping rule uses); the others are the ramp and the
+requests, those sent at or after its first completion and ended by the moment it stopped (its first completion
+after its last send; :func:`cardgen.precision.steady_mask`, the evidence its stopping rule uses); the others are the ramp and the
 drain, counted in ``ramp_drain_requests``. Its rates are over its steady window, from its first completion to its
 last send (the same bounds): each successful request counts in proportion to the part of its E2E inside the
 window (requests/s = the sum of those fractions / the window; tokens/s weights each by its tokens), so rounds that
