@@ -6,8 +6,9 @@ analysis all call these, so a point stops on the same evidence the card later sh
 **Steady state (closed loop).** All users of a closed-loop point start at once, so the first round contends
 for prefill together, and when the point stops, the requests still in flight finish with fewer and fewer
 neighbours. Steady state is the requests sent at or after the point's first completion and ended by the
-moment it stopped (its first completion after its last send: the one on which a user did not send again); the
-rest are the ramp and the drain, left out of the point's figures and counted. The evidence a point stopped on
+moment it stopped (its first completion on which the user did not send again: of ``n`` requests at ``parallel``
+users, the ``n - parallel + 1``-th completion); the rest are the ramp and the drain, left out of the point's
+figures and counted. The evidence a point stopped on
 is so the evidence its card shows.
 
 **Precision (batch means over whole rounds).** Requests of one point are not independent: parallel users
@@ -88,17 +89,18 @@ def median_interval(values: Sequence[float], *, parallel: int = 1) -> MedianInte
     return MedianInterval(median=float(np.median(data)), half_width=half, batches=k)
 
 
-def steady_mask(sent_at: Sequence[float], ended_at: Sequence[float]) -> np.ndarray:
-    """Which requests of one closed-loop point are steady: sent at or after the point's first completion
-    and ended by the moment it stopped, its first completion after its last send (see the module's docstring)."""
+def steady_mask(sent_at: Sequence[float], ended_at: Sequence[float], *, parallel: int) -> np.ndarray:
+    """Which requests of one closed-loop point of ``parallel`` users are steady: sent at or after the point's
+    first completion and ended by the moment it stopped (see the module's docstring). Every completion before
+    the stop sent the next request, so of ``n`` requests the first ``n - parallel`` completions resent and the
+    next one, in order of completion, is the first that did not: the stop."""
     sent = np.asarray(sent_at, dtype=float)
     ended = np.asarray(ended_at, dtype=float)
-    if sent.size == 0:
-        return np.zeros(0, dtype=bool)
+    users = max(int(parallel), 1)
+    if sent.size <= users:
+        return np.zeros(sent.size, dtype=bool)
     first_end = np.nanmin(ended)
-    last_send = np.nanmax(sent)
-    after = ended[ended > last_send]
-    stopped = np.nanmin(after) if after.size else last_send
+    stopped = np.sort(ended)[sent.size - users]
     return (sent >= first_end) & (ended <= stopped)
 
 
@@ -122,18 +124,19 @@ def precision_reached(figures: Sequence[Sequence[float]], *, target: float, para
     return True
 
 
-def closed_figures(records: Sequence[object], *, running: bool = True) -> tuple[list[float], list[float]]:
+def closed_figures(records: Sequence[object], *, parallel: int = 1, running: bool = True,
+                   ) -> tuple[list[float], list[float]]:
     """Speed from start (output tokens / (end - sent)) and TTFT of a closed-loop point's steady successful
     records, in send order. ``records`` have ``sent_at``, ``end_at``, ``first_token_at``, ``output_tokens`` and
     ``ok`` (``RequestRecord``); ``running``: the point still runs (:func:`running_steady_mask`), else it ended
-    (:func:`steady_mask`)."""
+    (:func:`steady_mask`, with its ``parallel`` users)."""
     done = sorted((r for r in records if getattr(r, "ok", True) and r.end_at is not None  # type: ignore[attr-defined]
                    and r.first_token_at is not None), key=lambda r: r.sent_at)  # type: ignore[attr-defined]
     if not done:
         return [], []
     sent = [r.sent_at for r in done]  # type: ignore[attr-defined]
     ended = [r.end_at for r in done]  # type: ignore[attr-defined]
-    mask = running_steady_mask(sent, ended) if running else steady_mask(sent, ended)
+    mask = running_steady_mask(sent, ended) if running else steady_mask(sent, ended, parallel=parallel)
     kept = [r for r, keep in zip(done, mask, strict=True) if keep]
     speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in kept]  # type: ignore[attr-defined]
     ttfts = [r.first_token_at - r.sent_at for r in kept]  # type: ignore[attr-defined]

@@ -66,15 +66,20 @@ def test_the_interval_covers_the_true_median_about_95_percent_of_the_time():
 
 
 def test_steady_state_drops_the_ramp_and_the_drain():
-    # 2 users: requests 0,1 start together (ramp); the point stops when request 4 ends (3.0: the first end
-    # after the last send, 2.1), so request 5, still in flight then, is the drain
+    # 2 users: requests 0,1 start together (ramp); completions 1-4 resent, the 5th (request 4, at 3.0) did not:
+    # the point stopped there, so request 5, still in flight then, is the drain
     sent = [0.0, 0.0, 1.0, 1.1, 2.0, 2.1]
     ended = [1.0, 1.1, 2.0, 2.1, 3.0, 3.1]
-    assert steady_mask(sent, ended).tolist() == [False, False, True, True, True, False]
+    assert steady_mask(sent, ended, parallel=2).tolist() == [False, False, True, True, True, False]
     # one user: only the first request is the ramp; the last one ended as the point stopped
-    assert steady_mask([0, 1, 2, 3], [1, 2, 3, 4]).tolist() == [False, True, True, True]
+    assert steady_mask([0, 1, 2, 3], [1, 2, 3, 4], parallel=1).tolist() == [False, True, True, True]
+    # 3 users in lockstep: the stop came at 2.0 (the 4th completion); the round sent at 2.0 is all drain, though
+    # its requests end together at 3.0, after the last send
+    lock_sent, lock_ended = [0, 0, 0, 1, 1, 1, 2, 2], [1, 1, 1, 2, 2, 2, 3, 3]
+    assert steady_mask(lock_sent, lock_ended, parallel=3).tolist() == [False] * 3 + [True] * 3 + [False] * 2
     assert running_steady_mask(sent, ended).tolist() == [False, False, True, True, True, True]
-    assert steady_mask([], []).size == 0
+    assert steady_mask([], [], parallel=4).size == 0
+    assert not steady_mask([0, 0], [1, 1], parallel=2).any()
 
 
 def test_mean_and_slope_intervals():

@@ -5,7 +5,7 @@ superseded attempts (the caller leaves them out of ``requests``: see :mod:`cardg
 
 **Closed loop: steady state.** A closed-loop point's figures come from its steady requests: of its successful
 requests, those sent at or after its first completion and ended by the moment it stopped (its first completion
-after its last send; :func:`cardgen.precision.steady_mask`, the evidence its stopping rule uses); the others are the ramp and the
+on which the user did not send again; :func:`cardgen.precision.steady_mask`, the evidence its stopping rule uses); the others are the ramp and the
 drain, counted in ``ramp_drain_requests``. Its rates are over its steady window, from its first completion to its
 last send (the same bounds): each successful request counts in proportion to the part of its E2E inside the
 window (requests/s = the sum of those fractions / the window; tokens/s weights each by its tokens), so rounds that
@@ -80,7 +80,7 @@ def _steady(summary: ScenarioSummary, ok: pd.DataFrame) -> pd.DataFrame:
     """Closed loop: the successful requests the figures come from (see the module docstring); records the
     steady state on ``summary``."""
     users = summary.parallel or 1
-    mask = steady_mask(ok["sent_at"].to_numpy(dtype=float), ok["end_at"].to_numpy(dtype=float))
+    mask = steady_mask(ok["sent_at"].to_numpy(dtype=float), ok["end_at"].to_numpy(dtype=float), parallel=users)
     steady = ok[mask]
     summary.steady_requests = len(steady)
     summary.precision = closed_precision(steady, parallel=users)

@@ -171,7 +171,7 @@ def test_closed_figures_come_from_the_steady_requests(steady_run, name):
     data, analysis = steady_run
     point = by_name(analysis.summary)[name]
     records = point_records(data, name)
-    mask = steady_mask([r.sent_at for r in records], [r.end_at for r in records])
+    mask = steady_mask([r.sent_at for r in records], [r.end_at for r in records], parallel=point.parallel)
     steady = [r for r, m in zip(records, mask, strict=True) if m]
     assert point.steady_state is True
     assert point.steady_requests == len(steady) and point.ramp_drain_requests == len(records) - len(steady)
@@ -194,7 +194,8 @@ def test_closed_precision_is_the_batch_means_interval_of_the_steady_medians(stea
     data, analysis = steady_run
     point = by_name(analysis.summary)[name]
     records = point_records(data, name)
-    steady = [r for r, m in zip(records, steady_mask([r.sent_at for r in records], [r.end_at for r in records]),
+    steady = [r for r, m in zip(records, steady_mask([r.sent_at for r in records], [r.end_at for r in records],
+                                                           parallel=point.parallel),
                                 strict=True) if m]
     speed = median_interval([r.output_tokens / (r.end_at - r.sent_at) for r in steady], parallel=point.parallel)
     ttft = median_interval([r.first_token_at - r.sent_at for r in steady], parallel=point.parallel)

@@ -71,7 +71,7 @@ def precision_reached(suite_name: str) -> dict[str, float | None]:
     for point in points:
         records = by_point.get(point.name, [])
         if point.kind == "closed" and records:
-            speeds, ttfts = closed_figures(records, running=False)
+            speeds, ttfts = closed_figures(records, parallel=point.parallel or 1, running=False)
             s = median_interval(speeds, parallel=point.parallel or 1)
             t = median_interval(ttfts, parallel=point.parallel or 1)
             if point.name == REFERENCE:
