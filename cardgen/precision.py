@@ -131,7 +131,8 @@ def closed_figures(records: Sequence[object], *, parallel: int = 1, running: boo
     ``ok`` (``RequestRecord``); ``running``: the point still runs (:func:`running_steady_mask`), else it ended
     (:func:`steady_mask`, with its ``parallel`` users)."""
     done = sorted((r for r in records if getattr(r, "ok", True) and r.end_at is not None  # type: ignore[attr-defined]
-                   and r.first_token_at is not None), key=lambda r: r.sent_at)  # type: ignore[attr-defined]
+                   and r.first_token_at is not None and r.end_at > r.sent_at),  # type: ignore[attr-defined]
+                  key=lambda r: r.sent_at)  # type: ignore[attr-defined]
     if not done:
         return [], []
     sent = [r.sent_at for r in done]  # type: ignore[attr-defined]
@@ -150,13 +151,19 @@ def closed_precise(records: Sequence[object], *, target: float, parallel: int) -
     return precision_reached([speeds, ttfts], target=target, parallel=parallel)
 
 
+def ingest_interval(records: Sequence[object]) -> MedianInterval | None:
+    """An ingestion sweep's slope (TTFT seconds per prompt token, :func:`slope_interval`) over its successful
+    records: ``prompt_tokens`` as the server counted them (the sized target when it did not say) against
+    ``first_token_at - sent_at``."""
+    ok = [r for r in records if getattr(r, "ok", True) and r.first_token_at is not None]  # type: ignore[attr-defined]
+    return slope_interval([r.prompt_tokens if r.prompt_tokens is not None  # type: ignore[attr-defined]
+                           else r.prompt_tokens_target for r in ok],  # type: ignore[attr-defined]
+                          [r.first_token_at - r.sent_at for r in ok])  # type: ignore[attr-defined]
+
+
 def ingest_precise(records: Sequence[object], *, target: float) -> bool:
-    """Whether an ingestion sweep's slope (TTFT seconds per prompt token, :func:`slope_interval` over its
-    successful records' ``prompt_tokens`` and ``first_token_at - sent_at``) is known within ``target``."""
-    ok = [r for r in records if getattr(r, "ok", True) and r.first_token_at is not None  # type: ignore[attr-defined]
-          and r.prompt_tokens is not None]  # type: ignore[attr-defined]
-    interval = slope_interval([r.prompt_tokens for r in ok],  # type: ignore[attr-defined]
-                              [r.first_token_at - r.sent_at for r in ok])  # type: ignore[attr-defined]
+    """Whether an ingestion sweep's slope (:func:`ingest_interval`) is positive and known within ``target``."""
+    interval = ingest_interval(records)
     return interval is not None and interval.median > 0 and interval.relative <= target
 
 

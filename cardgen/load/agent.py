@@ -35,7 +35,14 @@ from cardgen.load.client import build_payload, stream_once
 from cardgen.load.messages import AgentMessage, Assignment, Done, LoadgenTick, Ready, Setup
 from cardgen.load.prompts import PromptTemplate, request_id
 from cardgen.points import Point
-from cardgen.precision import MedianInterval, mean_interval, round_decode_speed, slope_interval
+from cardgen.precision import (
+    MedianInterval,
+    batch_precise,
+    ingest_interval,
+    ingest_precise,
+    mean_interval,
+    round_decode_speed,
+)
 from cardgen.promtext import parse_metrics
 from cardgen.saturation import wave_saturated
 from cardgen.schemas.records import LoadgenSample, RequestRecord
@@ -238,18 +245,14 @@ class Agent:
         point = ctx.point
         session = ctx.session()
         sweep = len(point.lengths)
-        tokens: list[float] = []
-        ttfts: list[float] = []
+        sent: list[RequestRecord] = []
         for n, (length, rep) in enumerate(point.ingest_order(), start=1):
             if self.stopping:
                 return
-            rec = ctx.send(session, prompt_tokens=length, repeat=rep, parallel=1)
-            if rec.ok and rec.first_token_at is not None:
-                tokens.append(float(rec.prompt_tokens or length))
-                ttfts.append(rec.first_token_at - rec.sent_at)
+            sent.append(ctx.send(session, prompt_tokens=length, repeat=rep, parallel=1))
             if point.target_ci is not None and sweep and n % sweep == 0:
-                interval = slope_interval(tokens, ttfts)
-                precise = interval is not None and interval.relative <= point.target_ci
+                interval = ingest_interval(sent)
+                precise = ingest_precise(sent, target=point.target_ci)
                 ctx.detail = _interval_words("the slope", interval, point.target_ci, f"{n // sweep} sweeps")
                 if not point.more_sweeps(n // sweep, precise=precise):
                     ctx.stop = STOP_PRECISION if precise else STOP_COMPLETE
@@ -282,7 +285,7 @@ class Agent:
             return
         while True:
             interval = mean_interval(speeds)
-            precise = interval is not None and interval.relative <= point.target_ci
+            precise = batch_precise(speeds, target=point.target_ci)
             ctx.detail = _interval_words("the mean decode speed", interval, point.target_ci,
                                          f"{len(speeds)} rounds")
             if not point.more_batch_rounds(len(speeds), precise=precise):

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-import numpy as np
 from gevent.event import Event
 from locust.env import Environment
 
@@ -58,7 +57,7 @@ from cardgen.load.recorder import Recorder
 from cardgen.load.scraper import ScrapeLog
 from cardgen.load.sink import RecordSink, fault_from_env
 from cardgen.points import Point
-from cardgen.precision import median_interval, precision_reached, running_steady_mask
+from cardgen.precision import closed_figures, median_interval, precision_reached
 from cardgen.saturation import closed_load_seen, point_saturation
 from cardgen.schemas.records import ErrorKind, RequestRecord
 from cardgen.schemas.run import (
@@ -180,11 +179,7 @@ class _PointWatch:
         self.precise = False
         self.evidence: str | None = None  # the intervals when the point was found precise
         self._checked_at = 0
-        # successful records: send and end times, speed from start and TTFT, in arrival order
-        self.sent: list[float] = []
-        self.ended: list[float] = []
-        self.speeds: list[float] = []
-        self.ttfts: list[float] = []
+        self.done: list[RequestRecord] = []  # its successful records, in arrival order
 
     def on_record(self, rec: RequestRecord) -> None:
         point = self.point
@@ -193,28 +188,22 @@ class _PointWatch:
         self.requests += 1
         if self.requests == self.parallel:
             self.first_round_end = rec.end_at
-        if (rec.ok and rec.first_token_at is not None and rec.end_at is not None and rec.end_at > rec.sent_at):
-            self.sent.append(rec.sent_at)
-            self.ended.append(rec.end_at)
-            self.speeds.append((rec.output_tokens or 0) / (rec.end_at - rec.sent_at))
-            self.ttfts.append(rec.first_token_at - rec.sent_at)
+        if rec.ok:
+            self.done.append(rec)
         if (point.kind == "closed" and point.target_ci is not None and not self.precise
                 and self.requests >= point.min_requests and self.requests - self._checked_at >= self.parallel
                 and time.time() - self.started >= point.min_duration_s):
             self._checked_at = self.requests
-            if precision_reached(self.steady(), target=point.target_ci, parallel=self.parallel):
+            if precision_reached(closed_figures(self.done), target=point.target_ci, parallel=self.parallel):
                 self.precise = True
                 self.evidence = self._intervals()
                 self.on_precise(point.name)
 
-    def steady(self) -> tuple[np.ndarray, np.ndarray]:
-        """Speed from start and TTFT of the steady records so far (:func:`running_steady_mask`), in send order."""
-        if not self.sent:
-            return np.zeros(0), np.zeros(0)
-        sent = np.asarray(self.sent)
-        order = np.argsort(sent, kind="stable")
-        keep = order[running_steady_mask(sent[order], np.asarray(self.ended)[order])]
-        return np.asarray(self.speeds)[keep], np.asarray(self.ttfts)[keep]
+    def median_speed_tok_s(self) -> float | None:
+        """The median speed from start of every successful record (the saturation rule's speed)."""
+        speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in self.done
+                  if r.end_at is not None and r.end_at > r.sent_at]
+        return statistics.median(speeds) if speeds else None
 
     def closed_detail(self, stop: str) -> str:
         """The words behind a closed loop's stop: the intervals reached (with a target), or the minimum."""
@@ -229,7 +218,7 @@ class _PointWatch:
         return f"{_cap_words(point, stop)} first: {self._intervals()}"
 
     def _intervals(self) -> str:
-        speeds, ttfts = self.steady()
+        speeds, ttfts = closed_figures(self.done)
         parts = []
         for name, values in (("speed from start", speeds), ("TTFT", ttfts)):
             interval = median_interval(values, parallel=self.parallel)
@@ -356,7 +345,7 @@ def _point_outcome(point: Point, watch: _PointWatch, started: PointOutcome, done
         readings = scrapes.read() if scrapes is not None else []
         seen = closed_load_seen(readings, started=started.started_unix or ended_unix, ended=ended_unix,
                                 first_round_end=watch.first_round_end,
-                                median_speed_tok_s=statistics.median(watch.speeds) if watch.speeds else None)
+                                median_speed_tok_s=watch.median_speed_tok_s())
         saturation = point_saturation(seen)  # said beside the stop, which stays why the point stopped sending
     return started.model_copy(update={"ended_unix": ended_unix, "requests": watch.requests, "stop": stop,
                                       "detail": detail, "saturation": saturation})
