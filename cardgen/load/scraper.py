@@ -120,12 +120,9 @@ class Scraper:
             self.proc.wait()
 
 
-GaugeReading = Reading  # one reading of the server's load gauges: cardgen.saturation owns its shape
-
-
 class ScrapeLog:
     """The scraper's file as it grows, read by the load process between points: each scrape's load gauges
-    (:class:`GaugeReading`), so that a closed-loop point's saturation is judged on what the server showed
+    (:class:`cardgen.saturation.Reading`), so that a closed-loop point's saturation is judged on what the server showed
     without polling ``/metrics`` from the event loop that stamps chunk arrivals. Only whole lines are read
     (the scraper may be writing the last one); the parsed exposition is dropped once read."""
 
@@ -134,10 +131,10 @@ class ScrapeLog:
 
         self.path, self.engine = Path(path), engine
         self.preemptions_name = metric_names(engine).get("preemptions", "")
-        self.readings: list[GaugeReading] = []
+        self.readings: list[Reading] = []
         self._offset = 0
 
-    def read(self) -> list[GaugeReading]:
+    def read(self) -> list[Reading]:
         """Read what the scraper appended since the last call; every reading so far, in time order."""
         from cardgen.engines import counter, load_gauges
 
@@ -157,7 +154,7 @@ class ScrapeLog:
             if not isinstance(sample, dict) or sample.get("error") or "samples" not in sample:
                 continue
             gauges = load_gauges(self.engine, sample)
-            self.readings.append(GaugeReading(t=float(sample["t"]), usage=gauges["usage"], waiting=gauges["waiting"],
+            self.readings.append(Reading(t=float(sample["t"]), usage=gauges["usage"], waiting=gauges["waiting"],
                                               preemptions=counter(sample, self.preemptions_name)))
         return self.readings
 
