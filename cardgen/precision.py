@@ -128,8 +128,10 @@ def closed_figures(records: Sequence[object], *, parallel: int = 1, running: boo
                    ) -> tuple[list[float], list[float]]:
     """Speed from start (output tokens / (end - sent)) and TTFT of a closed-loop point's steady successful
     records, in send order. ``records`` have ``sent_at``, ``end_at``, ``first_token_at``, ``output_tokens`` and
-    ``ok`` (``RequestRecord``); ``running``: the point still runs (:func:`running_steady_mask`), else it ended
-    (:func:`steady_mask`, with its ``parallel`` users)."""
+    ``ok`` (``RequestRecord``); ``running``: the point still runs (:func:`running_steady_mask`, cut to whole
+    rounds of ``parallel``: the newest requests past the last whole round belong to a round still under way, and a
+    batch that straddled two rounds would mix them), else it ended (:func:`steady_mask`, with its ``parallel``
+    users)."""
     done = sorted((r for r in records if getattr(r, "ok", True) and r.end_at is not None  # type: ignore[attr-defined]
                    and r.first_token_at is not None and r.end_at > r.sent_at),  # type: ignore[attr-defined]
                   key=lambda r: r.sent_at)  # type: ignore[attr-defined]
@@ -139,6 +141,8 @@ def closed_figures(records: Sequence[object], *, parallel: int = 1, running: boo
     ended = [r.end_at for r in done]  # type: ignore[attr-defined]
     mask = running_steady_mask(sent, ended) if running else steady_mask(sent, ended, parallel=parallel)
     kept = [r for r, keep in zip(done, mask, strict=True) if keep]
+    if running:  # judge whole rounds: the newest requests past the last whole round are a round still under way
+        kept = kept[:len(kept) - len(kept) % max(int(parallel), 1)]
     speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in kept]  # type: ignore[attr-defined]
     ttfts = [r.first_token_at - r.sent_at for r in kept]  # type: ignore[attr-defined]
     return speeds, ttfts
@@ -147,7 +151,7 @@ def closed_figures(records: Sequence[object], *, parallel: int = 1, running: boo
 def closed_precise(records: Sequence[object], *, target: float, parallel: int) -> bool:
     """Whether a running closed-loop point's median speed from start and median TTFT are both known within
     ``target`` (the stopping rule of a point with ``target_ci``)."""
-    speeds, ttfts = closed_figures(records)
+    speeds, ttfts = closed_figures(records, parallel=parallel)
     return precision_reached([speeds, ttfts], target=target, parallel=parallel)
 
 

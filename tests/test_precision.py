@@ -93,3 +93,19 @@ def test_mean_and_slope_intervals():
     assert s.median == pytest.approx(1e-4, rel=0.02) and s.relative < 0.03
     assert slope_interval([1, 1, 1], [1, 2, 3]) is None
     assert math.isinf(median_interval([0.0] * 20).relative)
+
+
+def test_a_running_point_is_judged_on_whole_rounds_only():
+    from types import SimpleNamespace
+
+    from cardgen.precision import closed_figures
+
+    def rec(sent, end, out=10):
+        return SimpleNamespace(ok=True, sent_at=sent, first_token_at=sent + 0.1, end_at=end, output_tokens=out)
+
+    # 2 users: the ramp (sent at 0), two whole steady rounds, and the first request of a third round
+    records = [rec(0, 1), rec(0, 1), rec(1, 2), rec(1, 2), rec(2, 3), rec(2, 3), rec(3, 3.5, out=99)]
+    speeds, ttfts = closed_figures(records, parallel=2)
+    assert speeds == [10.0] * 4 and len(ttfts) == 4  # the newest, lone request of a round under way is left out
+    speeds, _ = closed_figures(records, parallel=1)
+    assert len(speeds) == 5 and speeds[-1] == 198.0

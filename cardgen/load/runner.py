@@ -194,7 +194,7 @@ class _PointWatch:
                 and self.requests >= point.min_requests and self.requests - self._checked_at >= self.parallel
                 and time.time() - self.started >= point.min_duration_s):
             self._checked_at = self.requests
-            if precision_reached(closed_figures(self.done), target=point.target_ci, parallel=self.parallel):
+            if precision_reached(closed_figures(self.done, parallel=self.parallel), target=point.target_ci, parallel=self.parallel):
                 self.precise = True
                 self.evidence = self._intervals()
                 self.on_precise(point.name)
@@ -218,7 +218,7 @@ class _PointWatch:
         return f"{_cap_words(point, stop)} first: {self._intervals()}"
 
     def _intervals(self) -> str:
-        speeds, ttfts = closed_figures(self.done)
+        speeds, ttfts = closed_figures(self.done, parallel=self.parallel)
         parts = []
         for name, values in (("speed from start", speeds), ("TTFT", ttfts)):
             interval = median_interval(values, parallel=self.parallel)

@@ -205,7 +205,7 @@ class _PointState:
     in_flight: int = 0
     more: bool = True  # more requests may still be sent
     precise: bool = False  # closed loop: once judged precise, the whole point stops (as the runner tells agents)
-    checked_at: int = -1  # closed loop: how many requests had ended when precision was last judged
+    checked_at: int = 0  # closed loop: how many requests had ended when precision was last judged
     finished: bool = False
     done: list[DrivenRequest] = field(default_factory=list)
 

@@ -330,3 +330,16 @@ def test_precision_targets_run_to_their_caps_on_a_noisy_server():
     closed, batch = drive(points(suite), CONFIG, perf=P, options=noisy).points
     assert closed.stop == "max_requests" and closed.requests == 120
     assert batch.stop == "complete" and batch.requests == 4 * (1 + 6)
+
+
+def test_a_precise_closed_point_stops_on_its_fifth_whole_steady_round():
+    """Users in step (no network): the ramp round, then 5 steady rounds are the minimum batches; precision is
+    judged when the 6th round's last request ends (all of it in: a batch never straddles two rounds), and
+    only the parallel - 1 users that already sent again are left to drain."""
+    from cardgen.precision import MIN_BATCHES
+
+    suite = ("  - kind: closed\n    prompt_tokens: [256]\n    output_tokens: [32]\n    parallel: [4]\n"
+             "    min_requests: 1\n    target_ci: 0.5\n    max_requests: 400\n")
+    closed, = drive(points(suite), CONFIG, perf=P, options=DriveOptions(step_jitter=0.01, seed=3)).points
+    assert closed.stop == "precision reached"
+    assert closed.requests == 4 * (1 + MIN_BATCHES) + 3
