@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cardgen.robustline import robust_line
+
 MIN_BATCHES = 5
 MAX_BATCHES = 20
 
@@ -156,13 +158,19 @@ def closed_precise(records: Sequence[object], *, target: float, parallel: int) -
 
 
 def ingest_interval(records: Sequence[object]) -> MedianInterval | None:
-    """An ingestion sweep's slope (TTFT seconds per prompt token, :func:`slope_interval`) over its successful
-    records: ``prompt_tokens`` as the server counted them (the sized target when it did not say) against
-    ``first_token_at - sent_at``."""
+    """An ingestion sweep's slope (TTFT seconds per prompt token) and its 95 % t interval
+    (:func:`slope_interval`) over the points the card's robust line keeps
+    (:func:`cardgen.robustline.robust_line`), from its successful records: ``prompt_tokens`` as the server
+    counted them (the sized target when it did not say) against ``first_token_at - sent_at``. The card's
+    ingestion speed is that line, so the sweep stops on the evidence the card shows."""
     ok = [r for r in records if getattr(r, "ok", True) and r.first_token_at is not None]  # type: ignore[attr-defined]
-    return slope_interval([r.prompt_tokens if r.prompt_tokens is not None  # type: ignore[attr-defined]
-                           else r.prompt_tokens_target for r in ok],  # type: ignore[attr-defined]
-                          [r.first_token_at - r.sent_at for r in ok])  # type: ignore[attr-defined]
+    x = np.asarray([r.prompt_tokens if r.prompt_tokens is not None  # type: ignore[attr-defined]
+                    else r.prompt_tokens_target for r in ok], dtype=float)  # type: ignore[attr-defined]
+    y = np.asarray([r.first_token_at - r.sent_at for r in ok], dtype=float)  # type: ignore[attr-defined]
+    line = robust_line(x, y)
+    if line is None:
+        return None
+    return slope_interval(x[line.inlier], y[line.inlier])
 
 
 def ingest_precise(records: Sequence[object], *, target: float) -> bool:

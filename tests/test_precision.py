@@ -109,3 +109,23 @@ def test_a_running_point_is_judged_on_whole_rounds_only():
     assert speeds == [10.0] * 4 and len(ttfts) == 4  # the newest, lone request of a round under way is left out
     speeds, _ = closed_figures(records, parallel=1)
     assert len(speeds) == 5 and speeds[-1] == 198.0
+
+
+def test_the_ingestion_sweep_is_judged_on_the_points_the_cards_line_keeps():
+    from types import SimpleNamespace
+
+    from cardgen.analysis.ingestion import fit_ingestion
+    from cardgen.precision import ingest_interval, ingest_precise
+
+    lengths = [100, 500, 1000, 2000, 3000, 4000] * 3
+    ttft = [0.02 + n / 10_000 * (1 + 0.002 * ((i % 3) - 1)) for i, n in enumerate(lengths)]
+    ttft[4] *= 3  # one prompt queued behind something else: far off the line
+    records = [SimpleNamespace(ok=True, sent_at=0.0, first_token_at=t, prompt_tokens=n, prompt_tokens_target=n)
+               for n, t in zip(lengths, ttft, strict=True)]
+    interval = ingest_interval(records)
+    fit = fit_ingestion(np.array(lengths, dtype=float), np.array(ttft)).fit
+    assert fit.n_used == len(lengths) - 1
+    assert interval.median == pytest.approx(fit.slope_s_per_token)
+    assert interval.relative == pytest.approx(fit.slope_ci_relative)
+    assert ingest_precise(records, target=0.03)  # least squares over every point is far wider:
+    assert slope_interval(lengths, ttft).relative > 0.1

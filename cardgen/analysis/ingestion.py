@@ -1,12 +1,13 @@
 """Prompt ingestion speed: a robust straight line through TTFT against prompt tokens.
 
-Method (the reference card's, made robust): start from the Theil-Sen line (median of pairwise slopes), keep the
-points whose TTFT is within ``tolerance`` (5 %) of the line, refit by least squares on them, and repeat until the
-kept set no longer changes. Speed = 1 / slope (tokens per second); the intercept is fixed overhead (network,
-scheduling, the first decode step). When fewer than half the points survive the trimming the Theil-Sen line is
-kept instead. Two intervals: a bootstrap over the kept points, and the slope's 95 % t interval over them
-(:func:`cardgen.precision.slope_interval`, the evidence the sweep's precision target is judged on), given as a
-fraction of the slope and as ingestion speeds 1 / (slope +- half-width).
+Method (the reference card's, made robust): :func:`cardgen.robustline.robust_line` — start from the Theil-Sen
+line (median of pairwise slopes), keep the points whose TTFT is within ``tolerance`` (5 %) of the line, refit by
+least squares on them, and repeat until the kept set no longer changes. Speed = 1 / slope (tokens per
+second); the intercept is fixed overhead (network, scheduling, the first decode step). When fewer than half the
+points survive the trimming the Theil-Sen line is kept instead. Two intervals: a bootstrap over the kept points,
+and the slope's 95 % t interval over them (:func:`cardgen.precision.slope_interval`; the sweep's precision
+target is judged on the same kept points, :func:`cardgen.precision.ingest_interval`), given as a fraction of
+the slope and as ingestion speeds 1 / (slope +- half-width).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from cardgen.precision import slope_interval
+from cardgen.robustline import robust_line
 from cardgen.schemas.summary import IngestionFit
 
-_MAX_THEIL_SEN_POINTS = 1500  # all pairs of at most this many points (about a million slopes)
 _SEED = 20241121
 
 
@@ -43,25 +44,6 @@ def ingestion_points(requests: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return x[keep], y[keep]
 
 
-def theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(slope, intercept): the median of all pairwise slopes, and the median of y - slope x."""
-    if len(x) > _MAX_THEIL_SEN_POINTS:
-        idx = np.linspace(0, len(x) - 1, _MAX_THEIL_SEN_POINTS).round().astype(int)
-        x_s, y_s = x[idx], y[idx]
-    else:
-        x_s, y_s = x, y
-    i, j = np.triu_indices(len(x_s), k=1)
-    dx = x_s[j] - x_s[i]
-    ok = dx != 0
-    slope = float(np.median((y_s[j] - y_s[i])[ok] / dx[ok]))
-    return slope, float(np.median(y - slope * x))
-
-
-def _ols(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    slope, intercept = np.polyfit(x, y, 1)
-    return float(slope), float(intercept)
-
-
 def _bootstrap_slopes(x: np.ndarray, y: np.ndarray, resamples: int = 1000) -> np.ndarray:
     rng = np.random.default_rng(_SEED)
     idx = rng.integers(0, len(x), size=(resamples, len(x)))
@@ -78,25 +60,10 @@ def fit_ingestion(prompt_tokens: np.ndarray, ttft_s: np.ndarray, *, tolerance: f
     """The robust fit described in the module docstring; None with fewer than 3 distinct prompt lengths."""
     x = np.asarray(prompt_tokens, dtype=float)
     y = np.asarray(ttft_s, dtype=float)
-    if len(np.unique(x)) < 3:
+    line = robust_line(x, y, tolerance=tolerance, max_iterations=max_iterations)
+    if line is None:
         return None
-    slope, intercept = theil_sen(x, y)
-    ts_line = (slope, intercept)
-    inlier = np.zeros(len(x), dtype=bool)
-    method = "trimmed_ols"
-    for _ in range(max_iterations):
-        fitted = intercept + slope * x
-        new = np.abs(y - fitted) <= tolerance * np.abs(fitted)
-        if new.sum() < max(3, len(x) / 2) or len(np.unique(x[new])) < 3:
-            method = "theil_sen"
-            slope, intercept = ts_line
-            fitted = intercept + slope * x
-            inlier = np.abs(y - fitted) <= tolerance * np.abs(fitted)
-            break
-        if np.array_equal(new, inlier):
-            break
-        inlier = new
-        slope, intercept = _ols(x[inlier], y[inlier])
+    slope, intercept, inlier, method = line.slope, line.intercept, line.inlier, line.method
     xi, yi = x[inlier], y[inlier]
     r2 = None
     if len(xi) >= 3:

@@ -3,7 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cardgen.analysis.ingestion import fit_ingestion, theil_sen
+from cardgen.analysis.ingestion import fit_ingestion
+from cardgen.robustline import theil_sen
 
 
 def points(rate: float = 10_000.0, overhead: float = 0.02, noise: float = 0.01, n: int = 60, seed: int = 0):
