@@ -97,7 +97,8 @@ def push_plan(plan: PushPlan) -> str:
             commit_message=plan.commit_message,
             create_pr=plan.create_pr,
             operations=[
-                CommitOperationAdd(path_in_repo=u.path_in_repo, path_or_fileobj=str(u.local_path))
+                CommitOperationAdd(path_in_repo=u.path_in_repo,
+                                   path_or_fileobj=u.data if u.data is not None else str(u.local_path))
                 for u in plan.uploads
             ],
         )

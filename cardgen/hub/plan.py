@@ -8,16 +8,29 @@ repo under ``runs/<model-slug>/<stamp>/``, the layout ``cardgen site --from-hub`
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from cardgen.errors import UsageError
-from cardgen.rundir import CARD_MD, FIGURES_DIR, STAMP, SUMMARY_JSON, TABLES_DIR, RunDir, slugify, utc_stamp
+from cardgen.rundir import (
+    CARD_MD,
+    FIGURES_DIR,
+    RUN_JSON,
+    STAMP,
+    SUMMARY_JSON,
+    TABLES_DIR,
+    RunDir,
+    slugify,
+    utc_stamp,
+)
 from cardgen.schemas import Summary
 from cardgen.site.mdtext import localize_links
 
 DATASET_ROOT = "runs"
+#: run.json fields that describe the machine that ran the load, not the run: left out of a published copy
+WRITER_FIELDS = ("pid", "hostname", "heartbeat_unix")
 CARD_DIRS = (FIGURES_DIR, TABLES_DIR)
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -27,6 +40,7 @@ class Upload:
     path_in_repo: str
     local_path: Path
     size: int
+    data: bytes | None = None  # what is sent instead of the file's bytes (a published copy)
 
 
 @dataclass(frozen=True)
@@ -104,15 +118,31 @@ def run_stamp(run_dir: Path, summary: Summary) -> str:
     return slugify(run_dir.resolve().name)
 
 
+def published_run_json(path: Path) -> bytes:
+    """``run.json`` as a dataset publishes it: without :data:`WRITER_FIELDS` (the load machine's host name and
+    process, which only tell a live run from a dead one on that machine)."""
+    data = json.loads(path.read_text("utf-8"))
+    for name in WRITER_FIELDS:
+        data.pop(name, None)
+    return (json.dumps(data, indent=2) + "\n").encode("utf-8")
+
+
 def dataset_plan(run_dir: Path, summary: Summary, *, repo_id: str, create_pr: bool) -> PushPlan:
-    """Every file of the run directory (hidden files left out) under ``runs/<model-slug>/<stamp>/``."""
+    """Every file of the run directory (hidden files left out) under ``runs/<model-slug>/<stamp>/``, run.json
+    as :func:`published_run_json` makes it."""
     folder = f"{DATASET_ROOT}/{slugify(summary.model)}/{run_stamp(run_dir, summary)}"
     rels = RunDir(run_dir).files()
     message = _one_line(f"cardgen: run of {summary.model} on {summary.gpu or 'unknown GPU'} ({folder})")
+    uploads = []
+    for upload in _uploads(run_dir, rels, folder):
+        if upload.local_path.name == RUN_JSON and upload.local_path.parent == run_dir:
+            data = published_run_json(upload.local_path)
+            upload = Upload(upload.path_in_repo, upload.local_path, len(data), data)
+        uploads.append(upload)
     return PushPlan(
         repo_id=repo_id,
         repo_type="dataset",
-        uploads=_uploads(run_dir, rels, folder),
+        uploads=uploads,
         commit_message=message,
         create_pr=create_pr,
     )

@@ -198,3 +198,24 @@ def test_from_hub_with_an_empty_dataset_says_so(fake_hub, tmp_path, capsys):
         capsys, "site", "--from-hub", "org/runs", "--out", str(tmp_path / "site"), "--config", str(config)
     )
     assert code == 1 and "holds no runs" in err
+
+
+def test_a_published_run_leaves_out_the_load_machines_name_and_process(fake_hub, tmp_path, capsys):
+    import json
+
+    run = write_sample_run(tmp_path / "runs")
+    local = json.loads((run / "run.json").read_text("utf-8"))
+    local.update(pid=4242, hostname="gpu-box-17.corp.internal", heartbeat_unix=1_790_000_000.0)
+    (run / "run.json").write_text(json.dumps(local), "utf-8")
+    code, out, err = _run(capsys, "push", str(run), "--dataset", "org/runs", "--no-pr")
+    assert code == 0, err
+    files = fake_hub.hub.repos[("dataset", "org/runs")]
+    published = {k: v for k, v in files.items() if k.endswith("/run.json")}
+    assert len(published) == 1
+    text = next(iter(published.values()))
+    text = text.decode("utf-8") if isinstance(text, bytes) else text
+    assert "gpu-box-17" not in text and "4242" not in text
+    data = json.loads(text)
+    assert not {"pid", "hostname", "heartbeat_unix"} & set(data)
+    assert data["model"] == local["model"] and data["points"] == local["points"]
+    assert json.loads((run / "run.json").read_text("utf-8"))["hostname"] == "gpu-box-17.corp.internal"
