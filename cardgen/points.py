@@ -61,6 +61,10 @@ class Point:
     warmups: int = 0
     runs: int = 0
     max_runs: int | None = None
+    # dataset (open loop): the requests are drawn from this dataset (cardgen.datasets); once sampled
+    # (cardgen.datasets.resolve) ``items`` holds each request's [prompt tokens, output tokens] in send order
+    dataset: str | None = None
+    items: list[list[int]] = field(default_factory=list)
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
@@ -90,7 +94,28 @@ class Point:
         return 0
 
     def prompt_lengths(self) -> list[int]:
+        """The lengths of the sized prompt templates the point sends (none for a dataset's own prompts)."""
+        if self.dataset is not None:
+            return []
         return list(self.lengths) if self.kind == "ingest" else [self.prompt_tokens]
+
+    # -- dataset requests ------------------------------------------------------------------------------------
+    def dataset_key(self) -> str:
+        """Which sample of a dataset the point sends: points with the same key send the same requests (the
+        rates of one suite entry)."""
+        return f"{self.dataset}|seed {self.seed}|{self.num_requests} requests|{self.endpoint}"
+
+    def request_numbers(self, index: int = 0, parts: int = 1) -> list[int]:
+        """Open loop: which of the point's requests (0 .. num_requests - 1) process ``index`` of ``parts``
+        sends, in the order of its :meth:`arrival_offsets` (round robin: every process its :func:`share`)."""
+        return list(range(index, self.num_requests, parts))
+
+    def item_lengths(self, number: int) -> tuple[int, int]:
+        """A dataset point's request ``number``: (prompt tokens, output tokens) as sampled."""
+        if not self.items:
+            raise RuntimeError(f"{self.name}: its dataset was not sampled (cardgen.datasets.resolve)")
+        prompt, output = self.items[number]
+        return int(prompt), int(output)
 
     # -- the scenario rules: what every driver of a point obeys --------------------------------------------
     def runs_on(self, index: int) -> bool:
@@ -277,6 +302,14 @@ def expand(suite: Suite) -> list[Point]:
                             min_duration_s=entry.min_duration_s, max_duration_s=entry.max_duration_s,
                             max_requests=entry.max_requests, target_ci=entry.target_ci,
                             stop_at_saturation=entry.stop_at_saturation, **common))
+        elif isinstance(entry, OpenLoop) and entry.dataset is not None:
+            from cardgen.datasets import slug
+
+            for rate in entry.rates:
+                points.append(Point(
+                    name=f"open-{slug(entry.dataset)}-r{_rate_label(rate)}", kind="open", group=group,
+                    dataset=entry.dataset, rate_rps=rate, num_requests=entry.num_requests, seed=entry.seed,
+                    **common))
         elif isinstance(entry, OpenLoop):
             for rate in entry.rates:
                 points.append(Point(

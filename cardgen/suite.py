@@ -14,11 +14,19 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from cardgen.errors import UsageError
 
-BUILTIN_SUITES = ("quick", "standard", "full")
+BUILTIN_SUITES = ("quick", "standard", "full", "sharegpt")
 
 Endpoint = Literal["completions", "chat"]
 
@@ -56,14 +64,34 @@ class ClosedLoop(_Entry):
 
 
 class OpenLoop(_Entry):
-    """Poisson arrivals at ``rates`` requests/s, independent of completions; ``inf`` sends all at once."""
+    """Poisson arrivals at ``rates`` requests/s, independent of completions; ``inf`` sends all at once.
+
+    Requests have ``prompt_tokens`` / ``output_tokens``, or are ``num_requests`` drawn from a ``dataset``
+    (``sharegpt``, a ShareGPT-format .json file or a .jsonl of ``{prompt, output_tokens}``: ``cardgen.datasets``)
+    with ``seed``; every rate then sends the same requests, in the same order."""
 
     kind: Literal["open"]
-    prompt_tokens: int
-    output_tokens: int
+    prompt_tokens: int | None = Field(default=None, ge=1)
+    output_tokens: int | None = Field(default=None, ge=1)
+    dataset: str | None = None
     rates: list[float]
     num_requests: int = Field(default=100, ge=1)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _lengths_or_dataset(self) -> OpenLoop:
+        if self.dataset is not None:
+            from cardgen.datasets import check_source
+
+            if self.prompt_tokens is not None or self.output_tokens is not None:
+                raise ValueError("give either 'dataset' or 'prompt_tokens' and 'output_tokens', not both")
+            try:
+                check_source(self.dataset)
+            except UsageError as exc:
+                raise ValueError(exc.message) from None
+        elif self.prompt_tokens is None or self.output_tokens is None:
+            raise ValueError("give 'prompt_tokens' and 'output_tokens', or a 'dataset'")
+        return self
 
     @field_validator("rates", mode="before")
     @classmethod

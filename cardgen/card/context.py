@@ -96,6 +96,7 @@ class CardContext(TypedDict):
     server_notes: list[str]
     scenarios: TableView | None
     saturation: SaturationRule
+    workloads: WorkloadSections  # dataset serving tests, prefix cache, chat (issue 11): _workload_sections
 
 
 def card_date(info: RunInfo, *, environ: dict[str, str] | None = None) -> str:
@@ -647,6 +648,63 @@ def _scenarios(s: Summary) -> TableView | None:
                      rows, ["l", "l", "l", "l"] + ["r"] * 8 + ["l"])
 
 
+class DatasetSection(TypedDict):
+    """One dataset suite entry: what was sampled and how, and the lengths that were sent."""
+
+    group: str
+    dataset: str
+    num_requests: int
+    seed: int
+    endpoint: str
+    rule: str
+    lengths: TableView | None
+    length_stats: TableView | None
+    sent: int
+
+
+class WorkloadSections(TypedDict):
+    nightly: TableView | None  # seed 003's serving table, its columns exactly
+    nightly_json: Markup | None
+    datasets: list[DatasetSection]
+
+
+def _bar(n: int, most: int, width: int = 30) -> str:
+    return "█" * max(1 if n else 0, round(width * n / most)) if most else ""
+
+
+def _workload_sections(analysis: Analysis) -> WorkloadSections:
+    from cardgen.analysis.serving import nightly_json
+    from cardgen.datasets import describe, rule_text
+
+    w = analysis.workloads
+    if w is None:
+        return WorkloadSections(nightly=None, nightly_json=None, datasets=[])
+    nightly = None
+    if not w.nightly.empty:
+        nightly = _frame_view(w.nightly, {**_numbers(w.nightly), "# of req.": lambda v: f"{v:.0f}"})
+    datasets = []
+    for g in w.groups:
+        hist = w.lengths.get(g.group)
+        lengths = stats = None
+        if hist is not None:
+            most = max(hist.prompts + hist.outputs)
+            lengths = TableView(["Tokens", "Prompts", "", "Outputs", ""],
+                                [[b, str(p), _bar(p, most), str(o), _bar(o, most)]
+                                 for b, p, o in zip(hist.bins, hist.prompts, hist.outputs, strict=True)],
+                                ["l", "r", "l", "r", "l"])
+            stats = TableView(["Length (tokens)", "Mean", "Median", "P99", "Min", "Max"],
+                              [[label, *(fmt.sig(st[k]) for k in ("mean", "median", "p99", "min", "max"))]
+                               for label, st in (("Prompt", hist.prompt_stats), ("Output", hist.output_stats))])
+        datasets.append(DatasetSection(group=g.group, dataset=describe(g.dataset), num_requests=g.num_requests,
+                                       seed=g.seed, endpoint=g.endpoint, rule=rule_text(), lengths=lengths,
+                                       length_stats=stats, sent=hist.requests if hist else 0))
+    text = nightly_json(w.nightly) if nightly else None
+    # cardgen's own JSON in a code fence: printed as is (json.dumps escapes no backtick: a fence inside a
+    # value would end the block early, so none may stand there)
+    safe = Markup(text.replace("`", "\\u0060")) if text is not None else None
+    return WorkloadSections(nightly=nightly, nightly_json=safe, datasets=datasets)
+
+
 def card_context(analysis: Analysis, *, date: str) -> CardContext:
     """Everything the card template prints, from the analysis and the figure files listed in its summary."""
     s = analysis.summary
@@ -686,4 +744,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         server_points=server_points, server_notes=server_notes, scenarios=_scenarios(s),
         saturation=SaturationRule(max_kv_usage=MAX_KV_USAGE, min_speed_tok_s=MIN_SPEED_TOK_S,
                                   wave_full_usage=WAVE_FULL_USAGE),
+        workloads=_workload_sections(analysis),
     )

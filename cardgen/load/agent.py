@@ -184,14 +184,16 @@ class Agent:
         point = ctx.point
         group = Group()
         t0 = time.time() + 0.05
-        for offset in point.arrival_offsets(index, parts):
+        numbers = point.request_numbers(index, parts)
+        for number, offset in zip(numbers, point.arrival_offsets(index, parts), strict=True):
             if self.stopping:
                 break
             t = t0 + offset
             delay = t - time.time()
             if delay > 0:
                 gevent.sleep(delay)
-            group.spawn(ctx.send_fresh, scheduled_at=t, rate_rps=point.rate_rps)
+            item = {"item": number} if point.dataset is not None else {}
+            group.spawn(ctx.send_fresh, scheduled_at=t, rate_rps=point.rate_rps, **item)
         group.join()
         ctx.stop = STOP_COMPLETE
 
@@ -354,15 +356,21 @@ class _PointContext:
         agent, point, setup = self.agent, self.point, self.setup
         n = self.issued
         self.issued += 1
-        length = prompt_tokens if prompt_tokens is not None else point.prompt_tokens
-        template = agent.templates[(point.endpoint, length)]
+        output_tokens = point.output_tokens
+        if point.dataset is not None:  # the dataset's own prompt and output length (cardgen.datasets)
+            number = fields["item"]
+            length, output_tokens = point.item_lengths(number)
+            template = PromptTemplate(tokens=length, text=setup.dataset_texts[point.dataset_key()][number])
+        else:
+            length = prompt_tokens if prompt_tokens is not None else point.prompt_tokens
+            template = agent.templates[(point.endpoint, length)]
         agent._id_counter += 1
         rid = request_id(setup.nonce, agent.index, agent._id_counter)
         payload = build_payload(endpoint=point.endpoint, model=setup.model, prompt=template.render(rid),
-                                output_tokens=point.output_tokens)
+                                output_tokens=output_tokens)
         record = {
             "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
-            "prompt_tokens_target": template.tokens, "output_tokens_target": point.output_tokens,
+            "prompt_tokens_target": template.tokens, "output_tokens_target": output_tokens,
             "worker": agent.worker, "index": n, "attempt": self.attempt, **fields,
         }
         agent.in_flight += 1

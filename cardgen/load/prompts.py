@@ -87,3 +87,15 @@ def build_template(target: int, count: Counter, *, max_words: int | None = None)
             pad = pad[: max(0, len(pad) - (got - target))]
         got = n_tokens(chosen + pad)
     return PromptTemplate(tokens=got, text=text_for(chosen + pad))
+
+
+def dataset_template(prompt: str, count: Counter) -> PromptTemplate:
+    """A dataset's own prompt with the request id before it (``"Request <id>. "``: prefix caching cannot
+    reuse one request's prompt for the next), counted with the id in place."""
+    text = f"Request {ID_SLOT}. {prompt}"
+    return PromptTemplate(tokens=count(text.replace(ID_SLOT, _ID_EXAMPLE)), text=text)
+
+
+def id_tokens(count: Counter) -> int:
+    """How many tokens the request id adds before a prompt (at least 0)."""
+    return max(0, count(f"Request {_ID_EXAMPLE}. text") - count("text"))
