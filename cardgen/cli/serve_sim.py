@@ -33,9 +33,9 @@ from cardgen.sim.config import PERF_KINDS, SimConfig, parse_faults
 )
 @click.option(
     "--chunked-prefill/--no-chunked-prefill",
-    default=False,
-    show_default=True,
-    help="Mixed prefill/decode steps under a token budget instead of prefill-first steps.",
+    default=None,
+    help="Mixed prefill/decode steps under a token budget instead of prefill-first steps "
+    "(default: as the engine profile does).",
 )
 @click.option(
     "--eos-rate",
@@ -90,7 +90,7 @@ def serve_sim(
     fixed_json: str | None,
     served_model_name: str | None,
     max_model_len: int | None,
-    chunked_prefill: bool,
+    chunked_prefill: bool | None,
     eos_rate: float,
     seed: int,
     faults: str | None,
