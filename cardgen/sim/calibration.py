@@ -33,6 +33,8 @@ ROLES = ("fit", "check", "held-out", "other engine")
 HEADLINES = (("ingestion_tok_s", "prompt ingestion", "tok/s"),
              ("speed_10_tok_s", "speed from start, 1024→128, 10 parallel (median)", "tok/s"),
              ("kv_tokens", "KV cache capacity", "tokens"))
+# Other figures with held-out rows, summarised after the headlines.
+OTHER_FIGURES = (("closed_loop_tok_s", "output throughput, N users × 1 request", "tok/s"),)
 # How France-Travail cards round their headline figures down (the step of each).
 _ROUNDING = {"ingestion_tok_s": 250.0, "speed_10_tok_s": 1.0, "kv_tokens": 25_000.0}
 
@@ -120,6 +122,26 @@ def _card_rows(card: dict[str, Any], simulate: ClosedLoop) -> list[dict[str, obj
     return rows
 
 
+def _closed_loop_rows(run: dict[str, Any], simulate: ClosedLoop) -> list[dict[str, object]]:
+    """Output tokens per second of N users sending one request each, per engine of a published comparison."""
+    rows = []
+    for e in run["engines"]:
+        profile = replace(find_engine(e["engine"]), **(e.get("settings") or {}))
+        perf = RooflinePerf(find_model(run["model"]), find_gpu(run["gpu"]), profile, tp=int(run.get("tp", 1)))
+        setup = f"{run['model']}, {run['gpu']}, {e['version']}"
+        for users, value in e["output_tok_s"].items():
+            reqs = simulate(perf, prompt_tokens=int(run["prompt_tokens"]), output_tokens=int(run["output_tokens"]),
+                            parallel=int(users), num_requests=int(users), chunked_prefill=perf.chunked_prefill)
+            tok_s = sum(r.output_tokens for r in reqs) / max(r.end for r in reqs)
+            role = str(e["role"])
+            if role == "fit" and int(users) not in e.get("fitted", []):
+                role = "check"
+            rows.append(_row(f"output throughput, {users} users × 1 request ({run['prompt_tokens']}→"
+                             f"{run['output_tokens']})", setup, float(value), tok_s, "tok/s", role,
+                             source=str(run["source"]), key="closed_loop_tok_s"))
+    return rows
+
+
 def _codellama_checks(perf: RooflinePerf, setup: str, simulate: ClosedLoop,
                       runs: dict[int, Sequence[VirtualRequest]]) -> list[dict[str, object]]:
     """The other figures of the fitted CodeLlama card's raw data (reference/published.md)."""
@@ -190,17 +212,20 @@ def calibration_rows(*, simulate: ClosedLoop = simulate_closed_loop) -> list[dic
     rows: list[dict[str, object]] = []
     for card in published_cards():
         rows += _card_rows(card, simulate)
+    for run in read_data("published.yaml").get("closed_loops", []):
+        rows += _closed_loop_rows(run, simulate)
     bloomz = [dict(r, source="seed 000 (reference/published.md)") for r in _bloomz_rows()]
     opt = [dict(r, source="seed 001 (reference/published.md)") for r in _opt_rows()]
     return [*rows, *bloomz, *opt]
 
 
 def expected_error(rows: list[dict[str, object]] | None = None) -> dict[str, dict[str, object]]:
-    """The model's error on held-out rows, per headline figure: ``n`` rows, ``median_abs_pct``, ``max_abs_pct``,
-    ``within`` (how many are within :data:`TARGET_ERROR_PCT`) and ``label``."""
+    """The model's error on held-out rows, per headline figure (and :data:`OTHER_FIGURES`): ``n`` rows,
+    ``median_abs_pct``, ``max_abs_pct``, ``within`` (how many are within :data:`TARGET_ERROR_PCT`) and
+    ``label``."""
     rows = calibration_rows() if rows is None else rows
     out: dict[str, dict[str, object]] = {}
-    for key, label, _unit in HEADLINES:
+    for key, label, _unit in (*HEADLINES, *OTHER_FIGURES):
         errs = [abs(float(r["error_pct"])) for r in rows  # type: ignore[arg-type]
                 if r["role"] == "held-out" and r["key"] == key and r["error_pct"] is not None]
         if errs:

@@ -64,6 +64,7 @@ class EngineProfile:
     chunked_batched_tokens: int
     large_gpu: dict[str, int]
     max_model_len: int | None  # cap on the served context length
+    activations_in_budget: bool = True  # False: the budget holds weights and KV only (SGLang's static fraction)
 
     def describe(self) -> dict[str, object]:
         return asdict(self)
@@ -114,6 +115,7 @@ def find_engine(name: str) -> EngineProfile:
         chunked_batched_tokens=int(e.get("chunked_batched_tokens", 2048)),
         large_gpu={str(k): int(v) for k, v in (e.get("large_gpu") or {}).items()},
         max_model_len=None if e.get("max_model_len") is None else int(e["max_model_len"]),
+        activations_in_budget=bool(e.get("activations_in_budget", True)),
     )
 
 
@@ -137,12 +139,15 @@ class MemoryPlan:
     non_torch: float
     cuda_graph: float
     cuda_graph_in_budget: bool
+    activations_in_budget: bool = True
 
     @property
     def kv_cache(self) -> float:
-        """What the KV cache may use: the budget less every other term (CUDA graphs only when in the budget)."""
+        """What the KV cache may use: the budget less every other term (CUDA graphs only when in the budget;
+        activations, sampler and memory outside PyTorch only when the engine profiles them into it)."""
         graphs = self.cuda_graph if self.cuda_graph_in_budget else 0.0
-        return self.budget - self.weights - self.activation_peak - self.sampler - self.non_torch - graphs
+        runtime = self.activation_peak + self.sampler + self.non_torch if self.activations_in_budget else 0.0
+        return self.budget - self.weights - runtime - graphs
 
     def describe(self) -> dict[str, float | bool]:
         """The terms in GB (1e9 bytes), for run.json and the card."""
@@ -150,6 +155,7 @@ class MemoryPlan:
                                       if isinstance(v, float)}
         d["kv_cache"] = round(self.kv_cache / 1e9, 4)
         d["cuda_graph_in_budget"] = self.cuda_graph_in_budget
+        d["activations_in_budget"] = self.activations_in_budget
         return d
 
 
@@ -251,6 +257,7 @@ class RooflinePerf:
             non_torch=e.non_torch_bytes,
             cuda_graph=graphs,
             cuda_graph_in_budget=e.cuda_graphs == "in_budget",
+            activations_in_budget=e.activations_in_budget,
         )
 
     # ---- one step -------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from cardgen.sim.calibration import (
     expected_error,
     published_cards,
 )
+from cardgen.sim.catalog import read_data
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +52,10 @@ def test_long_context_kv_pays_for_the_profiling_run(rows) -> None:
 
 def test_held_out_rows_exist_for_every_headline_and_are_never_fit(rows) -> None:
     err = expected_error(rows)
-    assert set(err) == {k for k, _, _ in HEADLINES}
+    assert set(err) == {k for k, _, _ in HEADLINES} | {"closed_loop_tok_s"}
+    for key, _, _ in HEADLINES:
+        assert int(err[key]["n"]) >= 4  # type: ignore[call-overload]
     for e in err.values():
-        assert int(e["n"]) >= 4  # type: ignore[call-overload]
         assert float(e["median_abs_pct"]) <= float(e["max_abs_pct"])  # type: ignore[arg-type]
     held = {(r["setup"], r["key"]) for r in rows if r["role"] == "held-out"}
     fitted = {(r["setup"], r["key"]) for r in rows if r["role"] == "fit"}
@@ -89,6 +91,18 @@ def test_every_row_is_computed_and_sourced(rows) -> None:
 def test_every_card_names_its_engine_version() -> None:
     for card in published_cards():
         assert "vLLM" in str(card["version"]) and card["source"] and card["role"] in ("fit", "held-out")
+    for run in read_data("published.yaml")["closed_loops"]:
+        for e in run["engines"]:
+            assert any(c.isdigit() for c in str(e["version"])) and e["role"] in ("fit", "held-out")
+
+
+def test_sglang_and_current_vllm_are_calibrated_on_versioned_figures(rows) -> None:
+    sglang = [r for r in rows if "SGLang 0.4.9" in str(r["setup"])]
+    v1 = [r for r in rows if "vLLM 0.9.0" in str(r["setup"])]
+    assert {r["role"] for r in sglang} == {"fit", "check"} and {r["role"] for r in v1} == {"held-out"}
+    for r in sglang:
+        if r["role"] == "fit":
+            assert abs(float(r["error_pct"])) <= TARGET_ERROR_PCT  # type: ignore[arg-type]
 
 
 def test_markdown_table(rows) -> None:

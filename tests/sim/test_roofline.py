@@ -137,6 +137,14 @@ def test_v1_subtracts_cuda_graphs_and_steps_in_chunks() -> None:
     assert h.max_num_batched_tokens == 8192 and h.max_num_seqs == 1024
 
 
+def test_sglang_static_fraction_holds_weights_and_kv_only() -> None:
+    p = perf("Llama-3.1-8B", "H100", engine="sglang")
+    m = p.memory
+    assert not m.activations_in_budget and m.activation_peak > 0
+    assert m.kv_cache == pytest.approx(0.88 * p.gpu.memory_bytes - m.weights)
+    assert p.chunked_prefill and p.block_size == 1
+
+
 def test_long_context_profiling_step_costs_kv() -> None:
     # vLLM 0.4 profiles a step as long as the context (no chunked prefill); 0.6 chunks above 32k
     old, new = perf("Llama-3.1-8B", engine="vllm-0.4"), perf("Llama-3.1-8B", engine="vllm-0.6")
@@ -198,7 +206,7 @@ def test_model_config_path(tmp_path) -> None:
     [
         ({"model": "nonesuch-7b", "gpu": "A100"}, ["CodeLlama-7b", "OPT-1.3B"]),
         ({"model": "CodeLlama-7b", "gpu": "TPU-v5"}, ["A100-80GB", "L4", "H200"]),
-        ({"model": "CodeLlama-7b", "gpu": "A100", "engine": "sglang"}, ["vllm", "tgi"]),
+        ({"model": "CodeLlama-7b", "gpu": "A100", "engine": "trt-llm"}, ["vllm", "tgi", "sglang", "vllm-0.4"]),
         ({"model": None, "gpu": "A100"}, ["CodeLlama-7b"]),
     ],
 )
