@@ -11,7 +11,8 @@ from cardgen.sim.config import PERF_KINDS, SimConfig, parse_faults
 
 @click.command(name="serve-sim")
 @click.argument("model")
-@click.option("--gpu", default="A100-80GB", show_default=True, help="Modelled GPU.")
+@click.option("--gpu", default="A100-80GB", show_default=True,
+              help="Modelled GPU: a preset or a .yaml file (memory_gb, bandwidth_gb_s, peak_tflops).")
 @click.option(
     "--model-config",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
