@@ -221,16 +221,25 @@ def slug(source: str) -> str:
 
 
 def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
-            max_model_len: int | None = None) -> dict[str, list[str]]:
-    """Sample the requests of every dataset point (:func:`sample`; points with the same
-    :meth:`~cardgen.points.Point.dataset_key` share one sample) and fill its ``items``; ``counter(endpoint)``
-    counts a prompt as that endpoint sends it. Returns each sample's prompt templates (with the request id's
-    slot, ``cardgen.load.prompts.dataset_template``) by key, for the agents."""
-    from cardgen.load.prompts import dataset_template, id_tokens
+            max_model_len: int | None = None, tag: int = 0) -> dict[str, list[str]]:
+    """The prompts of the points that bring their own: sample the requests of every dataset point
+    (:func:`sample`; points with the same :meth:`~cardgen.points.Point.dataset_key` share one sample), size the
+    prompts of every shared-prefix point (``cardgen.load.prompts.prefix_templates``, its prefixes marked with
+    ``tag``), and fill each point's ``items``; ``counter(endpoint)`` counts a prompt as that endpoint sends it.
+    Returns the prompt templates (with the request id's slot) by :meth:`~cardgen.points.Point.text_key`, for
+    the agents."""
+    from cardgen.load.prompts import dataset_template, id_tokens, prefix_templates
 
     texts: dict[str, list[str]] = {}
     items: dict[str, list[list[int]]] = {}
     for point in points:
+        if point.kind == "prefix":
+            made = prefix_templates(prefixes=point.prefixes, prefix_tokens=point.prefix_tokens,
+                                    suffix_tokens=point.suffix_tokens, count=counter(point.endpoint), tag=tag,
+                                    salt=point.name)
+            texts[point.text_key()] = [t.text for t in made]
+            point.items = [[t.tokens, point.output_tokens] for t in made]
+            continue
         if point.dataset is None:
             continue
         key = point.dataset_key()

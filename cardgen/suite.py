@@ -158,7 +158,21 @@ class BatchSweep(_Entry):
     max_runs: int | None = Field(default=None, ge=1)
 
 
-Scenario = Annotated[ClosedLoop | OpenLoop | Waves | Ingest | BatchSweep, Field(discriminator="kind")]
+class SharedPrefix(_Entry):
+    """``prefixes`` distinct prefixes of ``prefix_tokens`` tokens; every request is one prefix and a unique
+    suffix of ``suffix_tokens`` tokens, sent one at a time: first a cold pass (each prefix once, never seen by
+    the server: the run's nonce is in it), then ``warm_rounds`` warm passes over the same prefixes (cached,
+    unless the server evicted them). Measures the prefix cache (the card's "Prefix cache" section)."""
+
+    kind: Literal["prefix"]
+    prefixes: int = Field(default=16, ge=1)
+    prefix_tokens: int = Field(default=1024, ge=1)
+    suffix_tokens: int = Field(default=64, ge=1)
+    output_tokens: int = Field(default=16, ge=1)
+    warm_rounds: int = Field(default=2, ge=1)
+
+
+Scenario = Annotated[ClosedLoop | OpenLoop | Waves | Ingest | BatchSweep | SharedPrefix, Field(discriminator="kind")]
 
 
 class Suite(BaseModel):
@@ -176,7 +190,7 @@ class Suite(BaseModel):
 def _format_validation_error(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in
-                                                        ("closed", "open", "waves", "ingest", "batch")))
+                                                        ("closed", "open", "waves", "ingest", "batch", "prefix")))
     if first["type"] == "extra_forbidden":
         return f"{source}: unknown key '{where}'; remove it or fix its spelling"
     return f"{source}: {where or 'suite'}: {first['msg']}"

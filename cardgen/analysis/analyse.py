@@ -236,7 +236,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
     )
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
-                    tables=tables, workloads=workloads(info, scenarios, requests))
+                    tables=tables, workloads=workloads(info, scenarios, requests, data.metrics))
 
 
 def write_analysis(analysis: Analysis, run_dir: Path) -> None:

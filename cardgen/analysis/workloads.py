@@ -1,5 +1,6 @@
 """The figures of the workloads people actually serve (pure): dataset-drawn serving tests
-(:mod:`cardgen.analysis.serving`), and their files in ``tables/``."""
+(:mod:`cardgen.analysis.serving`), the prefix cache (:mod:`cardgen.analysis.prefixcache`), and their files in
+``tables/``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from cardgen.analysis.prefixcache import PrefixCacheResult, prefix_cache
 from cardgen.analysis.serving import (
     NIGHTLY_JSON,
     DatasetGroup,
@@ -19,6 +21,7 @@ from cardgen.analysis.serving import (
     sent_lengths,
 )
 from cardgen.rundir import write_text_atomic
+from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import ScenarioSummary
 
@@ -30,16 +33,35 @@ class Workloads:
     groups: list[DatasetGroup] = field(default_factory=list)
     nightly: pd.DataFrame = field(default_factory=pd.DataFrame)  # seed 003's serving table
     lengths: dict[str, LengthHistogram] = field(default_factory=dict)  # by dataset group
+    prefix: list[PrefixCacheResult] = field(default_factory=list)  # per shared-prefix point
 
 
-def workloads(info: RunInfo, scenarios: Sequence[ScenarioSummary], requests: pd.DataFrame) -> Workloads:
+def _suite_points(info: RunInfo) -> list:
+    from pydantic import ValidationError
+
+    from cardgen.points import expand
+    from cardgen.suite import Suite
+
+    try:
+        return expand(Suite.model_validate(info.suite_spec or {}))
+    except ValidationError:
+        return []
+
+
+def workloads(info: RunInfo, scenarios: Sequence[ScenarioSummary], requests: pd.DataFrame,
+              metrics: Sequence[MetricSample] = ()) -> Workloads:
+    points = _suite_points(info)
+    prefix = prefix_cache(requests, metrics, engine=info.server.engine,
+                          points=[(p.name, p.prefixes, p.prefix_tokens, p.suffix_tokens) for p in points
+                                  if p.kind == "prefix"])
     groups = dataset_groups(info)
     lengths = {}
     for g in groups:
         hist = sent_lengths(requests, g.points)
         if hist is not None:
             lengths[g.group] = hist
-    return Workloads(groups=groups, nightly=nightly_serving_table(scenarios, info), lengths=lengths)
+    return Workloads(groups=groups, nightly=nightly_serving_table(scenarios, info), lengths=lengths,
+                     prefix=prefix)
 
 
 def write_workloads(w: Workloads | None, out_dir: Path) -> list[str]:

@@ -143,7 +143,7 @@ class Agent:
         """Run this process's share of ``ctx.point``; ``ctx.stop`` and ``ctx.detail`` then say why it stopped."""
         runner = {
             "closed": self._closed, "open": self._open, "waves": self._waves, "ingest": self._ingest,
-            "batch": self._batch,
+            "batch": self._batch, "prefix": self._prefix,
         }[ctx.point.kind]
         if not ctx.point.runs_on(index):
             ctx.stop = STOP_COMPLETE
@@ -261,6 +261,17 @@ class Agent:
                     return
         ctx.stop = STOP_COMPLETE
 
+    def _prefix(self, ctx: _PointContext, *, index: int, parts: int) -> None:
+        """Shared prefixes, one request at a time in :meth:`Point.prefix_order`: a cold pass, then warm ones."""
+        session = ctx.session()
+        for n, (prefix, phase) in enumerate(ctx.point.prefix_order()):
+            if ctx.point.pause_before(n):
+                gevent.sleep(ctx.point.pause_before(n))
+            if self.stopping:
+                return
+            ctx.send(session, item=prefix, prefix=prefix, phase=phase, parallel=1)
+        ctx.stop = STOP_COMPLETE
+
     def _batch(self, ctx: _PointContext, *, index: int, parts: int) -> None:
         """Rounds of ``parallel`` simultaneous requests (:meth:`Point.batch_rounds`); with a ``target_ci``,
         more measured rounds after them until the mean decode speed of a round is that precise, at most
@@ -357,10 +368,10 @@ class _PointContext:
         n = self.issued
         self.issued += 1
         output_tokens = point.output_tokens
-        if point.dataset is not None:  # the dataset's own prompt and output length (cardgen.datasets)
+        if point.dataset is not None or point.kind == "prefix":  # its own prompts (cardgen.datasets.resolve)
             number = fields["item"]
             length, output_tokens = point.item_lengths(number)
-            template = PromptTemplate(tokens=length, text=setup.dataset_texts[point.dataset_key()][number])
+            template = PromptTemplate(tokens=length, text=setup.dataset_texts[point.text_key()][number])
         else:
             length = prompt_tokens if prompt_tokens is not None else point.prompt_tokens
             template = agent.templates[(point.endpoint, length)]

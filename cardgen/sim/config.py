@@ -179,7 +179,7 @@ def cache_config_labels(perf: PerfModel, *, max_len: int) -> dict[str, str]:
     return {
         "block_size": str(perf.block_size),
         "cache_dtype": "auto",
-        "enable_prefix_caching": "False",
+        "enable_prefix_caching": "True",
         "gpu_memory_utilization": str(utilization),
         "is_attention_free": "False",
         "kv_cache_max_concurrency": f"{tokens / max_len:.2f}",

@@ -279,7 +279,7 @@ class _Driver:
         point = state.point
         length = point.prompt_tokens if prompt_tokens is None else prompt_tokens
         output_tokens = point.output_tokens
-        if point.dataset is not None:  # the dataset's own lengths (cardgen.datasets.resolve)
+        if point.dataset is not None or point.kind == "prefix":  # its own lengths (cardgen.datasets.resolve)
             length, output_tokens = point.item_lengths(fields["item"])
         record = {
             "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
@@ -293,10 +293,28 @@ class _Driver:
 
     def _arrive(self, request: _Request) -> None:
         arrival = request.sent + self.opts.network_s
-        seq = self.server.arrive(request.prompt_tokens, request.output_tokens, at=arrival, tag=request)
+        seq = self.server.arrive(request.prompt_tokens, request.output_tokens, at=arrival, tag=request,
+                                 block_hashes=self._block_hashes(request))
         if seq is None:  # a fault answered at once
             back = arrival + self.opts.network_s
             self.at(back, lambda: self._complete(request, None, [], back))
+
+    def _block_hashes(self, request: _Request) -> tuple[int, ...]:
+        """What the virtual server hashes of a prompt's blocks (its text is not modelled here): a shared-prefix
+        request's first ``prefix_tokens`` tokens are its prefix's, the rest its own, as the load engine's prompts
+        (``cardgen.load.prompts.prefix_templates``); every other prompt is unique from its first token (the
+        request id), so shares no block."""
+        point = request.state.point
+        if point.kind != "prefix":
+            return ()
+        from cardgen.sim.scheduler import block_hashes
+
+        prefix = request.fields["prefix"]
+        shared = min(point.prefix_tokens, request.prompt_tokens)
+        unique = next(self.order)
+        ids = [hash(("prefix", point.name, prefix, j)) for j in range(shared)]
+        ids += [hash(("request", unique, j)) for j in range(request.prompt_tokens - shared)]
+        return block_hashes(ids, self.server.scheduler.block_size)
 
     def _delivered(self, served: VirtualRequest) -> None:
         """The server sent a request's last token: its chunks reach the client over the network."""
@@ -499,8 +517,26 @@ def _batch(drv: _Driver, state: _PointState) -> None:
     state.check()
 
 
+def _prefix(drv: _Driver, state: _PointState) -> None:
+    """Shared prefixes, one request at a time in :meth:`Point.prefix_order`."""
+    point = state.point
+    order = iter(enumerate(point.prefix_order()))
+
+    def next_request(t: float) -> None:
+        item = next(order, None)
+        if item is None:
+            state.more = False
+            return
+        n, (prefix, phase) = item
+        drv.send(state, t + point.pause_before(n), next_request, item=prefix, prefix=prefix, phase=phase,
+                 parallel=1)
+
+    next_request(state.t0)
+    state.check()
+
+
 _KINDS: dict[str, Callable[[_Driver, _PointState], None]] = {
-    "closed": _closed, "open": _open, "waves": _waves, "ingest": _ingest, "batch": _batch,
+    "closed": _closed, "open": _open, "waves": _waves, "ingest": _ingest, "batch": _batch, "prefix": _prefix,
 }
 
 
@@ -576,7 +612,7 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
 def sample_datasets(points: Sequence[Point], config: SimConfig, perf: PerfModel) -> None:
     """Draw the requests of the dataset points not sampled yet (``cardgen.datasets.resolve``), counted as the
     virtual server's ``/tokenize`` counts them (``cardgen.sim.tokenizer``)."""
-    todo = [p for p in points if p.dataset is not None and not p.items]
+    todo = [p for p in points if (p.dataset is not None or p.kind == "prefix") and not p.items]
     if not todo:
         return
     from cardgen.datasets import resolve
