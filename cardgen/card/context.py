@@ -787,7 +787,8 @@ def _modelled_error(s: Summary, info: RunInfo) -> ModelledError | None:
         if not isinstance(e, dict):
             continue
         med, most = float(e["median_abs_pct"]) / 100, float(e["max_abs_pct"]) / 100
-        likely = fmt.DASH if value is None or med >= 1 else f"{show(value / (1 + med))} – {show(value / (1 - med))}"
+        likely = fmt.DASH if value is None or med >= 1 else (
+            f"{show(float(f'{value / (1 + med):.3g}'))} – {show(float(f'{value / (1 - med):.3g}'))}")
         rows.append([label, show(value), f"±{100 * med:.0f} %", likely, f"±{100 * most:.0f} %",
                      f"{e['within_target']} of {e['rows']}"])
     if not rows:

@@ -345,6 +345,8 @@ class RooflinePerf:
             "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "max_model_len": self.max_model_len,
+            # the model's error on held-out published figures (data/expected_error.yaml), for the card
+            "expected_error": read_data("expected_error.yaml"),
         }
 
 

@@ -12,6 +12,7 @@ from cardgen.sim.calibration import (
     calibration_rows,
     card_perf,
     expected_error,
+    expected_error_record,
     published_cards,
 )
 from cardgen.sim.catalog import read_data
@@ -111,3 +112,14 @@ def test_markdown_table(rows) -> None:
     table = md[md.index("| setup | figure |"):].strip().splitlines()
     assert len(table) == 2 + len(rows)
     assert "13,582 tok/s" in md and "did not fit" in md and "| held-out |" in md and "| fit |" in md
+
+
+def test_expected_error_file_is_current(rows) -> None:
+    # data/expected_error.yaml is generated (python -m cardgen.sim.calibration): it must match the table
+    assert read_data("expected_error.yaml") == expected_error_record(rows), "run: python -m cardgen.sim.calibration"
+
+
+def test_the_model_describes_its_expected_error() -> None:
+    perf = card_perf(published_cards()[0])
+    err = perf.describe()["expected_error"]
+    assert set(err["figures"]) >= {k for k, _, _ in HEADLINES}  # type: ignore[index]
