@@ -772,7 +772,9 @@ def _modelled_error(s: Summary, info: RunInfo) -> ModelledError | None:
     server's ``expected_error``), else as this cardgen's calibration has it. None for a measured run."""
     if not s.modelled:
         return None
-    record = (info.sim or {}).get("expected_error")
+    sim = info.sim or {}
+    perf = sim.get("perf") if isinstance(sim.get("perf"), dict) else {}
+    record = sim.get("expected_error") or perf.get("expected_error")  # the server's own, or its model's
     recorded = isinstance(record, dict)
     if not recorded:
         try:
