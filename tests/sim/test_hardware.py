@@ -21,6 +21,7 @@ def test_new_presets_carry_their_datasheets() -> None:
     assert (mi.name, mi.peak_flops, mi.bandwidth_bytes_s, mi.memory_gb) == ("MI300X", 1307.4e12, 5.3e12, 192)
     assert (b.name, b.peak_flops, b.bandwidth_bytes_s, b.memory_gb) == ("B200", 2250e12, 7.7e12, 180)
     assert b.memory_bytes < 180 * GIB and mi.memory_bytes < 192 * GIB  # what the driver reports
+    assert find_gpu("H100-NVL").memory_gb == 94 and find_gpu("h100nvl").bandwidth_bytes_s == 3.9e12
 
 
 def test_a_70b_model_fits_one_large_gpu_and_runs_faster_on_more_bandwidth() -> None:
