@@ -143,7 +143,7 @@ class Agent:
         """Run this process's share of ``ctx.point``; ``ctx.stop`` and ``ctx.detail`` then say why it stopped."""
         runner = {
             "closed": self._closed, "open": self._open, "waves": self._waves, "ingest": self._ingest,
-            "batch": self._batch,
+            "batch": self._batch, "prefix": self._prefix,
         }[ctx.point.kind]
         if not ctx.point.runs_on(index):
             ctx.stop = STOP_COMPLETE
@@ -184,14 +184,16 @@ class Agent:
         point = ctx.point
         group = Group()
         t0 = time.time() + 0.05
-        for offset in point.arrival_offsets(index, parts):
+        numbers = point.request_numbers(index, parts)
+        for number, offset in zip(numbers, point.arrival_offsets(index, parts), strict=True):
             if self.stopping:
                 break
             t = t0 + offset
             delay = t - time.time()
             if delay > 0:
                 gevent.sleep(delay)
-            group.spawn(ctx.send_fresh, scheduled_at=t, rate_rps=point.rate_rps)
+            item = {"item": number} if point.dataset is not None else {}
+            group.spawn(ctx.send_fresh, scheduled_at=t, rate_rps=point.rate_rps, **item)
         group.join()
         ctx.stop = STOP_COMPLETE
 
@@ -257,6 +259,17 @@ class Agent:
                 if not point.more_sweeps(n // sweep, precise=precise):
                     ctx.stop = STOP_PRECISION if precise else STOP_COMPLETE
                     return
+        ctx.stop = STOP_COMPLETE
+
+    def _prefix(self, ctx: _PointContext, *, index: int, parts: int) -> None:
+        """Shared prefixes, one request at a time in :meth:`Point.prefix_order`: a cold pass, then warm ones."""
+        session = ctx.session()
+        for n, (prefix, phase) in enumerate(ctx.point.prefix_order()):
+            if ctx.point.pause_before(n):
+                gevent.sleep(ctx.point.pause_before(n))
+            if self.stopping:
+                return
+            ctx.send(session, item=prefix, prefix=prefix, phase=phase, parallel=1)
         ctx.stop = STOP_COMPLETE
 
     def _batch(self, ctx: _PointContext, *, index: int, parts: int) -> None:
@@ -354,15 +367,21 @@ class _PointContext:
         agent, point, setup = self.agent, self.point, self.setup
         n = self.issued
         self.issued += 1
-        length = prompt_tokens if prompt_tokens is not None else point.prompt_tokens
-        template = agent.templates[(point.endpoint, length)]
+        output_tokens = point.output_tokens
+        if point.dataset is not None or point.kind == "prefix":  # its own prompts (cardgen.datasets.resolve)
+            number = fields["item"]
+            length, output_tokens = point.item_lengths(number)
+            template = PromptTemplate(tokens=length, text=setup.dataset_texts[point.text_key()][number])
+        else:
+            length = prompt_tokens if prompt_tokens is not None else point.prompt_tokens
+            template = agent.templates[(point.endpoint, length)]
         agent._id_counter += 1
         rid = request_id(setup.nonce, agent.index, agent._id_counter)
         payload = build_payload(endpoint=point.endpoint, model=setup.model, prompt=template.render(rid),
-                                output_tokens=point.output_tokens)
+                                output_tokens=output_tokens)
         record = {
             "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
-            "prompt_tokens_target": template.tokens, "output_tokens_target": point.output_tokens,
+            "prompt_tokens_target": template.tokens, "output_tokens_target": output_tokens,
             "worker": agent.worker, "index": n, "attempt": self.attempt, **fields,
         }
         agent.in_flight += 1
