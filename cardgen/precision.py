@@ -11,6 +11,15 @@ users, the ``n - parallel + 1``-th completion); the rest are the ramp and the dr
 figures and counted. The evidence a point stopped on
 is so the evidence its card shows.
 
+**Settling.** Users that start together may take more than a round to settle into their steady pattern
+(with chunked prefill, their prefills spread over several steps and their rounds drift apart). Of the steady
+requests in send order, the oldest still settling are left out too: cut into consecutive groups of whole rounds
+(at least 5 requests a group), MSER (White, 1997) proposes how many leading groups to drop (the cut that
+minimises the squared deviations of the rest over the square of its count, at most half the groups), and they
+are dropped only when their mean differs from the rest's beyond chance (outside the rest's mean +- t(0.995)
+s sqrt(1/d + 1/m), and by more than 0.1 %); for speed from start and TTFT alike (the larger cut wins); counted
+with the ramp.
+
 **Precision (batch means over whole rounds).** Requests of one point are not independent: parallel users
 share batches, so neighbours in time are correlated. The steady requests, in the order they were sent, are cut
 into ``k`` consecutive batches of whole rounds (a round is ``parallel`` requests; at most 20 batches, at least
@@ -32,11 +41,19 @@ from cardgen.robustline import robust_line
 
 MIN_BATCHES = 5
 MAX_BATCHES = 20
+SETTLING_GROUP = 5  # requests a group holds at least (whole rounds) when judging which are still settling
+SETTLED_FRACTION = 0.001  # a group this close to the later ones' mean is settled, however steady they are
 
 # two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30); the normal 1.96 beyond
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
          2.045, 2.042)
+
+
+# two-sided 99 % quantiles of Student's t, by degrees of freedom (1..30); the normal 2.576 beyond
+_T995 = (63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012, 2.977,
+         2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763,
+         2.756, 2.750)
 
 
 def t975(df: int) -> float:
@@ -106,6 +123,59 @@ def steady_mask(sent_at: Sequence[float], ended_at: Sequence[float], *, parallel
     return (sent >= first_end) & (ended <= stopped)
 
 
+def t995(df: int) -> float:
+    """The 0.995 quantile of Student's t with ``df`` degrees of freedom."""
+    if df < 1:
+        raise ValueError("degrees of freedom must be at least 1")
+    return _T995[df - 1] if df <= len(_T995) else 2.576
+
+
+def mser(values: Sequence[float]) -> int:
+    """MSER truncation (White, 1997): the number ``d`` of leading values to drop that minimises
+    ``sum((x_i - mean)^2) / (n - d)^2`` over the rest, ``d`` at most half of them (the smallest such)."""
+    x = np.asarray(values, dtype=float)
+    best_d, best = 0, math.inf
+    for d in range(x.size // 2 + 1):
+        tail = x[d:]
+        stat = float(np.sum((tail - tail.mean()) ** 2)) / tail.size**2
+        if stat < best * (1 - 1e-9):
+            best_d, best = d, stat
+    return best_d
+
+
+def settling_groups(medians: Sequence[float]) -> int:
+    """How many of the oldest ``medians`` (of consecutive groups, oldest first) are still settling: the ``d``
+    :func:`mser` proposes, kept only when those ``d`` differ from the ``m`` after them beyond chance — their mean
+    lies outside the later ones' mean +- t(0.995, m-1) s sqrt(1/d + 1/m) (``s`` the later ones' standard
+    deviation) and more than 0.1 % off it. Otherwise 0."""
+    x = np.asarray(medians, dtype=float)
+    d = mser(x)
+    rest = x[d:]
+    if d == 0 or rest.size < 3:
+        return 0
+    centre = float(rest.mean())
+    half = t995(rest.size - 1) * float(rest.std(ddof=1)) * math.sqrt(1 / d + 1 / rest.size)
+    return d if abs(float(x[:d].mean()) - centre) > max(half, SETTLED_FRACTION * abs(centre)) else 0
+
+
+def warmup_requests(series: Sequence[Sequence[float]], *, parallel: int) -> int:
+    """How many of a closed-loop point's oldest steady requests (in send order) are still settling after the
+    ramp: cut into consecutive groups of whole rounds (at least :data:`SETTLING_GROUP` requests a group), the
+    leading groups :func:`settling_groups` finds in the group medians of any figure of ``series`` (each in send
+    order; the larger cut wins). A trailing partial group is never dropped."""
+    users = max(int(parallel), 1)
+    group = users * math.ceil(SETTLING_GROUP / users)
+    cut = 0
+    for values in series:
+        data = np.asarray(values, dtype=float)
+        groups = data.size // group
+        if groups < MIN_BATCHES:
+            continue
+        medians = np.median(data[:groups * group].reshape(groups, group), axis=1)
+        cut = max(cut, settling_groups(medians))
+    return cut * group
+
+
 def running_steady_mask(sent_at: Sequence[float], ended_at: Sequence[float]) -> np.ndarray:
     """Steady requests while a point still runs (its last send is not known yet): every completed request
     sent at or after the first completion."""
@@ -147,7 +217,8 @@ def closed_figures(records: Sequence[object], *, parallel: int = 1, running: boo
         kept = kept[:len(kept) - len(kept) % max(int(parallel), 1)]
     speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in kept]  # type: ignore[attr-defined]
     ttfts = [r.first_token_at - r.sent_at for r in kept]  # type: ignore[attr-defined]
-    return speeds, ttfts
+    cut = warmup_requests([speeds, ttfts], parallel=parallel)
+    return speeds[cut:], ttfts[cut:]
 
 
 def closed_precise(records: Sequence[object], *, target: float, parallel: int) -> bool:

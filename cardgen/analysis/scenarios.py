@@ -5,9 +5,10 @@ superseded attempts (the caller leaves them out of ``requests``: see :mod:`cardg
 
 **Closed loop: steady state.** A closed-loop point's figures come from its steady requests: of its successful
 requests, those sent at or after its first completion and ended by the moment it stopped (its first completion
-on which the user did not send again; :func:`cardgen.precision.steady_mask`, the evidence its stopping rule uses); the others are the ramp and the
-drain, counted in ``ramp_drain_requests``. Its rates are over its steady window, from its first completion to its
-last send (the same bounds): each successful request counts in proportion to the part of its E2E inside the
+on which the user did not send again; :func:`cardgen.precision.steady_mask`, the evidence its stopping rule
+uses), less the oldest of them still settling (:func:`cardgen.precision.warmup_requests`); the others
+are the ramp and the drain, counted in ``ramp_drain_requests``. Its rates are over its steady window, from its
+first completion (or the first steady send, after requests still settling) to its last send (the same bounds): each successful request counts in proportion to the part of its E2E inside the
 window (requests/s = the sum of those fractions / the window; tokens/s weights each by its tokens), so rounds that
 end together at a bound count neither twice nor half. A point with fewer steady requests than one round (its
 parallel count) is too short for a steady state (it needs about three rounds): its figures keep every successful
@@ -31,7 +32,7 @@ import pandas as pd
 from cardgen.analysis.requests import chunk_gaps
 from cardgen.analysis.stats import describe
 from cardgen.analysis.timeseries import counter_increase, window
-from cardgen.precision import MedianInterval, median_interval, steady_mask
+from cardgen.precision import MedianInterval, median_interval, steady_mask, warmup_requests
 from cardgen.schemas.summary import PointPrecision, ScenarioSummary
 
 
@@ -76,19 +77,23 @@ def window_share(frame: pd.DataFrame, start: float, end: float) -> np.ndarray:
         return np.where(ended > sent, inside / (ended - sent), 0.0)
 
 
-def _steady(summary: ScenarioSummary, ok: pd.DataFrame) -> pd.DataFrame:
-    """Closed loop: the successful requests the figures come from (see the module docstring); records the
-    steady state on ``summary``."""
+def _steady(summary: ScenarioSummary, ok: pd.DataFrame) -> tuple[pd.DataFrame, float | None]:
+    """Closed loop: the successful requests the figures come from (see the module docstring), and the send of
+    the first of them when requests still settling were left out (None when none were); records the steady
+    state on ``summary``."""
     users = summary.parallel or 1
     mask = steady_mask(ok["sent_at"].to_numpy(dtype=float), ok["end_at"].to_numpy(dtype=float), parallel=users)
-    steady = ok[mask]
+    steady = ok[mask].sort_values("sent_at", kind="stable")
+    cut = warmup_requests([steady["speed_from_start_tok_s"].to_numpy(dtype=float),
+                           steady["ttft_s"].to_numpy(dtype=float)], parallel=users)
+    steady = steady.iloc[cut:]
     summary.steady_requests = len(steady)
     summary.precision = closed_precision(steady, parallel=users)
     summary.steady_state = len(steady) >= users
     if not summary.steady_state:
-        return ok
+        return ok, None
     summary.ramp_drain_requests = len(ok) - len(steady)
-    return steady
+    return steady, (float(steady["sent_at"].min()) if cut else None)
 
 
 def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: float,
@@ -121,11 +126,14 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
     duration = end - start
     summary.started_unix, summary.ended_unix, summary.duration_s = start, end, duration
     every_ok = ok
+    settled_from = None
     if kind == "closed":
-        ok = _steady(summary, ok)
+        ok, settled_from = _steady(summary, ok)
     summary.prompt_tokens_mean = _opt(ok["prompt_tokens"].mean()) if len(ok) else None
     summary.output_tokens_mean = _opt(ok["output_tokens"].mean()) if len(ok) else None
     first_end = float(np.nanmin(every_ok["end_at"].to_numpy(dtype=float))) if len(every_ok) else math.nan
+    if kind == "closed" and summary.steady_state and settled_from is not None:  # after the requests still settling
+        first_end = settled_from
     last_send = float(every_ok["sent_at"].max()) if len(every_ok) else math.nan
     if summary.steady_state and last_send > first_end:
         # the steady window: each successful request counts for the part of it inside the window

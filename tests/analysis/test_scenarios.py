@@ -84,3 +84,19 @@ def test_server_load_is_read_through_the_engine_adapter():
     (s,) = scenario_summaries(request_frame([rec(i) for i in range(4)]), server_timeseries(sglang, engine="sglang"),
                               slo_ttft_s=2.0, slo_tpot_s=0.1)
     assert (s.kv_usage_max, s.running_max, s.preemptions) == (0.6, 3, 3)
+
+
+def test_closed_loop_rounds_still_settling_are_left_out_and_counted():
+    # 5 users in step, a round every 2 s: the ramp, 3 rounds with a slow first token, then 8 settled rounds
+    records = []
+    for k in range(12):
+        ttft = 1.0 if 1 <= k <= 3 else 0.5 + 0.002 * (k % 3)
+        t = 10.0 + 2.0 * k
+        records += [rec(0, scenario="closed-in100-out11-p5", parallel=5, sent_at=t, first_token_at=t + ttft,
+                        chunk_times=[t + ttft + 0.05 * j for j in range(11)], end_at=t + 2.0)
+                    for _ in range(5)]
+    (s,) = scenario_summaries(request_frame(records), server_timeseries([], engine="vllm"), slo_ttft_s=2.0,
+                              slo_tpot_s=0.1)
+    assert s.steady_state and s.steady_requests == 40 and s.ramp_drain_requests == 20
+    assert s.ttft_s.p50 < 0.51
+    assert s.req_s == pytest.approx(40 / 16.0, rel=0.01)  # over the 8 settled rounds' window: 18 s to 34 s

@@ -45,7 +45,9 @@ def card(tmp_path_factory) -> tuple[str, dict]:
 
 
 def row(text: str, first_cell: str) -> list[str]:
-    (line,) = [x for x in text.splitlines() if x.startswith(f"| {first_cell} |")]
+    """The first table row whose first cell is ``first_cell`` (the main metrics table comes before the modelled
+    card's expected-error table, which has the same first cells)."""
+    line = next(x for x in text.splitlines() if x.startswith(f"| {first_cell} |"))
     return [c.strip() for c in line.strip("|").split(" | ")]
 
 
