@@ -16,11 +16,11 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cardgen.suite import BatchSweep, ClosedLoop, Ingest, OpenLoop, SharedPrefix, Suite, Waves
+from cardgen.suite import BatchSweep, Chat, ClosedLoop, Ingest, OpenLoop, SharedPrefix, Suite, Waves
 
 #: scenario kinds whose timing is a barrier (all of a wave, a batch, one prompt at a time): never split
 #: across load-generating processes, because spreading them would blur their timing
-BARRIER_KINDS = ("waves", "ingest", "batch", "prefix")
+BARRIER_KINDS = ("waves", "ingest", "batch", "prefix", "chat")
 #: shared prefix: the pause before the cold pass and between it and the warm ones, longer than a scrape
 #: interval, so that a scrape of the server's prefix-cache counters falls before each phase and each phase has
 #: its own hit rate
@@ -75,6 +75,13 @@ class Point:
     prefix_tokens: int = 0
     suffix_tokens: int = 0
     warm_rounds: int = 0
+    # chat: ``parallel`` users hold ``conversations`` conversations of ``turns`` turns; the first message is
+    # ``prompt_tokens`` long, later ones ``message_tokens``; ``think_time_s`` between a reply and the next turn
+    conversations: int = 0
+    turns: int = 0
+    message_tokens: int = 0
+    think_time_s: float = 0.0
+    fresh_history: bool = False  # chat: every turn's history starts with a new id (nothing for the cache to reuse)
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
@@ -103,12 +110,16 @@ class Point:
             return (self.parallel or 1) * (self.warmups + self.runs)
         if self.kind == "prefix":
             return self.prefixes * (1 + self.warm_rounds)
+        if self.kind == "chat":
+            return self.conversations * self.turns
         return 0
 
     def prompt_lengths(self) -> list[int]:
         """The lengths of the sized prompt templates the point sends (none for a dataset's own prompts)."""
         if self.dataset is not None or self.kind == "prefix":
             return []
+        if self.kind == "chat":
+            return sorted({self.prompt_tokens, self.message_tokens})
         return list(self.lengths) if self.kind == "ingest" else [self.prompt_tokens]
 
     # -- dataset requests ------------------------------------------------------------------------------------
@@ -128,6 +139,15 @@ class Point:
         (:meth:`pause_before`)."""
         cold = [(k, "cold") for k in range(self.prefixes)]
         return cold + [(k, "warm") for _ in range(self.warm_rounds) for k in range(self.prefixes)]
+
+    def chat_conversations(self, user: int) -> list[int]:
+        """Chat: the conversations user ``user`` of ``parallel`` holds, one after another (round robin)."""
+        return list(range(user, self.conversations, self.parallel or 1))
+
+    def chat_message_tokens(self, turn: int) -> int:
+        """Chat: the length of the message a turn (1, 2 ...) adds: ``prompt_tokens`` first, then
+        ``message_tokens``."""
+        return self.prompt_tokens if turn == 1 else self.message_tokens
 
     def pause_before(self, n: int) -> float:
         """Shared prefix: seconds to wait before request ``n`` of :meth:`prefix_order`: :data:`PHASE_PAUSE_S`
@@ -338,6 +358,17 @@ def expand(suite: Suite) -> list[Point]:
                 kind="prefix", group=group, prompt_tokens=entry.prefix_tokens + entry.suffix_tokens,
                 output_tokens=entry.output_tokens, prefixes=entry.prefixes, prefix_tokens=entry.prefix_tokens,
                 suffix_tokens=entry.suffix_tokens, warm_rounds=entry.warm_rounds, **common))
+        elif isinstance(entry, Chat):
+            conversations = entry.conversations or entry.users
+            base = (f"chat-u{entry.users}-t{entry.turns}-in{entry.first_tokens}+{entry.message_tokens}"
+                    f"-out{entry.output_tokens}")
+            for fresh in (False, True) if entry.compare_no_cache else (False,):
+                points.append(Point(
+                    name=base + ("-nocache" if fresh else ""), kind="chat", group=group,
+                    prompt_tokens=entry.first_tokens, output_tokens=entry.output_tokens,
+                    parallel=min(entry.users, conversations), conversations=conversations, turns=entry.turns,
+                    message_tokens=entry.message_tokens, think_time_s=entry.think_time_s, fresh_history=fresh,
+                    **{**common, "endpoint": "chat"}))
         elif isinstance(entry, OpenLoop) and entry.dataset is not None:
             from cardgen.datasets import slug
 

@@ -172,7 +172,29 @@ class SharedPrefix(_Entry):
     warm_rounds: int = Field(default=2, ge=1)
 
 
-Scenario = Annotated[ClosedLoop | OpenLoop | Waves | Ingest | BatchSweep | SharedPrefix, Field(discriminator="kind")]
+class Chat(_Entry):
+    """Multi-turn chat on ``/v1/chat/completions``: ``users`` users at once, together holding ``conversations``
+    conversations (default one each) of ``turns`` turns. A turn sends the whole history (every earlier message
+    and the model's own replies) and a new message, then the user thinks ``think_time_s`` before the next. The
+    first message has ``first_tokens`` tokens, every later one ``message_tokens`` (each counted as a
+    one-message conversation); every message starts with its request id. With ``compare_no_cache`` the same
+    conversations run again with the history made new every turn (no prefix to reuse)."""
+
+    kind: Literal["chat"]
+    users: int = Field(default=4, ge=1)
+    conversations: int | None = Field(default=None, ge=1)
+    turns: int = Field(default=4, ge=1)
+    first_tokens: int = Field(default=256, ge=1)
+    message_tokens: int = Field(default=64, ge=1)
+    output_tokens: int = Field(default=64, ge=1)
+    think_time_s: float = Field(default=1.0, ge=0)
+    # also run the same conversations with the cache defeated (the history starts with a new id every turn),
+    # so the card can say what the prefix cache saves per turn, measured
+    compare_no_cache: bool = True
+
+
+Scenario = Annotated[ClosedLoop | OpenLoop | Waves | Ingest | BatchSweep | SharedPrefix | Chat,
+                     Field(discriminator="kind")]
 
 
 class Suite(BaseModel):
@@ -190,7 +212,7 @@ class Suite(BaseModel):
 def _format_validation_error(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in
-                                                        ("closed", "open", "waves", "ingest", "batch", "prefix")))
+                                                        ("closed", "open", "waves", "ingest", "batch", "prefix", "chat")))
     if first["type"] == "extra_forbidden":
         return f"{source}: unknown key '{where}'; remove it or fix its spelling"
     return f"{source}: {where or 'suite'}: {first['msg']}"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from cardgen.analysis.chat import ChatResult, chat_turns
 from cardgen.analysis.prefixcache import PrefixCacheResult, prefix_cache
 from cardgen.analysis.serving import (
     NIGHTLY_JSON,
@@ -34,6 +35,7 @@ class Workloads:
     nightly: pd.DataFrame = field(default_factory=pd.DataFrame)  # seed 003's serving table
     lengths: dict[str, LengthHistogram] = field(default_factory=dict)  # by dataset group
     prefix: list[PrefixCacheResult] = field(default_factory=list)  # per shared-prefix point
+    chat: list[ChatResult] = field(default_factory=list)  # per chat point
 
 
 def _suite_points(info: RunInfo) -> list:
@@ -50,7 +52,11 @@ def _suite_points(info: RunInfo) -> list:
 
 def workloads(info: RunInfo, scenarios: Sequence[ScenarioSummary], requests: pd.DataFrame,
               metrics: Sequence[MetricSample] = ()) -> Workloads:
+    """The workload figures of a run."""
     points = _suite_points(info)
+    chat = chat_turns(requests, metrics, engine=info.server.engine,
+                      points=[(p.name, p.group, p.fresh_history, p.parallel or 1, p.conversations, p.think_time_s)
+                              for p in points if p.kind == "chat"])
     prefix = prefix_cache(requests, metrics, engine=info.server.engine,
                           points=[(p.name, p.prefixes, p.prefix_tokens, p.suffix_tokens) for p in points
                                   if p.kind == "prefix"])
@@ -61,7 +67,7 @@ def workloads(info: RunInfo, scenarios: Sequence[ScenarioSummary], requests: pd.
         if hist is not None:
             lengths[g.group] = hist
     return Workloads(groups=groups, nightly=nightly_serving_table(scenarios, info), lengths=lengths,
-                     prefix=prefix)
+                     prefix=prefix, chat=chat)
 
 
 def write_workloads(w: Workloads | None, out_dir: Path) -> list[str]:

@@ -636,7 +636,7 @@ def _scenarios(s: Summary) -> TableView | None:
         return None
     rows = []
     for x in s.scenarios:
-        load = (f"{x.parallel} parallel" if x.kind in ("closed", "batch") else
+        load = (f"{x.parallel} parallel" if x.kind in ("closed", "batch", "chat") else
                 ("all at once" if x.all_at_once else f"{x.rate_label} req/s") if x.kind == "open" else
                 (f"waves up to {x.parallel}" if x.kind == "waves" else "one at a time"))
         ran = x.requests > 0
@@ -675,11 +675,54 @@ class PrefixSection(TypedDict):
     counters: str | None
 
 
+class ChatSection(TypedDict):
+    """One chat entry: TTFT per turn number, with and without the prefix cache."""
+
+    scenario: str
+    users: int
+    conversations: int
+    think_time_s: float
+    table: TableView
+    hit_rates: str | None
+    counters: str | None
+    compared: bool  # the same conversations also ran with the cache defeated
+
+
 class WorkloadSections(TypedDict):
     nightly: TableView | None  # seed 003's serving table, its columns exactly
     nightly_json: Markup | None
     datasets: list[DatasetSection]
     prefix: list[PrefixSection]
+    chat: list[ChatSection]
+
+
+def _chat_sections(results: Sequence[Any]) -> list[ChatSection]:
+    out = []
+    for r in results:
+        cold = {t.turn: t for t in r.no_cache.turns} if r.no_cache is not None else {}
+        rows = []
+        for t in r.cached.turns:
+            row = [str(t.turn), str(t.requests), fmt.sig(t.prompt_tokens.p50), _median_ci(t.ttft_s, fmt.ms),
+                   fmt.ms(t.ttft_s.p99)]
+            if r.no_cache is not None:
+                c = cold.get(t.turn)
+                warm_p50, cold_p50 = t.ttft_s.p50, c.ttft_s.p50 if c is not None else None
+                row += [_median_ci(c.ttft_s, fmt.ms) if c is not None else fmt.DASH,
+                        fmt.ms(cold_p50 - warm_p50) if cold_p50 is not None and warm_p50 is not None else fmt.DASH,
+                        f"{cold_p50 / warm_p50:.2f}x" if cold_p50 is not None and warm_p50 else fmt.DASH]
+            rows.append(row)
+        columns = ["Turn", "Requests", "Prompt tokens (median)", "TTFT median (95 % CI)", "TTFT p99"]
+        if r.no_cache is not None:
+            columns += ["Without cache: TTFT median (95 % CI)", "Saved (median)", "Speed-up"]
+        rates = None
+        if r.cached.hit_rate is not None:
+            rates = fmt.pct(r.cached.hit_rate)
+            if r.no_cache is not None and r.no_cache.hit_rate is not None:
+                rates += f" (with the cache defeated: {fmt.pct(r.no_cache.hit_rate)})"
+        out.append(ChatSection(scenario=r.cached.scenario, users=r.users, conversations=r.conversations,
+                               think_time_s=r.think_time_s, table=TableView(columns, rows), hit_rates=rates,
+                               counters=r.counters, compared=r.no_cache is not None))
+    return out
 
 
 def _median_ci(d: Any, show: Any) -> str:
@@ -723,7 +766,7 @@ def _workload_sections(analysis: Analysis) -> WorkloadSections:
 
     w = analysis.workloads
     if w is None:
-        return WorkloadSections(nightly=None, nightly_json=None, datasets=[], prefix=[])
+        return WorkloadSections(nightly=None, nightly_json=None, datasets=[], prefix=[], chat=[])
     nightly = None
     if not w.nightly.empty:
         nightly = _frame_view(w.nightly, {**_numbers(w.nightly), "# of req.": lambda v: f"{v:.0f}"})
@@ -748,7 +791,7 @@ def _workload_sections(analysis: Analysis) -> WorkloadSections:
     # value would end the block early, so none may stand there)
     safe = Markup(text.replace("`", "\\u0060")) if text is not None else None
     return WorkloadSections(nightly=nightly, nightly_json=safe, datasets=datasets,
-                            prefix=_prefix_sections(w.prefix))
+                            prefix=_prefix_sections(w.prefix), chat=_chat_sections(w.chat))
 
 
 class ModelledError(TypedDict):

@@ -195,6 +195,7 @@ class _Request:
     output_tokens: int
     sent: float
     on_done: Callable[[float], None]
+    block_ids: list[int] | None = None  # the prompt's token ids where they matter (prefix caching)
 
 
 @dataclass(eq=False)
@@ -274,7 +275,7 @@ class _Driver:
 
     # -- one request ----------------------------------------------------------------------------------------
     def send(self, state: _PointState, t: float, on_done: Callable[[float], None], *,
-             prompt_tokens: int | None = None, **fields: Any) -> None:
+             prompt_tokens: int | None = None, block_ids: list[int] | None = None, **fields: Any) -> None:
         """The load engine's ``send``: the record fields it fixes, then the request leaves at ``t``."""
         point = state.point
         length = point.prompt_tokens if prompt_tokens is None else prompt_tokens
@@ -288,7 +289,7 @@ class _Driver:
         }
         state.issued += 1
         state.in_flight += 1
-        request = _Request(state, record, length, output_tokens, t, on_done)
+        request = _Request(state, record, length, output_tokens, t, on_done, block_ids)
         self.at(t + self.opts.network_s, lambda: self._arrive(request))
 
     def _arrive(self, request: _Request) -> None:
@@ -305,9 +306,12 @@ class _Driver:
         (``cardgen.load.prompts.prefix_templates``); every other prompt is unique from its first token (the
         request id), so shares no block."""
         point = request.state.point
+        from cardgen.sim.scheduler import block_hashes
+
+        if request.block_ids is not None:
+            return block_hashes(request.block_ids, self.server.scheduler.block_size)
         if point.kind != "prefix":
             return ()
-        from cardgen.sim.scheduler import block_hashes
 
         prefix = request.fields["prefix"]
         shared = min(point.prefix_tokens, request.prompt_tokens)
@@ -535,8 +539,66 @@ def _prefix(drv: _Driver, state: _PointState) -> None:
     state.check()
 
 
+def _chat(drv: _Driver, state: _PointState) -> None:
+    """Users hold their conversations (:meth:`Point.chat_conversations`) one after another: each turn sends
+    the history and a new message, the next follows ``think_time_s`` after the reply ends. The prompt is what
+    the virtual server's chat template counts (``cardgen.sim.tokenizer.count_chat``): every message's words and
+    its overhead; the model's replies are ``output_tokens`` words."""
+    from cardgen.sim.tokenizer import CHAT_MESSAGE_OVERHEAD, CHAT_REPLY_OVERHEAD
+
+    point = state.point
+    users = point.parallel or 1
+    overhead = CHAT_MESSAGE_OVERHEAD + CHAT_REPLY_OVERHEAD  # a one-message conversation's tokens beyond its words
+    active = {"users": users}
+
+    def run_user(slot: int, t: float) -> None:
+        todo = iter(point.chat_conversations(slot))
+
+        def next_conversation(t: float) -> None:
+            conversation = next(todo, None)
+            if conversation is None:
+                active["users"] -= 1
+                state.more = active["users"] > 0
+                return
+            messages: list[tuple[str, int]] = []  # (role, words) of the history
+
+            def turn(n: int, t: float) -> None:
+                if n > point.turns:
+                    next_conversation(t)
+                    return
+                messages.append(("user", max(1, point.chat_message_tokens(n) - overhead)))
+                if point.fresh_history and n > 1:  # a new id at the head of the history: one more word
+                    messages[0] = ("user", messages[0][1] + 1)
+                salt = n if point.fresh_history else 0  # a fresh history shares no block with the last turn's
+                ids: list[int] = []
+                for i, (role, words) in enumerate(messages):
+                    ids += [1, hash(role), 2] + [hash((point.name, conversation, salt, i, j))
+                                                 for j in range(words)] + [3]
+                ids += [1, hash("assistant"), 2]
+
+                def done(end: float) -> None:
+                    if not state.done[-1].record.ok:
+                        next_conversation(end)
+                        return
+                    messages.append(("assistant", point.output_tokens))
+                    wait = point.think_time_s if n < point.turns else 0.0
+                    turn(n + 1, end + wait)
+
+                drv.send(state, t, done, prompt_tokens=len(ids), conversation=conversation, turn=n,
+                         parallel=point.parallel, block_ids=ids)
+
+            turn(1, t)
+
+        next_conversation(t)
+
+    for slot in range(users):
+        run_user(slot, state.t0)
+    state.check()
+
+
 _KINDS: dict[str, Callable[[_Driver, _PointState], None]] = {
     "closed": _closed, "open": _open, "waves": _waves, "ingest": _ingest, "batch": _batch, "prefix": _prefix,
+    "chat": _chat,
 }
 
 
