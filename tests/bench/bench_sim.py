@@ -12,6 +12,7 @@ Run alone: ``python tests/bench bench_sim`` (``BENCH_SIM_SECONDS`` sets the meas
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import time
@@ -28,11 +29,13 @@ PROMPT_WORDS = 256
 OUTPUT_TOKENS = 256
 
 
-def _request(host: str, port: int) -> bytes:
+def _request(host: str, port: int, n: int) -> bytes:
+    """Request ``n``: a prompt unique from its first word, as cardgen's are (the virtual server caches shared
+    prefixes)."""
     body = json.dumps(
         {
             "model": "CodeLlama-7b",
-            "prompt": " ".join(["word"] * PROMPT_WORDS),
+            "prompt": f"request-{n} " + " ".join(["word"] * PROMPT_WORDS),
             "max_tokens": OUTPUT_TOKENS,
             "ignore_eos": True,
             "stream": True,
@@ -46,11 +49,11 @@ def _request(host: str, port: int) -> bytes:
     return head + body
 
 
-async def _user(host: str, port: int, request: bytes, stop_at: float, tokens: list[int]) -> None:
+async def _user(host: str, port: int, sent: itertools.count, stop_at: float, tokens: list[int]) -> None:
     reader, writer = await asyncio.open_connection(host, port, limit=1 << 22)
     try:
         while time.monotonic() < stop_at:
-            writer.write(request)
+            writer.write(_request(host, port, next(sent)))
             await reader.readuntil(b"\r\n\r\n")  # headers
             tail = b""
             while not tail.endswith(b"\r\n0\r\n\r\n"):  # the chunked body's end
@@ -66,9 +69,9 @@ async def _user(host: str, port: int, request: bytes, stop_at: float, tokens: li
 async def _drive(url: str, parallel: int, seconds: float, tokens: list[int]) -> None:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    request = _request(host, port)
+    sent = itertools.count()
     stop_at = time.monotonic() + seconds
-    await asyncio.gather(*(_user(host, port, request, stop_at, tokens) for _ in range(parallel)))
+    await asyncio.gather(*(_user(host, port, sent, stop_at, tokens) for _ in range(parallel)))
 
 
 def _run_level(sim, parallel: int) -> dict[str, float]:  # noqa: ANN001
