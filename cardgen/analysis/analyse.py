@@ -14,7 +14,7 @@ import pandas as pd
 
 from cardgen.analysis.capacity import capacity_thresholds
 from cardgen.analysis.crosscheck import server_vs_client
-from cardgen.analysis.gpu import gpu_telemetry
+from cardgen.analysis.gpu import gpu_telemetry, modelled_gpu_name
 from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion_points
 from cardgen.analysis.kv import declared_kv, kv_capacity
 from cardgen.analysis.options import AnalysisOptions
@@ -66,7 +66,7 @@ def modelled_by(info: RunInfo) -> str | None:
     if not info.modelled:
         return None
     sim = info.sim or {}
-    gpu = _name(sim.get("gpu")) or _name(info.gpu)
+    gpu = modelled_gpu_name(info)
     profile = _name(sim.get("engine_profile")) or _name(sim.get("profile")) or _name(sim.get("engine"))
     parts = ["cardgen's virtual GPU server"]
     if gpu:

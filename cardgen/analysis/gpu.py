@@ -40,9 +40,12 @@ def _text(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-def _modelled_gpu(info: RunInfo) -> str | None:
-    sim_gpu = (info.sim or {}).get("gpu")
-    for value in (sim_gpu, info.gpu):
+def modelled_gpu_name(info: RunInfo) -> str | None:
+    """The name of the GPU a modelled run modelled: run.json's ``gpu``, else the virtual server's own. (Its
+    ``sim.gpu`` is how to start that server again: for a GPU of one's own, the file's path, not a name.)"""
+    sim = info.sim or {}
+    perf = sim.get("perf")
+    for value in (info.gpu, perf.get("gpu") if isinstance(perf, Mapping) else None, sim.get("gpu")):
         if isinstance(value, Mapping):
             value = value.get("name") or value.get("id")
         if value not in (None, ""):
@@ -54,7 +57,7 @@ def gpu_telemetry(info: RunInfo, records: Sequence[Mapping[str, Any]], requests:
     """Name, count, driver, peak memory, mean utilization, energy and J per output token over the measured
     window, from the GPU sampler's records and ``run.json``'s ``gpu`` inventory."""
     if info.modelled:
-        return GpuTelemetry(status="modelled", name=_modelled_gpu(info),
+        return GpuTelemetry(status="modelled", name=modelled_gpu_name(info),
                             reason="the GPU is modelled by cardgen's virtual GPU server: there is no telemetry")
     inventory = info.gpu or {}
     base: dict[str, Any] = {

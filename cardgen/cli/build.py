@@ -166,6 +166,14 @@ class VirtualServer:
                          gpu=self.gpu, tp=self.tp)
 
     @property
+    def gpu_name(self) -> str:
+        """The GPU's name for the card: a preset's, or a GPU file's own ``name`` (else its file name), never the
+        file's path."""
+        from cardgen.sim.hardware import is_gpu_file, load_gpu_file
+
+        return load_gpu_file(Path(self.gpu)).name if is_gpu_file(self.gpu) else self.gpu
+
+    @property
     def argv(self) -> list[str]:
         """``cardgen serve-sim``'s arguments for this server, without its address."""
         argv = [self.model, "--gpu", self.gpu, "--tp", str(self.tp)]
@@ -215,10 +223,10 @@ def measured_server(cfg: LoadConfig, *, model: str, launch: str | None, engine_a
         make_run_dir(cfg.run_dir)  # the server's log goes there before the load
         if not cfg.quiet:
             click.echo("cardgen: no --url: measuring the built-in VIRTUAL GPU server. Every figure of this card is "
-                       f"MODELLED for {virtual.model} on {virtual.tp}x {virtual.gpu}, not measured.", err=True)
+                       f"MODELLED for {virtual.model} on {virtual.tp}x {virtual.gpu_name}, not measured.", err=True)
         with running_sim(virtual.argv, log_path=cfg.run_dir / SERVER_LOG) as sim:
             yield replace(cfg, url=sim.url, modelled=True, sim=virtual.describe(sim.describe), engine="cardgen-sim",
-                          gpu={"name": virtual.gpu, "count": virtual.tp, "modelled": True})
+                          gpu={"name": virtual.gpu_name, "count": virtual.tp, "modelled": True})
     else:
         raise UsageError("no server to measure: give --url or --launch")
 

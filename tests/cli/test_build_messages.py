@@ -14,13 +14,19 @@ def test_a_good_virtual_run_prints_no_false_alarm(tmp_path):
     suite = tmp_path / "tiny.yaml"
     suite.write_text("name: tiny\nscenarios:\n- {kind: closed, prompt_tokens: 64, output_tokens: 16, parallel: 2, "
                      "min_requests: 4}\n")
+    gpu = tmp_path / "gpus" / "lab-card.yaml"  # a GPU of one's own: the card names it, never its path
+    gpu.parent.mkdir()
+    gpu.write_text("name: Lab-GPU-96\nmemory_gb: 96\nbandwidth_gb_s: 3000\npeak_tflops: 600\n")
     out = tmp_path / "runs" / "tiny"  # parents missing: created
-    proc = subprocess.run([sys.executable, "-m", "cardgen", "build", "CodeLlama-7b", "--gpu", "A100-80GB", "--suite",
+    proc = subprocess.run([sys.executable, "-m", "cardgen", "build", "CodeLlama-7b", "--gpu", str(gpu), "--suite",
                            str(suite), "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     for text in FALSE_ALARMS:
         assert text not in proc.stdout + proc.stderr, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == str(out) and (out / "README.md").is_file()
+    card = (out / "README.md").read_text("utf-8")
+    assert "Lab-GPU-96" in card and "lab-card" not in card and str(tmp_path) not in card
+    assert "1x Lab-GPU-96" in proc.stderr
 
 
 def test_a_stopped_agent_sends_nothing_more():
