@@ -77,16 +77,23 @@ def window_share(frame: pd.DataFrame, start: float, end: float) -> np.ndarray:
         return np.where(ended > sent, inside / (ended - sent), 0.0)
 
 
+def steady_requests(ok: pd.DataFrame, *, parallel: int) -> tuple[pd.DataFrame, int]:
+    """A closed-loop point's steady requests, in send order, from its successful request rows ``ok``: the ramp
+    and the drain left out (:func:`cardgen.precision.steady_mask`), then the rounds still settling
+    (:func:`cardgen.precision.warmup_requests`); and how many settling ones were left out."""
+    mask = steady_mask(ok["sent_at"].to_numpy(dtype=float), ok["end_at"].to_numpy(dtype=float), parallel=parallel)
+    steady = ok[mask].sort_values("sent_at", kind="stable")
+    cut = warmup_requests([steady["speed_from_start_tok_s"].to_numpy(dtype=float),
+                           steady["ttft_s"].to_numpy(dtype=float)], parallel=parallel)
+    return steady.iloc[cut:], cut
+
+
 def _steady(summary: ScenarioSummary, ok: pd.DataFrame) -> tuple[pd.DataFrame, float | None]:
     """Closed loop: the successful requests the figures come from (see the module docstring), and the send of
     the first of them when requests still settling were left out (None when none were); records the steady
     state on ``summary``."""
     users = summary.parallel or 1
-    mask = steady_mask(ok["sent_at"].to_numpy(dtype=float), ok["end_at"].to_numpy(dtype=float), parallel=users)
-    steady = ok[mask].sort_values("sent_at", kind="stable")
-    cut = warmup_requests([steady["speed_from_start_tok_s"].to_numpy(dtype=float),
-                           steady["ttft_s"].to_numpy(dtype=float)], parallel=users)
-    steady = steady.iloc[cut:]
+    steady, cut = steady_requests(ok, parallel=users)
     summary.steady_requests = len(steady)
     summary.precision = closed_precision(steady, parallel=users)
     summary.steady_state = len(steady) >= users
