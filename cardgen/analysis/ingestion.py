@@ -73,13 +73,10 @@ def _bootstrap_slopes(x: np.ndarray, y: np.ndarray, resamples: int = 1000) -> np
         return sxy / sxx
 
 
-def fit_ingestion(prompt_tokens: np.ndarray, ttft_s: np.ndarray, *, tolerance: float = 0.05,
-                  max_iterations: int = 20) -> IngestionResult | None:
-    """The robust fit described in the module docstring; None with fewer than 3 distinct prompt lengths."""
-    x = np.asarray(prompt_tokens, dtype=float)
-    y = np.asarray(ttft_s, dtype=float)
-    if len(np.unique(x)) < 3:
-        return None
+def robust_line(x: np.ndarray, y: np.ndarray, *, tolerance: float = 0.05,
+                max_iterations: int = 20) -> tuple[float, float, np.ndarray, str]:
+    """(slope, intercept, inlier mask, method) of the robust line described in the module docstring, over points
+    with at least 3 distinct ``x``."""
     slope, intercept = theil_sen(x, y)
     ts_line = (slope, intercept)
     inlier = np.zeros(len(x), dtype=bool)
@@ -97,6 +94,17 @@ def fit_ingestion(prompt_tokens: np.ndarray, ttft_s: np.ndarray, *, tolerance: f
             break
         inlier = new
         slope, intercept = _ols(x[inlier], y[inlier])
+    return slope, intercept, inlier, method
+
+
+def fit_ingestion(prompt_tokens: np.ndarray, ttft_s: np.ndarray, *, tolerance: float = 0.05,
+                  max_iterations: int = 20) -> IngestionResult | None:
+    """The robust fit described in the module docstring; None with fewer than 3 distinct prompt lengths."""
+    x = np.asarray(prompt_tokens, dtype=float)
+    y = np.asarray(ttft_s, dtype=float)
+    if len(np.unique(x)) < 3:
+        return None
+    slope, intercept, inlier, method = robust_line(x, y, tolerance=tolerance, max_iterations=max_iterations)
     xi, yi = x[inlier], y[inlier]
     r2 = None
     if len(xi) >= 3:
