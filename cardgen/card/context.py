@@ -23,6 +23,7 @@ from cardgen.analysis.scenarios import closed_pairs
 from cardgen.card import format as fmt
 from cardgen.card.escape import front_matter
 from cardgen.errors import RenderError
+from cardgen.figures.data import throughput_interactivity
 from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
 from cardgen.gpu import NO_TELEMETRY
 from cardgen.redact import MASK, is_secret_flag, is_secret_key, redact_argv
@@ -96,6 +97,7 @@ class CardContext(TypedDict):
     server_notes: list[str]
     scenarios: TableView | None
     saturation: SaturationRule
+    interactivity: TableView | None
 
 
 def card_date(info: RunInfo, *, environ: dict[str, str] | None = None) -> str:
@@ -647,6 +649,20 @@ def _scenarios(s: Summary) -> TableView | None:
                      rows, ["l", "l", "l", "l"] + ["r"] * 8 + ["l"])
 
 
+def _interactivity(s: Summary) -> TableView | None:
+    """Throughput against interactivity, point by point (the figure's data), with the Pareto fronts marked."""
+    rows = []
+    for c in throughput_interactivity(s.scenarios, gpus=s.gpu_count):
+        for i, n in enumerate(c.parallel):
+            rows.append([f"{c.pair[0]} / {c.pair[1]}", f"{n:.0f}", fmt.sig(float(c.tok_s_per_user[i])),
+                         fmt.ms(float(c.ttft_s[i])), fmt.sig(float(c.tok_s_per_gpu[i])),
+                         "yes" if c.front_user[i] else "no", "yes" if c.front_ttft[i] else "no"])
+    if not rows:
+        return None
+    return TableView(["Prompt / output tokens", "Parallel", "Tokens/s per user", "TTFT p50", "Output tokens/s per GPU",
+                      "Front (per user)", "Front (TTFT)"], rows, ["l", "r", "r", "r", "r", "l", "l"])
+
+
 def card_context(analysis: Analysis, *, date: str) -> CardContext:
     """Everything the card template prints, from the analysis and the figure files listed in its summary."""
     s = analysis.summary
@@ -686,4 +702,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         server_points=server_points, server_notes=server_notes, scenarios=_scenarios(s),
         saturation=SaturationRule(max_kv_usage=MAX_KV_USAGE, min_speed_tok_s=MIN_SPEED_TOK_S,
                                   wave_full_usage=WAVE_FULL_USAGE),
+        interactivity=_interactivity(s),
     )
