@@ -18,11 +18,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from cardgen.diff import saved_sample
 from cardgen.errors import CardgenError, UsageError
 from cardgen.rundir import FIGURES_DIR, REQUESTS_JSONL, RUN_JSON, SUMMARY_JSON, TABLES_DIR, RunDir
-from cardgen.site import compare, pages
+from cardgen.site import charts, compare, pages
 from cardgen.site.mdtext import alerts_to_admonitions, localize_links, split_front_matter
-from cardgen.site.plan import Group, PlannedRun, SitePlan, plan_site
+from cardgen.site.plan import Group, PlannedRun, SitePlan, href, plan_site
 from cardgen.site.runs import gather_runs
 
 Warn = Callable[[str], None]
@@ -115,7 +116,8 @@ def write_docs(plan: SitePlan, docs_dir: Path, *, warn: Warn = _ignore) -> None:
     for run in plan.runs:
         _write_run(run, docs_dir, warn)
     for group in plan.models:
-        _write(docs_dir / group.page_dir / "index.md", pages.group_page(group, what="model"))
+        _write(docs_dir / group.page_dir / "index.md",
+               pages.group_page(group, what="model", chart_html=_curves(group.runs, group.page_dir)))
     for group in plan.gpus:
         _write(docs_dir / group.page_dir / "index.md", pages.group_page(group, what="gpu"))
     _write(
@@ -160,61 +162,21 @@ def _write_run(run: PlannedRun, docs_dir: Path, warn: Warn) -> None:
     _write(dst / "index.md", pages.run_page(run, card.markdown, sizes))
 
 
+def _curves(runs: list[PlannedRun], here: str, *, numbered: bool = False) -> list[str]:
+    """The runs' throughput-against-interactivity curves overlaid, as inline SVG charts."""
+    curves = [compare.run_curves(r.run.summary, href=href(here, r.page_dir),
+                                 label=pages.run_label(i, r) if numbered else pages.run_name(r))
+              for i, r in enumerate(runs)]
+    return [charts.chart_svg(c) for c in compare.interactivity_charts(curves)]
+
+
 def _write_compare(group: Group, docs_dir: Path) -> None:
-    summaries = [r.run.summary for r in group.runs]
-    tables = [compare.headline_table(summaries), *compare.scenario_tables(summaries)]
-    tables = [t for t in tables if t.rows]
-    out_dir = docs_dir / (group.runs[0].compare_dir or "compare")
-    labels = [pages.run_label(i, r) for i, r in enumerate(group.runs)]
-    figures = draw_compare_figures(compare.curve_sets(summaries), labels, out_dir)
-    _write(out_dir / "index.md", pages.compare_page(group, tables, figures))
-
-
-def draw_compare_figures(
-    sets: list[compare.CurveSet], labels: list[str], out_dir: Path
-) -> list[tuple[str, str]]:
-    """One PNG per (prompt, output) pair with a panel per figure; returns (file name, caption) pairs."""
-    if not sets:
-        return []
-    from matplotlib.figure import Figure  # heavy: only when a Compare page has curves
-    from matplotlib.lines import Line2D
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for i, cs in enumerate(sets):
-        cols = min(2, len(cs.panels))
-        rows = -(-len(cs.panels) // cols)
-        runs = sorted({c.run for _, curves in cs.panels for c in curves})
-        legend_rows = -(-len(runs) // 2)
-        width, height = 5.2 * cols, 3.3 * rows + 0.5 + 0.25 * legend_rows
-        fig = Figure(figsize=(width, height), dpi=100)  # a fixed layout: constrained layout doubles the time
-        fig.subplots_adjust(
-            left=0.75 / width,
-            right=1 - 0.2 / width,
-            top=1 - 0.45 / height,
-            bottom=(0.6 + 0.25 * legend_rows) / height,
-            wspace=0.3,
-            hspace=0.45,
-        )
-        axes = fig.subplots(rows, cols, squeeze=False).ravel()
-        for ax, (label, curves) in zip(axes, cs.panels, strict=False):
-            compare.draw_curves(ax, label, curves, labels)
-        for ax in axes[len(cs.panels) :]:
-            ax.set_visible(False)
-        caption = f"{cs.prompt_tokens} prompt tokens → {cs.output_tokens} output tokens"
-        fig.suptitle(compare.mpl_text(caption))
-        fig.legend(
-            [Line2D([], [], color=compare.run_color(r), marker="o") for r in runs],
-            [compare.mpl_text(labels[r]) for r in runs],
-            loc="lower center",
-            ncols=min(2, len(runs)),
-            fontsize="small",
-            frameon=False,
-        )
-        name = f"curves-{i + 1}.png"
-        fig.savefig(out_dir / name, format="png", metadata={"Software": None})
-        written.append((name, caption))
-    return written
+    runs = group.compare_runs
+    samples = [saved_sample(r.run.run_dir, r.run.summary) for r in runs]
+    tables = [compare.headline_table(samples), *compare.scenario_tables(samples)]
+    here = group.runs[0].compare_dir or "compare"
+    page = pages.compare_page(group, [t for t in tables if t.rows], _curves(runs, here, numbered=True))
+    _write(docs_dir / here / "index.md", page)
 
 
 def _calibration(warn: Warn) -> str | None:
