@@ -284,13 +284,20 @@ class RunDir:
         base = self.path / sub
         if not base.is_dir():
             return []
+        linked: dict[Path, bool] = {self.path: False}
+
+        def through_link(path: Path) -> bool:  # the path, or a folder between the run directory and it, is a link
+            if path not in linked:
+                linked[path] = path.is_symlink() or through_link(path.parent)
+            return linked[path]
+
         found = []
         for path in base.rglob("*"):
             rel = path.relative_to(self.path)
             if (
                 path.is_file()
                 and not any(p.startswith(".") for p in rel.parts)
-                and path.resolve().is_relative_to(root)
+                and (not through_link(path) or path.resolve().is_relative_to(root))  # only a link can lead out
             ):
                 found.append(rel.as_posix())
         return sorted(found)

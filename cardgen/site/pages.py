@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
 import yaml
@@ -190,16 +191,31 @@ RAW_FILE_NOTES = {
 }
 
 
-def run_page(r: PlannedRun, card_body: str, raw_files: Sequence[tuple[str, int]]) -> str:
+@dataclass(frozen=True)
+class RunPage:
+    """A run's page in parts: the card (front matter removed, links localized), a header of links that goes
+    right after the card's title (raw HTML), and the downloadable raw files (a Markdown section, or nothing)."""
+
+    title: str
+    card: str
+    header: str
+    raw: str
+
+    @property
+    def split(self) -> int:
+        """Where the header goes in the card: after its title line (0: before everything)."""
+        match = re.match(r"\A\s*# .*\n", self.card)  # keep the card's own title first
+        return match.end() if match else 0
+
+    def text(self) -> str:
+        """The page's source."""
+        cut = self.split
+        body = self.card[:cut] + "\n" + self.header + "\n" + self.card[cut:] if cut else self.header + "\n" + self.card
+        return front_matter(self.title, search=SEARCHED) + body.rstrip() + "\n" + self.raw
+
+
+def run_page(r: PlannedRun, card_body: str, raw_files: Sequence[tuple[str, int]]) -> RunPage:
     """The card (front matter removed, links localized), a header of links and the downloadable raw files."""
-    title = f"{r.model} on {r.gpu}"
-    header = _header_links(r)
-    match = re.match(r"\A\s*# .*\n", card_body)  # keep the card's own title first
-    body = (
-        (card_body[: match.end()] + "\n" + header + "\n" + card_body[match.end() :])
-        if match
-        else header + "\n" + card_body
-    )
     items = []
     for rel, size in raw_files:
         note = RAW_FILE_NOTES.get(rel, "table" if rel.startswith("tables/") else "")
@@ -211,7 +227,7 @@ def run_page(r: PlannedRun, card_body: str, raw_files: Sequence[tuple[str, int]]
     raw = (
         ('\n\n## Raw files\n\n<ul class="cardgen-files">\n' + "\n".join(items) + "\n</ul>\n") if items else ""
     )
-    return front_matter(title, search=SEARCHED) + body.rstrip() + "\n" + raw
+    return RunPage(f"{r.model} on {r.gpu}", card_body, _header_links(r), raw)
 
 
 def _size(n: int) -> str:
