@@ -173,8 +173,8 @@ def check_comparable(a: RunSample, b: RunSample, *, only_shared: bool = False) -
         raise UsageError(f"the runs are not comparable: A ran suite {suite_a!r}, B suite {suite_b!r}; they share "
                          f"{what}: pass --only-shared to compare those")
     if set(a.suite_points) != set(b.suite_points):
-        missing = [v for k, v in a.suite_points.items() if k not in b.suite_points]
-        extra = [v for k, v in b.suite_points.items() if k not in a.suite_points]
+        missing = [name for name in a.suite_points if name not in b.suite_points]
+        extra = [name for name in b.suite_points if name not in a.suite_points]
         differ = "; ".join(part for part in (f"only A has {_names(missing)}" if missing else "",
                                              f"only B has {_names(extra)}" if extra else "") if part)
         raise UsageError(f"the runs are not comparable: suite {suite_a!r} with different points ({differ}); they "

@@ -21,7 +21,7 @@ with the summary's figures, so a run can be compared from its ``summary.json`` a
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -146,7 +146,9 @@ class RunSample:
     path: str | None
     headlines: dict[str, Figure]
     points: dict[PointKey, PointSample]  # points that were measured
-    suite_points: dict[PointKey, str] = field(default_factory=dict)  # every point of its suite -> scenario name
+    # every point of its suite by name (cardgen.points names them by their parameters; a waves point's largest
+    # wave, an outcome, is not in its name), run or not
+    suite_points: tuple[str, ...] = ()
 
 
 # --- which figures a run has ----------------------------------------------------------------------------------
@@ -271,9 +273,7 @@ def run_sample(summary: Summary, digests: Mapping[str, np.ndarray | None] | None
     """The run's comparable figures: values from ``summary``, spreads from ``digests`` (:func:`bootstrap_digests`,
     or as saved; None when the run has none: its figures then have no interval)."""
     points = {scenario_key(s): _point(s, digests) for s in measured_points(summary)}
-    suite_points: dict[PointKey, str] = {}
-    for s in summary.scenarios:
-        suite_points.setdefault(scenario_key(s), s.scenario)
+    suite_points = tuple(dict.fromkeys(s.scenario for s in summary.scenarios))
     labels = {key: (label, unit, better) for key, label, unit, better in HEADLINES}
     headlines: dict[str, Figure] = {}
     if summary.ingestion is not None and summary.ingestion.tok_s:

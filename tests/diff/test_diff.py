@@ -30,6 +30,7 @@ from cardgen.diff import (
 )
 from cardgen.diff.sample import BOUNDS, EXACT, HIGHER, LOWER, NONE, Figure, Spread
 from cardgen.errors import UsageError
+from cardgen.schemas.summary import ScenarioSummary
 
 SPEEDS = ("prompt_ingestion_tok_s", "generation_tok_s_at_10_parallel_1024_128", "decode_tok_s_at_10_parallel_1024_128")
 
@@ -202,3 +203,15 @@ def test_saved_digests_give_the_same_comparison(runs, slow, tmp_path):
         assert kept.ci_low == pytest.approx(fresh.ci_low, rel=1e-4)
     no_file = saved_sample(tmp_path / "nowhere", samples[0].summary)
     assert all(f.spread.kind in (NONE, EXACT) for f in no_file.headlines.values())
+
+
+def test_a_point_is_the_same_point_whatever_it_measured(runs):
+    """A waves point's largest wave is an outcome (it stops at saturation), not part of the suite: runs of one
+    suite stay comparable when one saturated sooner."""
+    a = load_sample(runs.base)
+    waves = ScenarioSummary(scenario="waves-in1024-out16", kind="waves", prompt_tokens=1024, output_tokens=16,
+                            parallel=48, requests=60)
+    one = run_sample(a.summary.model_copy(update={"scenarios": [*a.summary.scenarios, waves]}), {})
+    other = run_sample(a.summary.model_copy(update={"scenarios": [
+        *a.summary.scenarios, waves.model_copy(update={"parallel": 96})]}), {})
+    check_comparable(one, other)
