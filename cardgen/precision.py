@@ -17,7 +17,7 @@ requests in send order, the oldest still settling are left out too: cut into con
 (at least 5 requests a group), MSER (White, 1997) proposes how many leading groups to drop (the cut that
 minimises the squared deviations of the rest over the square of its count, at most half the groups), and they
 are dropped only when their mean differs from the rest's beyond chance (outside the rest's mean +- t(0.995)
-s sqrt(1/d + 1/m), and by more than 0.1 %); for speed from start and TTFT alike (the larger cut wins); counted
+s sqrt(1/d + 1/m), and by more than 5 %); for speed from start and TTFT alike (the larger cut wins); counted
 with the ramp.
 
 **Precision (batch means over whole rounds).** Requests of one point are not independent: parallel users
@@ -42,7 +42,7 @@ from cardgen.robustline import robust_line
 MIN_BATCHES = 5
 MAX_BATCHES = 20
 SETTLING_GROUP = 5  # requests a group holds at least (whole rounds) when judging which are still settling
-SETTLED_FRACTION = 0.001  # a group this close to the later ones' mean is settled, however steady they are
+SETTLED_FRACTION = 0.05  # groups this close to the later ones are settled: a smaller drift is within what intervals report
 
 # two-sided 95 % quantiles of Student's t, by degrees of freedom (1..30); the normal 1.96 beyond
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -147,7 +147,7 @@ def settling_groups(medians: Sequence[float]) -> int:
     """How many of the oldest ``medians`` (of consecutive groups, oldest first) are still settling: the ``d``
     :func:`mser` proposes, kept only when those ``d`` differ from the ``m`` after them beyond chance — their mean
     lies outside the later ones' mean +- t(0.995, m-1) s sqrt(1/d + 1/m) (``s`` the later ones' standard
-    deviation) and more than 0.1 % off it. Otherwise 0."""
+    deviation) and more than 5 % off it. Otherwise 0."""
     x = np.asarray(medians, dtype=float)
     d = mser(x)
     rest = x[d:]

@@ -1,8 +1,9 @@
 """The run directory: the one owner of a run's files, their names, how they are written and how they are read.
 
 Stages talk through these files: load writes ``run.json``, ``requests.jsonl``, ``server_metrics.jsonl`` and
-``loadgen.jsonl``; analysis writes ``summary.json`` and ``tables/``; figures go to ``figures/``; the card is
-``README.md``. :class:`RunDir` is how every stage, the site and the hub reach them, because:
+``loadgen.jsonl``; analysis writes ``summary.json`` and ``tables/`` (and ``bootstrap.json``, each figure's bootstrap
+distribution, for comparisons); figures go to ``figures/``; the card is ``README.md``. :class:`RunDir` is how
+every stage, the site and the hub reach them, because:
 
 - a JSON or text file is replaced whole or not at all (a temporary file in the same directory, fsync,
   ``os.replace``): a crash mid-write leaves the previous version, and a reader running at the same time (the
@@ -32,6 +33,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from cardgen.errors import NewerSchemaError, RunFileError
+from cardgen.schemas.bootstrap import BOOTSTRAP_SCHEMA_VERSION, BootstrapDigests
 from cardgen.schemas.run import DIED, RUN_SCHEMA_VERSION, RUNNING, STALE, RunInfo
 from cardgen.schemas.summary import SUMMARY_SCHEMA_VERSION, Summary
 
@@ -42,6 +44,7 @@ LOADGEN_JSONL = "loadgen.jsonl"
 GPU_METRICS_JSONL = "gpu_metrics.jsonl"
 SERVER_LOG = "server.log"
 SUMMARY_JSON = "summary.json"
+BOOTSTRAP_JSON = "bootstrap.json"
 TABLES_DIR = "tables"
 FIGURES_DIR = "figures"
 CARD_MD = "README.md"
@@ -256,6 +259,10 @@ class RunDir:
         return self.path / SUMMARY_JSON
 
     @property
+    def bootstrap_json(self) -> Path:
+        return self.path / BOOTSTRAP_JSON
+
+    @property
     def tables_dir(self) -> Path:
         return self.path / TABLES_DIR
 
@@ -277,13 +284,20 @@ class RunDir:
         base = self.path / sub
         if not base.is_dir():
             return []
+        linked: dict[Path, bool] = {self.path: False}
+
+        def through_link(path: Path) -> bool:  # the path, or a folder between the run directory and it, is a link
+            if path not in linked:
+                linked[path] = path.is_symlink() or through_link(path.parent)
+            return linked[path]
+
         found = []
         for path in base.rglob("*"):
             rel = path.relative_to(self.path)
             if (
                 path.is_file()
                 and not any(p.startswith(".") for p in rel.parts)
-                and path.resolve().is_relative_to(root)
+                and (not through_link(path) or path.resolve().is_relative_to(root))  # only a link can lead out
             ):
                 found.append(rel.as_posix())
         return sorted(found)
@@ -342,6 +356,11 @@ class RunDir:
         """``summary.json``, version-checked."""
         return self._load(SUMMARY_JSON, Summary, known=SUMMARY_SCHEMA_VERSION,
                           absent=f"analyse the run with 'cardgen render {self.path}'")
+
+    def load_bootstrap(self) -> BootstrapDigests:
+        """``bootstrap.json`` (each figure's bootstrap digest, for comparisons), version-checked."""
+        return self._load(BOOTSTRAP_JSON, BootstrapDigests, known=BOOTSTRAP_SCHEMA_VERSION,
+                          absent=f"render the run again with 'cardgen render {self.path}'")
 
     def load_card(self) -> str:
         """The card's Markdown (``README.md``)."""

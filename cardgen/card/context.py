@@ -23,6 +23,7 @@ from cardgen.analysis.scenarios import closed_pairs
 from cardgen.card import format as fmt
 from cardgen.card.escape import front_matter
 from cardgen.errors import RenderError
+from cardgen.figures.data import throughput_interactivity
 from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
 from cardgen.gpu import NO_TELEMETRY
 from cardgen.redact import MASK, is_secret_flag, is_secret_key, redact_argv
@@ -98,6 +99,7 @@ class CardContext(TypedDict):
     saturation: SaturationRule
     workloads: WorkloadSections  # dataset serving tests, prefix cache, chat (issue 11): _workload_sections
     modelled_error: ModelledError | None  # a modelled run's expected error per headline (issue 12): _modelled_error
+    interactivity: TableView | None
 
 
 def card_date(info: RunInfo, *, environ: dict[str, str] | None = None) -> str:
@@ -841,6 +843,18 @@ def _modelled_error(s: Summary, info: RunInfo) -> ModelledError | None:
     table = TableView(["Headline", "Modelled", "Expected error (median)", "Real value likely in",
                        "Largest error seen", f"Within ±{float(record.get('target_pct', 15)):.0f} %"], rows)
     return ModelledError(table=table, target_pct=float(record.get("target_pct", 15)), recorded=recorded)
+def _interactivity(s: Summary) -> TableView | None:
+    """Throughput against interactivity, point by point (the figure's data), with the Pareto fronts marked."""
+    rows = []
+    for c in throughput_interactivity(s.scenarios, gpus=s.gpu_count):
+        for i, n in enumerate(c.parallel):
+            rows.append([f"{c.pair[0]} / {c.pair[1]}", f"{n:.0f}", fmt.sig(float(c.tok_s_per_user[i])),
+                         fmt.ms(float(c.ttft_s[i])), fmt.sig(float(c.tok_s_per_gpu[i])),
+                         "yes" if c.front_user[i] else "no", "yes" if c.front_ttft[i] else "no"])
+    if not rows:
+        return None
+    return TableView(["Prompt / output tokens", "Parallel", "Tokens/s per user", "TTFT p50", "Output tokens/s per GPU",
+                      "Front (per user)", "Front (TTFT)"], rows, ["l", "r", "r", "r", "r", "l", "l"])
 
 
 def card_context(analysis: Analysis, *, date: str) -> CardContext:
@@ -884,4 +898,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
                                   wave_full_usage=WAVE_FULL_USAGE),
         workloads=_workload_sections(analysis),
         modelled_error=_modelled_error(s, analysis.info),
+        interactivity=_interactivity(s),
     )

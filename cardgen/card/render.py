@@ -35,12 +35,13 @@ def render_card(analysis: Analysis, *, date: str) -> str:
 
 def render_run(run_dir: Path, *, options: RenderOptions | None = None) -> Path:
     """Rebuild everything after the load stage from the raw files of ``run_dir``: ``summary.json``,
-    ``tables/``, ``figures/`` and ``README.md``. Returns the card's path. Rendering twice gives the same bytes;
+    ``tables/``, ``bootstrap.json``, ``figures/`` and ``README.md``. Returns the card's path. Rendering twice gives the same bytes;
     the date on the card is ``SOURCE_DATE_EPOCH`` when set, else the day the run ended.
 
     Raises :class:`cardgen.errors.RenderError` when ``run_dir`` is not a readable run directory. A run with
     nothing measurable still gets a card that says what is missing.
     """
+    from cardgen.diff import write_digests
     from cardgen.figures.render import write_figures  # matplotlib loads only when figures are drawn
 
     run_dir = Path(run_dir)
@@ -49,4 +50,5 @@ def render_run(run_dir: Path, *, options: RenderOptions | None = None) -> Path:
     analysis = analyse(data, options=options)
     analysis.summary.figures = write_figures(analysis, run_dir)
     write_analysis(analysis, run_dir)
+    write_digests(analysis, run_dir)  # each figure's bootstrap distribution, for comparisons (cardgen diff, site)
     return RunDir(run_dir).write_text(CARD_MD, render_card(analysis, date=date))

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "serve-sim": ("cardgen.cli.serve_sim", "serve_sim", "Run the virtual GPU server on its own."),
     "site": ("cardgen.cli.site", "site", "Build the static report site from every run."),
     "push": ("cardgen.cli.push", "push", "Push a card (or a run) to the Hugging Face Hub."),
+    "diff": ("cardgen.cli.diff", "diff", "Compare two runs: every shared figure's ratio and its significance."),
 }
 
 
@@ -64,9 +65,9 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: CardgenError prints one line; an unexpected error prints one line too (the traceback
-    with CARDGEN_DEBUG=1); Ctrl-C exits 130."""
+    with CARDGEN_DEBUG=1); Ctrl-C exits 130; a command that exits with a status (``ctx.exit(3)``) keeps it."""
     try:
-        cli.main(args=argv, prog_name="cardgen", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="cardgen", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("cardgen: interrupted", err=True)
         sys.exit(130)
@@ -84,3 +85,5 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"cardgen: internal error: {type(exc).__name__}: {exc} (set CARDGEN_DEBUG=1 for details)",
                    err=True)
         sys.exit(70)
+    if isinstance(code, int) and code:  # a command's ctx.exit(n): click returns n outside standalone mode
+        sys.exit(code)

@@ -66,8 +66,10 @@ def site(
     else:
         result = build_site(runs_root, site_dir=site_dir, config_file=config_file, warn=_warn)
     skipped = f" ({result.skipped} skipped)" if result.skipped else ""
+    pages = (f"{result.pages_rendered} of {result.pages_total} pages rebuilt" if result.incremental
+             else f"{result.pages_total} pages")
     click.echo(
-        f"Built {result.site_dir}/ from {result.runs} runs{skipped} in {result.seconds:.1f} s; "
+        f"Built {result.site_dir}/ from {result.runs} runs{skipped} in {result.seconds:.1f} s ({pages}); "
         f"open {result.site_dir / 'index.html'}"
     )
     if serve:

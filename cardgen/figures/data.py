@@ -149,3 +149,47 @@ def latency_percentiles(scenarios: Sequence[ScenarioSummary]) -> list[Percentile
     return [PercentileBars(title, [lab for lab, _ in pts], _arr([s.e2e_s.p50 for _, s in pts]),
                            _arr([s.e2e_s.p90 for _, s in pts]), _arr([s.e2e_s.p95 for _, s in pts]))
             for title, pts in groups]
+
+
+def pareto_front(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, x_higher: bool = True,
+                 y_higher: bool = True) -> np.ndarray:
+    """Which points no other point dominates: another point dominates one when it is at least as good on both
+    axes and better on one (``x_higher``: a larger x is better; else a smaller one). Points with a NaN coordinate
+    are never on the front and dominate nothing; equal points are both on the front."""
+    xs = np.asarray(x, dtype=float) * (1 if x_higher else -1)
+    ys = np.asarray(y, dtype=float) * (1 if y_higher else -1)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    ge = (xs[None, :] >= xs[:, None]) & (ys[None, :] >= ys[:, None])  # [i, j]: j at least as good as i
+    gt = (xs[None, :] > xs[:, None]) | (ys[None, :] > ys[:, None])
+    dominated = (ge & gt & ok[None, :]).any(axis=1)
+    return ok & ~dominated
+
+
+@dataclass(frozen=True)
+class InteractivityCurve:
+    """One (prompt, output) pair of the closed loop, a point per parallel count: output throughput per GPU
+    against what each user gets (median decode speed, tokens/s per user) and against the median TTFT, with the
+    Pareto front of each plane (more throughput and more speed per user; more throughput and less TTFT)."""
+
+    pair: tuple[int, int]
+    parallel: np.ndarray
+    tok_s_per_user: np.ndarray
+    ttft_s: np.ndarray
+    tok_s_per_gpu: np.ndarray
+    front_user: np.ndarray  # bool: on the throughput / speed-per-user front
+    front_ttft: np.ndarray  # bool: on the throughput / TTFT front
+
+
+def throughput_interactivity(scenarios: Sequence[ScenarioSummary], *, gpus: int | None) -> list[InteractivityCurve]:
+    """Per closed-loop pair: the serving engineer's curve (SemiAnalysis InferenceX's): total output tokens/s
+    divided by the GPUs serving (``gpus``; one when unknown) against tokens/s per user and against TTFT."""
+    out = []
+    for pair, pts in closed_pairs(scenarios).items():
+        per_user = _arr([s.decode_tok_s.p50 for s in pts])
+        ttft = _arr([s.ttft_s.p50 for s in pts])
+        per_gpu = _arr([s.output_tok_s for s in pts]) / max(gpus or 1, 1)
+        if not (np.isfinite(per_user) & np.isfinite(per_gpu)).any():
+            continue
+        out.append(InteractivityCurve(pair, _arr([s.parallel for s in pts]), per_user, ttft, per_gpu,
+                                      pareto_front(per_user, per_gpu), pareto_front(ttft, per_gpu, x_higher=False)))
+    return out

@@ -8,7 +8,15 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.ticker import MaxNLocator
 
-from cardgen.figures.data import IngestionPlot, Line, PairPanels, PercentileBars, Timeline
+from cardgen.figures.data import (
+    IngestionPlot,
+    InteractivityCurve,
+    Line,
+    PairPanels,
+    PercentileBars,
+    Timeline,
+    pair_name,
+)
 
 KV_COLOR = "tab:gray"
 
@@ -108,3 +116,31 @@ def draw_percentile_bars(ax: Axes, bars: PercentileBars, *, xlabel: str) -> None
         ax.bar(x + (i - 1) * width, np.nan_to_num(values), width, label=name)
     ax.set_xticks(x, bars.labels)
     _finish(ax, xlabel=xlabel, ylabel="end-to-end latency (s)", title=bars.title)
+
+
+def _interactivity_panel(ax: Axes, curves: Sequence[InteractivityCurve], *, ttft: bool) -> None:
+    for curve in curves:
+        x = curve.ttft_s if ttft else curve.tok_s_per_user
+        front = curve.front_ttft if ttft else curve.front_user
+        (line,) = ax.plot(x, curve.tok_s_per_gpu, marker="o", linewidth=1, label=pair_name(curve.pair))
+        on = front & np.isfinite(x)
+        order = np.argsort(x[on])
+        ax.plot(x[on][order], curve.tok_s_per_gpu[on][order], linestyle="--", linewidth=2.2, alpha=0.5,
+                color=line.get_color())
+        ax.scatter(x[on], curve.tok_s_per_gpu[on], s=90, facecolors="none", edgecolors=line.get_color(),
+                   linewidths=1.6, zorder=3)
+        for xi, yi, n in zip(x, curve.tok_s_per_gpu, curve.parallel, strict=True):
+            if np.isfinite(xi) and np.isfinite(yi):
+                ax.annotate(f"{n:.0f}", (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.scatter([], [], s=90, facecolors="none", edgecolors="black", label="Pareto front")
+    ax.set_ylim(bottom=0)
+    _finish(ax, xlabel="median TTFT (s)" if ttft else "tokens/s per user (median decode speed)",
+            ylabel="output tokens/s per GPU",
+            title="Throughput against TTFT" if ttft else "Throughput against interactivity")
+
+
+def draw_throughput_interactivity(ax_user: Axes, ax_ttft: Axes, curves: Sequence[InteractivityCurve]) -> None:
+    """Output tokens/s per GPU against tokens/s per user (left) and against TTFT (right): a point per parallel
+    count (labelled with it), one line per prompt / output pair, the Pareto front circled and dashed."""
+    _interactivity_panel(ax_user, curves, ttft=False)
+    _interactivity_panel(ax_ttft, curves, ttft=True)

@@ -10,6 +10,7 @@ FIGURE_NAMES = {
     "timeline": "kv_cache_timeline.png",
     "throughput_latency": "throughput_latency.png",
     "latency_percentiles": "latency_percentiles.png",
+    "throughput_interactivity": "throughput_interactivity.png",
 }
 PAIR_FIGURE = "speed_ttft_{pair}.png"  # one per (prompt, output) pair of the closed loop
 

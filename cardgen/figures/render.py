@@ -17,6 +17,7 @@ from cardgen.figures.draw import (
     draw_ingestion,
     draw_pair,
     draw_percentile_bars,
+    draw_throughput_interactivity,
     draw_throughput_latency,
     draw_timeline,
     draw_total_throughput,
@@ -84,6 +85,13 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
             draw_throughput_latency(ax, tput)
             return fig
         out[FIGURE_NAMES["throughput_latency"]] = throughput_latency
+    curves = data.throughput_interactivity(s.scenarios, gpus=s.gpu_count)
+    if curves:
+        def interactivity() -> Figure:
+            fig, (ax1, ax2) = _figure(11, 4.5, 1, 2, sharey=True)
+            draw_throughput_interactivity(ax1, ax2, curves)
+            return fig
+        out[FIGURE_NAMES["throughput_interactivity"]] = interactivity
     bars = data.latency_percentiles(s.scenarios)
     if bars:
         def percentiles() -> Figure:

@@ -7,6 +7,7 @@
     server_metrics.jsonl   records.MetricSample, a line each        } same load stage
     loadgen.jsonl          records.LoadgenSample, a line each       }
     summary.json           summary.Summary                          SUMMARY_SCHEMA_VERSION
+    bootstrap.json         bootstrap.BootstrapDigests               BOOTSTRAP_SCHEMA_VERSION
     gpu_metrics.jsonl      plain records of cardgen.gpu's sampler   versioned by run.json
 
 Saved models ignore unknown fields, so a file from a newer cardgen that only added fields still loads. A change

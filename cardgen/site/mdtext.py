@@ -10,6 +10,7 @@ that one broken card cannot break the strict site build.
 from __future__ import annotations
 
 import html
+import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,27 +93,34 @@ class LocalizedCard:
     problems: list[str] = field(default_factory=list)  # one line per link turned into text
 
 
-def _resolve(url: str, run_dir: Path) -> str | None:
-    """The run-relative path of a local link target that exists inside the run directory, else None."""
+def _resolve(url: str, root: Path) -> str | None:
+    """The run-relative path of a local link target that exists inside the run directory ``root`` (resolved),
+    else None."""
     path = unquote(url.split("#", 1)[0].split("?", 1)[0])
     if not path or path.startswith("/") or path.lower().endswith(".md"):
         return None
-    root = run_dir.resolve()
-    target = (root / path).resolve()
-    if not target.is_file() or not target.is_relative_to(root):
+    rel = posixpath.normpath(path)
+    if rel == ".." or rel.startswith("../") or not (root / rel).is_file():
         return None
-    return PurePosixPath(target.relative_to(root).as_posix()).as_posix()
+    parts = PurePosixPath(rel).parts
+    if any((root.joinpath(*parts[:i])).is_symlink() for i in range(1, len(parts) + 1)):  # only a link can lead out
+        target = (root / rel).resolve()
+        if not target.is_relative_to(root):
+            return None
+        return target.relative_to(root).as_posix()
+    return rel
 
 
 def localize_links(markdown: str, run_dir: Path) -> LocalizedCard:
     """Find the run-local files a card links to; links to missing or outside files become their text."""
     out = LocalizedCard(markdown="")
+    root = Path(run_dir).resolve()
 
     def check(url: str) -> bool:
         """True when the link may stay (external, an anchor, or an existing local file)."""
         if not url or url.startswith("#") or not is_local_url(url):
             return True
-        rel = _resolve(url, run_dir)
+        rel = _resolve(url, root)
         if rel is None:
             out.problems.append(f"link to '{url}' has no file in {run_dir}: shown as text")
             return False

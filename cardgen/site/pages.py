@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
 import yaml
 
-from cardgen.site.compare import ScaleTable, headline_value
+from cardgen.diff import CANNOT_TELL, FASTER, LARGER, NO_CHANGE, NO_SIGNIFICANT_CHANGE, FigureDiff
+from cardgen.site import charts
+from cardgen.site.compare import ScaleTable
 from cardgen.site.mdtext import demote_headings
 from cardgen.site.plan import Group, PlannedRun, SitePlan, href
 
@@ -22,13 +25,25 @@ HEADLINE_COLUMNS = (  # (headline key, column title, decimals)
     ("generation_tok_s_at_10_parallel_1024_128", "Generation @10 parallel, 1024→128 (tok/s per request)", 1),
     ("kv_cache_tokens", "KV cache (tokens)", 0),
 )
+CHART_X, CHART_Y = HEADLINE_COLUMNS[0], HEADLINE_COLUMNS[1]  # the leaderboard's chart
+SEARCHED = False  # generated pages other than the top ones stay out of the search index (see front_matter)
 
 
-def front_matter(title: str, *, hide: Sequence[str] = ()) -> str:
-    """YAML front matter; the theme prints the title as HTML, so it is escaped here."""
+def headline_value(run: PlannedRun, key: str) -> float | None:
+    """A headline figure of a run's summary (None when it was not measured)."""
+    value = getattr(run.run.summary.headline, key, None)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def front_matter(title: str, *, hide: Sequence[str] = (), search: bool = True) -> str:
+    """YAML front matter; the theme prints the title as HTML, so it is escaped here. ``search=False`` keeps the
+    page out of the search index: a run's, model's, GPU's or comparison's page is found through the leaderboard
+    and the indexes (which are searched), and indexing thousands of card tables would cost most of a build."""
     meta: dict[str, object] = {"title": escape(title)}
     if hide:
         meta["hide"] = list(hide)
+    if not search:
+        meta["search"] = {"exclude": True}
     return "---\n" + yaml.safe_dump(meta, allow_unicode=True, sort_keys=False) + "---\n\n"
 
 
@@ -63,8 +78,38 @@ def _badge(run: PlannedRun) -> str:
     return f'<span class="cardgen-badge cardgen-{k}">{k}</span>'
 
 
-def leaderboard(runs: Sequence[PlannedRun], *, here: str) -> str:
-    """A sortable, filterable table of runs (newest first) as one raw HTML block; ``here`` is the page dir."""
+def _row_key(r: PlannedRun) -> str:
+    return r.page_dir
+
+
+def leaderboard_chart(runs: Sequence[PlannedRun], *, here: str) -> str:
+    """The headline figures of every run as a scatter (prompt ingestion across, generation at 10 parallel up):
+    a colour per GPU, modelled runs hollow. Each marker is its run's row: filtering the table hides it."""
+    (xkey, xtitle, _), (ykey, ytitle, _) = CHART_X, CHART_Y
+    gpus = sorted({r.gpu for r in runs})
+    series = []
+    for g, gpu in enumerate(gpus):
+        for modelled in (False, True):
+            points = [charts.Point(x, y, title=f"{r.model} on {r.gpu} ({kind(r)}): {x:,.0f} tok/s ingestion, "
+                                   f"{y:,.1f} tok/s per request", href=href(here, r.page_dir), key=_row_key(r))
+                      for r in runs if r.gpu == gpu and r.run.summary.modelled == modelled
+                      for x, y in [(headline_value(r, xkey), headline_value(r, ykey))]
+                      if x is not None and y is not None]
+            if points:
+                series.append(charts.Series(f"{gpu} ({'modelled' if modelled else 'measured'})", points,
+                                            charts.color(g), hollow=modelled, line=False))
+    shown = sum(len(s.points) for s in series)
+    notes = ["Filled: measured; hollow: modelled by cardgen's virtual server."]
+    if shown < len(runs):
+        notes.append(f"{len(runs) - shown} of {len(runs)} runs lack one of the two figures and are not drawn.")
+    return charts.chart_svg(charts.Chart(title="Headline figures of every run", xlabel=xtitle, ylabel=ytitle,
+                                         series=series, x_from_zero=True, notes=notes))
+
+
+def leaderboard(runs: Sequence[PlannedRun], *, here: str, chart: bool = False) -> str:
+    """A sortable, filterable table of runs (newest first) as one raw HTML block; ``here`` is the page dir.
+    ``chart``: the headline figures drawn above the table. The filters and the sort are kept in the page's
+    address (its ``#`` part), so a view can be shared."""
     head = [("Model", "text"), ("GPU", "text"), ("Engine", "text"), ("Figures", "text")]
     head += [(title, "number") for _, title, _ in HEADLINE_COLUMNS] + [("Date (UTC)", "text")]
     ths = "".join(
@@ -81,7 +126,7 @@ def leaderboard(runs: Sequence[PlannedRun], *, here: str) -> str:
             (kind(r), _badge(r), ""),
         ]
         for key, _, decimals in HEADLINE_COLUMNS:
-            value = headline_value(s, key)
+            value = headline_value(r, key)
             cells.append(("" if value is None else repr(value), fmt_number(value, decimals), "cardgen-num"))
         cells.append((r.run.started_at or "", escape(fmt_date(r.run.started_at)), ""))
         tds = "".join(
@@ -90,12 +135,17 @@ def leaderboard(runs: Sequence[PlannedRun], *, here: str) -> str:
             + f">{shown}</td>"
             for sort, shown, css in cells
         )
-        rows.append(f'<tr data-kind="{kind(r)}">{tds}</tr>')
+        rows.append(f'<tr data-kind="{kind(r)}" data-key="{escape(_row_key(r))}">{tds}</tr>')
+    gpus = sorted({r.gpu for r in runs})
+    gpu_options = "".join(f'<option value="{escape(g.lower())}">{escape(g)}</option>' for g in gpus)
     return (
         '<div class="cardgen-board">\n'
-        '<div class="cardgen-filters">'
+        + (leaderboard_chart(runs, here=here) + "\n" if chart else "")
+        + '<div class="cardgen-filters">'
         '<label>Filter <input type="search" class="cardgen-filter" placeholder="model, GPU, engine"'
         ' aria-label="Filter runs"></label> '
+        '<label>GPU <select class="cardgen-gpu" aria-label="GPU">'
+        f'<option value="">all</option>{gpu_options}</select></label> '
         '<label>Figures <select class="cardgen-kind" aria-label="Measured or modelled">'
         '<option value="">all</option><option value="measured">measured</option>'
         '<option value="modelled">modelled</option></select></label> '
@@ -112,9 +162,10 @@ def home_page(plan: SitePlan) -> str:
         front_matter("Leaderboard", hide=("navigation", "toc"))
         + "# Leaderboard\n\n"
         + f"{len(plan.runs)} runs of {n_models} model{'s' * (n_models != 1)} on {n_gpus} "
-        + f"GPU{'s' * (n_gpus != 1)}. Click a column to sort; type to filter. **Modelled** figures come from "
-        + "cardgen's virtual server, not from a GPU: see the [methodology](methodology.md).\n\n"
-        + leaderboard(plan.runs, here="")
+        + f"GPU{'s' * (n_gpus != 1)}. Click a column to sort; type or choose to filter (the address keeps the "
+        + "view: copy it to share it). **Modelled** figures come from cardgen's virtual server, not from a GPU: "
+        + "see the [methodology](methodology.md).\n\n"
+        + leaderboard(plan.runs, here="", chart=True)
     )
 
 
@@ -140,16 +191,31 @@ RAW_FILE_NOTES = {
 }
 
 
-def run_page(r: PlannedRun, card_body: str, raw_files: Sequence[tuple[str, int]]) -> str:
+@dataclass(frozen=True)
+class RunPage:
+    """A run's page in parts: the card (front matter removed, links localized), a header of links that goes
+    right after the card's title (raw HTML), and the downloadable raw files (a Markdown section, or nothing)."""
+
+    title: str
+    card: str
+    header: str
+    raw: str
+
+    @property
+    def split(self) -> int:
+        """Where the header goes in the card: after its title line (0: before everything)."""
+        match = re.match(r"\A\s*# .*\n", self.card)  # keep the card's own title first
+        return match.end() if match else 0
+
+    def text(self) -> str:
+        """The page's source."""
+        cut = self.split
+        body = self.card[:cut] + "\n" + self.header + "\n" + self.card[cut:] if cut else self.header + "\n" + self.card
+        return front_matter(self.title, search=SEARCHED) + body.rstrip() + "\n" + self.raw
+
+
+def run_page(r: PlannedRun, card_body: str, raw_files: Sequence[tuple[str, int]]) -> RunPage:
     """The card (front matter removed, links localized), a header of links and the downloadable raw files."""
-    title = f"{r.model} on {r.gpu}"
-    header = _header_links(r)
-    match = re.match(r"\A\s*# .*\n", card_body)  # keep the card's own title first
-    body = (
-        (card_body[: match.end()] + "\n" + header + "\n" + card_body[match.end() :])
-        if match
-        else header + "\n" + card_body
-    )
     items = []
     for rel, size in raw_files:
         note = RAW_FILE_NOTES.get(rel, "table" if rel.startswith("tables/") else "")
@@ -161,7 +227,7 @@ def run_page(r: PlannedRun, card_body: str, raw_files: Sequence[tuple[str, int]]
     raw = (
         ('\n\n## Raw files\n\n<ul class="cardgen-files">\n' + "\n".join(items) + "\n</ul>\n") if items else ""
     )
-    return front_matter(title) + body.rstrip() + "\n" + raw
+    return RunPage(f"{r.model} on {r.gpu}", card_body, _header_links(r), raw)
 
 
 def _size(n: int) -> str:
@@ -176,20 +242,27 @@ def _size(n: int) -> str:
     return f"{value:,.1f} {unit}"
 
 
-def group_page(group: Group, *, what: str) -> str:
-    """A model's or a GPU's page: its runs in a leaderboard (and for a model, a link to its Compare page)."""
+def group_page(group: Group, *, what: str, chart_html: Sequence[str] = ()) -> str:
+    """A model's or a GPU's page: for a model, its runs' curves overlaid first (``chart_html``), then its runs
+    in a leaderboard (and a link to its Compare page)."""
     title = group.name
-    lines = [front_matter(title, hide=("toc",)), f"<h1>{escape(title)}</h1>\n\n"]
+    lines = [front_matter(title, hide=("toc",), search=SEARCHED), f"<h1>{escape(title)}</h1>\n\n"]
     others = sorted({(r.gpu if what == "model" else r.model) for r in group.runs})
     other_word = "GPU" if what == "model" else "model"
     lines.append(
         f"<p>{len(group.runs)} run{'s' * (len(group.runs) != 1)} on {len(others)} {other_word}"
         f"{'s' * (len(others) != 1)}: {escape(', '.join(others))}.</p>\n\n"
     )
+    if chart_html:
+        lines.append(
+            "<p>Throughput against interactivity, every run overlaid: output tokens/s per GPU against what each "
+            "user gets (median decode speed) and against the median TTFT, a point per parallel count; each run's "
+            "Pareto front circled, modelled runs dashed and hollow. Click a point for its run.</p>\n\n"
+            + '<div class="cardgen-charts">' + "".join(chart_html) + "</div>\n\n")
     if what == "model" and group.runs[0].compare_dir:
         lines.append(
             f'<p><a href="{escape(href(group.page_dir, group.runs[0].compare_dir))}">Compare these runs'
-            "</a> (scale tables and overlaid curves).</p>\n\n"
+            "</a> (every figure's ratio with its significance).</p>\n\n"
         )
     lines.append(leaderboard(group.runs, here=group.page_dir))
     return "".join(lines)
@@ -227,16 +300,39 @@ def compare_index(plan: SitePlan) -> str:
     return (
         front_matter("Compare", hide=("toc",))
         + "# Compare\n\n"
-        + "Runs of the same model side by side: each figure with its *scale*, the run's value divided by the "
-        "baseline's (the oldest run), as in FlexGen's tables.\n\n" + body
+        + "Each model's GPUs and engines side by side: each figure with its *scale*, the value divided by the "
+        "baseline's, as in FlexGen's tables, and whether the difference is significant, as `cardgen diff` "
+        "computes it.\n\n" + body
     )
+
+
+def run_name(r: PlannedRun) -> str:
+    """A run among the runs of its model: ``H100 · vllm 0.6.3 · 2026-11-21 19:57 (modelled)``."""
+    return f"{r.gpu} · {r.engine} · {fmt_date(r.run.started_at)}" + (" (modelled)" if r.run.summary.modelled else "")
 
 
 def run_label(i: int, r: PlannedRun) -> str:
     """A short, unique name for a run in a comparison."""
-    return f"#{i + 1} {r.gpu} · {r.engine} · {fmt_date(r.run.started_at)}" + (
-        " (modelled)" if r.run.summary.modelled else ""
-    )
+    return f"#{i + 1} {run_name(r)}"
+
+
+_MARKS = {FASTER: ("▲", "better"), LARGER: ("▲", "better"), NO_SIGNIFICANT_CHANGE: ("=", "same"),
+          NO_CHANGE: ("=", "same"), CANNOT_TELL: ("?", "unknown")}
+
+
+def ratio_cell(d: FigureDiff | None) -> str:
+    """B / A with its significance: ▲ significantly better, ▼ significantly worse, = no significant change, ?
+    no interval; the interval and the verdict in the tooltip."""
+    if d is None or d.ratio is None:
+        return '<td class="cardgen-num" align="right">—</td>'
+    mark, css = _MARKS.get(d.verdict, ("▼", "worse"))
+    if d.ci_low is not None and d.ci_high is not None:
+        how = "exact" if d.interval == "exact" else f"95 % interval {d.ci_low:.3f}–{d.ci_high:.3f}"
+        tip = f"{how}: {d.verdict}"
+    else:
+        tip = f"{d.verdict}" + (f": {d.note}" if d.note else "")
+    return (f'<td class="cardgen-num cardgen-{css}" align="right" title="{escape(tip)}">'
+            f"{d.ratio:.3f} {mark}</td>")
 
 
 def scale_table_html(table: ScaleTable, runs: Sequence[PlannedRun], *, here: str) -> str:
@@ -246,40 +342,43 @@ def scale_table_html(table: ScaleTable, runs: Sequence[PlannedRun], *, here: str
         for i, r in enumerate(runs)
     )
     rows = []
-    for j, label in enumerate(table.rows):
-        cells = [f"<td>{escape(label)}</td>"]
-        for i in range(len(runs)):
-            cells.append(f'<td class="cardgen-num" align="right">{fmt_auto(table.values[j][i])}</td>')
+    for label, cells in zip(table.rows, table.cells, strict=True):
+        tds = [f"<td>{escape(label)}</td>"]
+        for i, cell in enumerate(cells):
+            tds.append(f'<td class="cardgen-num" align="right">{fmt_auto(cell.value)}</td>')
             if i:
-                ratio = table.scale(j, i)
-                cells.append(
-                    f'<td class="cardgen-num" align="right">{"—" if ratio is None else f"{ratio:.3f}"}</td>'
-                )
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+                tds.append(ratio_cell(cell.diff))
+        rows.append("<tr>" + "".join(tds) + "</tr>")
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>\n"
 
 
-def compare_page(group: Group, tables: Sequence[ScaleTable], figures: Sequence[tuple[str, str]]) -> str:
-    """Scale tables (headline first), then the overlaid curves (``figures``: file name, caption)."""
+def compare_page(group: Group, tables: Sequence[ScaleTable], chart_html: Sequence[str]) -> str:
+    """Scale tables (headline first) with every ratio's significance, then the curves overlaid."""
     here = group.runs[0].compare_dir or ""
+    runs = group.compare_runs
+    older = [r for r in group.runs if r not in runs]
+    by_configuration = len({r.configuration for r in runs}) > 1
     parts = [
-        front_matter(f"Compare: {group.name}"),
+        front_matter(f"Compare: {group.name}", search=SEARCHED),
         f"<h1>Compare: {escape(group.name)}</h1>\n\n",
-        f'<p>{len(group.runs)} runs of <a href="{escape(href(here, group.page_dir))}">{escape(group.name)}'
-        "</a>. The baseline is the oldest run (#1); <em>scale</em> = run ÷ baseline, so above 1 means "
-        "more of the figure (faster for a throughput, slower for a latency).</p>\n\n",
+        f"<p>{len(runs)} {'configurations' if by_configuration else 'runs'} of "
+        f'<a href="{escape(href(here, group.page_dir))}">{escape(group.name)}</a>'
+        + (" (GPU, engine and version, measured or modelled: the newest run of each)" if by_configuration else "")
+        + ". The baseline is #1; <em>scale</em> = figure ÷ baseline's, so above 1 means more of the figure "
+        "(faster for a throughput, slower for a latency). Each scale carries its significance as "
+        "<code>cardgen diff</code> computes it: ▲ significantly better, ▼ significantly worse, = no significant "
+        "change (the 95 % bootstrap interval of the ratio, from each run's own requests, holds 1), ? no interval "
+        "(too few rounds, or a figure without spread); the interval is in each scale's tooltip.</p>\n\n",
     ]
+    if older:
+        links = ", ".join(f'<a href="{escape(href(here, r.page_dir))}">{escape(run_name(r))}</a>' for r in older)
+        parts.append(f"<p>Older runs of the same configurations, not shown: {links}.</p>\n\n")
     for table in tables:
-        parts.append(f"## {escape(table.title)}\n\n" + scale_table_html(table, group.runs, here=here) + "\n")
+        parts.append(f"## {escape(table.title)}\n\n" + scale_table_html(table, runs, here=here) + "\n")
     if not tables:
         parts.append("<p>These runs share no figure to compare.</p>\n\n")
-    if figures:
-        parts.append("## Curves\n\n")
-        for name, caption in figures:
-            parts.append(
-                f'<figure class="cardgen-figure"><img src="{escape(name)}" alt="{escape(caption)}">'
-                f"<figcaption>{escape(caption)}</figcaption></figure>\n\n"
-            )
+    if chart_html:
+        parts.append("## Curves\n\n" + '<div class="cardgen-charts">' + "".join(chart_html) + "</div>\n\n")
     return "".join(parts)
 
 

@@ -39,12 +39,27 @@ class PlannedRun:
         name = s.engine or UNKNOWN_ENGINE
         return f"{name} {s.engine_version}" if s.engine_version else name
 
+    @property
+    def configuration(self) -> tuple[str, str, bool]:
+        """What a Compare page tells apart: GPU, engine with its version, modelled or measured."""
+        return (self.gpu, self.engine, self.run.summary.modelled)
+
 
 @dataclass(frozen=True)
 class Group:
     name: str
     page_dir: str
     runs: list[PlannedRun] = field(default_factory=list)  # oldest first
+
+    @property
+    def compare_runs(self) -> list[PlannedRun]:
+        """The runs a Compare page puts side by side: the newest run of each configuration (GPU, engine and
+        version, measured or modelled), in the order the configurations were first measured, so the baseline is
+        the oldest configuration; every run when the model has a single configuration."""
+        newest: dict[tuple[str, str, bool], PlannedRun] = {}
+        for r in self.runs:  # oldest first: the last one seen is the newest; insertion order is the first seen
+            newest[r.configuration] = r
+        return list(newest.values()) if len(newest) > 1 else list(self.runs)
 
 
 @dataclass(frozen=True)

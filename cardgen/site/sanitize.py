@@ -30,13 +30,18 @@ ALLOWED_TAGS = frozenset(
     "h1 h2 h3 h4 h5 h6 hr i img input ins kbd label li mark ol option p pre q s samp select small span "
     "strong sub summary sup "
     "table tbody td tfoot th thead tr u ul button".split()
-)
+) | frozenset("svg g line polyline circle rect text title".split())  # the site's own charts (cardgen.site.charts)
 VOID_TAGS = frozenset({"br", "col", "hr", "img", "input"})
 ALLOWED_ATTRS = frozenset(
     "align alt class colspan download for height hidden href id name open placeholder role rowspan scope "
     "selected "
     "span src title type value width".split()
+) | frozenset(  # SVG geometry and presentation (paint values are checked: no url(), so nothing loads)
+    "viewbox x y x1 y1 x2 y2 cx cy r points fill stroke stroke-width stroke-dasharray fill-opacity opacity "
+    "text-anchor transform".split()
 )
+_PAINT_ATTRS = frozenset({"fill", "stroke", "transform"})
+_PAINT_VALUE = re.compile(r"^[#\w\s.,()%-]*$")
 URL_ATTRS = frozenset({"href", "src"})
 _SAFE_LINK_SCHEMES = ("http", "https", "mailto")
 _SCHEME = re.compile(r"^\s*([a-zA-Z][a-zA-Z0-9+.-]*):")
@@ -123,6 +128,8 @@ def _safe_attrs(tag: str, attrs: list[tuple[str, str | None]]) -> list[tuple[str
             continue
         value = "" if value is None else value
         if name in URL_ATTRS and not url_allowed(name, value):
+            continue
+        if name in _PAINT_ATTRS and (not _PAINT_VALUE.match(value) or "url" in value.lower()):
             continue
         kept.append((name, value))
     return kept

@@ -1,14 +1,23 @@
-"""`make bench`: the time `cardgen site` takes to build a site of 100 runs (25 models x 4 GPUs), in a temporary
-folder (site_src/ is not touched).
+"""`make bench`: the time `cardgen site` takes, in a temporary folder (site_src/ is not touched).
 
-The runs are sample runs (:mod:`cardgen.site.sample`: the virtual server's runs in virtual time, 20 requests per
-closed-loop point), each analysed and given its own card and summary. Drawing every run's figures would take
-about 2 s of CPU a run, so the figures are drawn for real once per GPU (the runs of one GPU share its speed, so
-their plots are the same) and copied into that GPU's runs."""
+1. A site of 1,000 runs: 1,000 copies of the committed fixture run (tests/data/run_small, rendered once), 500
+   models of two runs each; the copies are hard links but for their summary.json (the model's name). Built
+   from nothing (limit 60 s), then again with nothing changed, then after one new run: how long, and how many
+   pages were laid out and files written.
+2. A site of 100 distinct runs (25 models x 4 GPUs): sample runs (:mod:`cardgen.site.sample`, the virtual server
+   in virtual time, 20 requests per closed-loop point), each analysed with its own card, summary and bootstrap
+   digests; their figures drawn once per GPU and copied (drawing is the card's cost, not the site's).
+
+``CARDGEN_BENCH_PROFILE=1``: the cold build of the 1,000 runs under cProfile, its top functions printed.
+"""
 
 from __future__ import annotations
 
+import cProfile
 import datetime as dt
+import json
+import os
+import pstats
 import shutil
 import tempfile
 import time
@@ -16,54 +25,107 @@ from pathlib import Path
 
 from cardgen.analysis.analyse import analyse, write_analysis
 from cardgen.analysis.rundata import load_run
-from cardgen.card import render_card
+from cardgen.card import render_card, render_run
 from cardgen.card.context import card_date
-from cardgen.rundir import CARD_MD, FIGURES_DIR, RunDir
-from cardgen.site import build_site
+from cardgen.diff import write_digests
+from cardgen.rundir import CARD_MD, FIGURES_DIR, SUMMARY_JSON, RunDir
+from cardgen.site import SiteBuild, build_site
 from cardgen.site.sample import isolated_config, write_sample_run
 
 REPO = Path(__file__).resolve().parents[2]
+FIXTURE = REPO / "tests" / "data" / "run_small"
+COPIES = 1000
 MODELS = 25
 GPUS = ("A100-80GB", "H100", "L40S", "A6000")
 START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 
 
-def speed(g: int) -> float:
-    return 0.5 + g * 0.4
+def copy_run(template: Path, dst: Path, model: str) -> None:
+    """A copy of ``template`` as ``model``'s run: every file a hard link, summary.json rewritten."""
+    dst.mkdir(parents=True)
+    for src in template.rglob("*"):
+        out = dst / src.relative_to(template)
+        if src.is_dir():
+            out.mkdir(exist_ok=True)
+        elif src.name != SUMMARY_JSON or src.parent != template:
+            os.link(src, out)
+    summary = json.loads((template / SUMMARY_JSON).read_text("utf-8"))
+    summary["model"] = model
+    (dst / SUMMARY_JSON).write_text(json.dumps(summary, indent=2), "utf-8")
+
+
+def _changed(site: Path, since: float) -> int:
+    return sum(1 for p in site.rglob("*") if p.is_file() and p.stat().st_mtime > since)
+
+
+def _line(label: str, build: SiteBuild, files: int | None = None) -> str:
+    stages = ", ".join(f"{k} {v:.1f}" for k, v in build.stages.items())
+    written = f", {files} files written" if files is not None else ""
+    return (f"{label}: {build.seconds:.1f} s ({stages}); {build.pages_rendered} of {build.pages_total} pages laid "
+            f"out{written}")
+
+
+def copies(work: Path) -> None:
+    template = work / "template"
+    shutil.copytree(FIXTURE, template)
+    render_run(template)
+    for i in range(COPIES):
+        copy_run(template, work / "runs" / f"model-{i // 2:03d}" / f"2026092{1 + i % 2}T141320Z",
+                 f"org/model-{i // 2:03d}")
+    config = isolated_config(REPO / "mkdocs.yml", work)
+    site = work / "site"
+    profile = cProfile.Profile() if os.environ.get("CARDGEN_BENCH_PROFILE") else None
+    if profile:
+        profile.enable()
+    cold = build_site(work / "runs", site_dir=site, config_file=config)
+    if profile:
+        profile.disable()
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+    pages = sum(1 for _ in site.rglob("*.html"))
+    print(f"site of {cold.runs} runs (copies of the fixture, 500 models): {pages} HTML pages")
+    print(_line("  built from nothing", cold) + " (limit 60 s)")
+    mark = time.time()
+    again = build_site(work / "runs", site_dir=site, config_file=config)
+    print(_line("  built again, nothing changed", again, _changed(site, mark)))
+    copy_run(template, work / "runs" / "model-000" / "20260923T141320Z", "org/model-000")
+    mark = time.time()
+    one = build_site(work / "runs", site_dir=site, config_file=config)
+    print(_line("  after one new run", one, _changed(site, mark)))
 
 
 def make_run(root: Path, template: Path, m: int, g: int) -> Path:
-    """Run ``m`` on GPU ``g``: its raw files, its analysis and card, the figures drawn for ``template``."""
-    run = write_sample_run(root, model=f"org/model-{m:02d}", gpu=GPUS[g], speed=speed(g), modelled=(m + g) % 3 == 0,
-                           started=START + dt.timedelta(hours=m * 4 + g), requests=20, render=False)
+    """Run ``m`` on GPU ``g``: its raw files, its analysis, digests and card, the figures drawn for ``template``."""
+    run = write_sample_run(root, model=f"org/model-{m:02d}", gpu=GPUS[g], speed=0.5 + g * 0.4,
+                           modelled=(m + g) % 3 == 0, started=START + dt.timedelta(hours=m * 4 + g), requests=20,
+                           render=False)
     shutil.copytree(template / FIGURES_DIR, run / FIGURES_DIR)
     data = load_run(run)
     analysis = analyse(data)
     analysis.summary.figures = RunDir(template).load_summary().figures
     write_analysis(analysis, run)
+    write_digests(analysis, run)
     RunDir(run).write_text(CARD_MD, render_card(analysis, date=card_date(data.info)))
     return run
 
 
+def distinct(work: Path) -> None:
+    t0 = time.perf_counter()
+    templates = [write_sample_run(work / "templates", model=f"template-{g}", gpu=gpu, speed=0.5 + g * 0.4,
+                                  requests=20) for g, gpu in enumerate(GPUS)]
+    for m in range(MODELS):
+        for g in range(len(GPUS)):
+            make_run(work / "runs", templates[g], m, g)
+    made = time.perf_counter() - t0
+    config = isolated_config(REPO / "mkdocs.yml", work)
+    build = build_site(work / "runs", site_dir=work / "site", config_file=config)
+    print(f"site of {build.runs} distinct runs ({MODELS} models x {len(GPUS)} GPUs, made in {made:.0f} s):")
+    print(_line("  built from nothing", build))
+
+
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="cardgen-bench-site-") as tmp:
-        work = Path(tmp)
-        t0 = time.perf_counter()
-        templates = [write_sample_run(work / "templates", model=f"template-{g}", gpu=gpu, speed=speed(g), requests=20)
-                     for g, gpu in enumerate(GPUS)]
-        for m in range(MODELS):
-            for g in range(len(GPUS)):
-                make_run(work / "runs", templates[g], m, g)
-        made = time.perf_counter() - t0
-        config = isolated_config(REPO / "mkdocs.yml", work)
-        warnings: list[str] = []
-        result = build_site(work / "runs", site_dir=work / "site", config_file=config, warn=warnings.append)
-        pages = sum(1 for _ in (work / "site").rglob("*.html"))
-        print(f"sample runs made: {MODELS * len(GPUS)} in {made:.1f} s (figures drawn for {len(GPUS)} of them)")
-        print(
-            f"site of {result.runs} runs: {pages} pages built in {result.seconds:.1f} s (limit 60 s)"
-            + (f"; {len(warnings)} warnings" if warnings else "")
-        )
+    for part in (copies, distinct):
+        with tempfile.TemporaryDirectory(prefix="cardgen-bench-site-") as tmp:
+            part(Path(tmp))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ HERE = Path(__file__).resolve().parent
 FIXTURE = HERE.parent / "data" / "run_small"
 GOLDEN = HERE / "golden" / "run_small.README.md"
 EPOCH = "1790035200"  # 2026-09-22T00:00:00Z, the day after the fixture ran
-SECTIONS = ["## Main metrics", "## Total generation speed", "## Generation speed and latency", "## KV cache",
+SECTIONS = ["## Main metrics", "## Total generation speed", "## Throughput against interactivity",
+            "## Generation speed and latency", "## KV cache",
             "## Prompt ingestion", "## Serving under load (rates)", "## Batch table", "## Server vs client",
             "## Parameters", "## Method"]
 

@@ -94,3 +94,49 @@ def test_points_that_were_not_run_are_in_no_figure(analysis):
     panels = {p.pair: p for p in data.pair_panels(scenarios)}
     assert panels[(1024, 128)].parallel.tolist() == [1, 4, 10]
     assert all("16" not in bars.labels for bars in data.latency_percentiles(scenarios))
+
+
+def test_pareto_front_keeps_the_points_nothing_beats():
+    # (speed per user, throughput): both higher is better
+    front = data.pareto_front([80, 70, 60, 65, 50], [100, 300, 500, 250, 500])
+    assert front.tolist() == [True, True, True, False, False]  # 65/250 loses to 70/300; 50/500 to 60/500
+    # equal points do not dominate each other; a single point is its own front
+    assert data.pareto_front([1, 1], [2, 2]).tolist() == [True, True]
+    assert data.pareto_front([3.0], [4.0]).tolist() == [True]
+    # a point better on one axis only stays
+    assert data.pareto_front([1, 2], [2, 1]).tolist() == [True, True]
+    # a point with a missing coordinate is never on the front and beats nothing
+    assert data.pareto_front([1, np.nan, 2], [5, 9, 1]).tolist() == [True, False, True]
+    assert data.pareto_front([1, 2], [np.nan, 1]).tolist() == [False, True]
+    # lower is better on x (TTFT): the slow-to-start point with less throughput is dominated
+    assert data.pareto_front([0.1, 0.5, 0.3], [100, 90, 300], x_higher=False).tolist() == [True, False, True]
+    assert data.pareto_front([0.1, 0.5, 0.3], [100, 90, 300]).tolist() == [False, True, True]
+
+
+def test_throughput_interactivity_one_point_per_parallel_count(analysis):
+    curves = {c.pair: c for c in data.throughput_interactivity(analysis.summary.scenarios, gpus=2)}
+    c = curves[(1024, 128)]
+    s = by_name(analysis)
+    points = [s[f"closed-in1024-out128-p{p}"] for p in (1, 4, 10)]
+    assert c.parallel.tolist() == [1, 4, 10]
+    assert c.tok_s_per_user.tolist() == [p.decode_tok_s.p50 for p in points]
+    assert c.ttft_s.tolist() == [p.ttft_s.p50 for p in points]
+    assert c.tok_s_per_gpu.tolist() == pytest.approx([p.output_tok_s / 2 for p in points])  # two GPUs share it
+    # more users: more throughput, less speed each and a longer TTFT: every point is a trade-off
+    assert c.front_user.all() and c.front_ttft.all()
+    one = data.throughput_interactivity(analysis.summary.scenarios, gpus=None)[0]
+    assert one.tok_s_per_gpu.tolist() == pytest.approx(
+        [s[f"closed-in128-out32-p{p}"].output_tok_s for p in (1, 4, 10)])
+
+
+def test_a_point_that_gives_up_both_is_off_the_front(analysis):
+    """A parallel count that lost throughput and speed per user (past saturation) is dominated."""
+    s = by_name(analysis)
+    worse = s["closed-in1024-out128-p10"].model_copy(deep=True)
+    worse.scenario, worse.parallel = "closed-in1024-out128-p16", 16
+    worse.output_tok_s = s["closed-in1024-out128-p4"].output_tok_s * 0.9
+    scenarios = [*analysis.summary.scenarios, worse]
+    c = {c.pair: c for c in data.throughput_interactivity(scenarios, gpus=1)}[(1024, 128)]
+    assert c.parallel.tolist() == [1, 4, 10, 16]
+    assert c.front_user.tolist() == [True, True, True, False]
+    assert c.front_ttft.tolist() == [True, True, True, False]

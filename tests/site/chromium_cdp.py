@@ -112,10 +112,10 @@ class Chromium:
         return result["result"].get("value")
 
     def click(self, selector: str) -> None:
-        """A real mouse click in the middle of the element."""
+        """A real mouse click in the middle of the element (scrolled into view first)."""
         box = self.eval(
-            f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
-            ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); e.scrollIntoView({{block: 'center'}});"
+            " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
         )
         for kind in ("mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)

@@ -65,7 +65,7 @@ def test_pages_for_every_run_model_gpu_and_comparison(built_site):
     assert len(list((site / "gpus").glob("*/index.html"))) == 4
     compares = sorted((site / "compare").glob("*/index.html"))
     assert len(compares) == 2
-    assert all(list(c.parent.glob("curves-*.png")) for c in compares)
+    assert all('class="cardgen-chart"' in c.read_text("utf-8") for c in compares)  # curves as inline SVG
 
 
 def test_broken_runs_are_skipped_with_a_warning(built_site):
@@ -79,7 +79,7 @@ def test_broken_runs_are_skipped_with_a_warning(built_site):
 def test_leaderboard_lists_runs_newest_first_with_headline_figures(built_site):
     html = built_site.html("index.html")
     board = html[html.index('class="cardgen-board"') :]
-    rows = re.findall(r'<tr data-kind="(\w+)">(.*?)</tr>', board, re.DOTALL)
+    rows = re.findall(r'<tr data-kind="(\w+)" data-key="[^"]+">(.*?)</tr>', board, re.DOTALL)
     assert [k for k, _ in rows] == ["modelled", "measured", "measured", "modelled"]
     dates = re.findall(r"2026-11-\d\d \d\d:\d\d", board)
     assert dates == sorted(dates, reverse=True)
@@ -158,6 +158,41 @@ def test_compare_page_has_scale_tables(built_site):
     assert "1.800" in page  # H100 sample runs 1.8 x the A100 one
     assert "Total output throughput" in page
     assert "closed · 1024 → 128 tokens · 10 parallel" in page
+    # every scale carries its significance: the ingestion sweep resamples (▲, with its interval), one round a
+    # point does not (?, saying why)
+    assert re.search(r'class="cardgen-num cardgen-better"[^>]*title="95 % interval [0-9.]+–[0-9.]+: faster">1\.80\d ▲',
+                     page)
+    assert re.search(r'cardgen-unknown"[^>]*title="cannot tell: fewer than 5 rounds: no interval">', page)
+    assert "configurations" in page and "A100-80GB" in page and "H100" in page
+
+
+def test_leaderboard_chart_draws_every_run_with_its_row(built_site):
+    html = built_site.html("index.html")
+    board = html[html.index('class="cardgen-board"'):]
+    chart = board[board.index('class="cardgen-chart"'):board.index("</svg>")]
+    assert board.index('class="cardgen-chart"') < board.index("<table")  # above the table
+    rows = re.findall(r'<tr data-kind="\w+" data-key="([^"]+)"', board)
+    markers = re.findall(r'<circle [^>]*data-key="([^"]+)"', chart)
+    assert sorted(markers) == sorted(rows) and len(rows) == 4
+    hollow = re.findall(r'<circle [^>]*fill="#ffffff"[^>]*data-key="([^"]+)"', chart)
+    assert len(hollow) == 2  # the two modelled runs
+    assert "measured" in board and "modelled" in board and 'class="cardgen-gpu"' in board
+
+
+def test_model_page_shows_the_runs_curves_first(built_site):
+    page = next((built_site.site / "models").glob("codellama*/index.html")).read_text("utf-8")
+    article = page[page.index("<h1"):]
+    assert article.index('class="cardgen-chart"') < article.index('class="cardgen-board"')
+    assert "Throughput against interactivity, 1024 in / 128 out" in article
+    assert article.count('<polyline') >= 4  # two runs, two planes each
+    assert "A100-80GB · vllm" in article and "H100 · vllm" in article
+
+
+def test_only_the_top_pages_are_searched(built_site):
+    index = json.loads((built_site.site / "search" / "search_index.json").read_text("utf-8"))
+    pages = {d["location"].split("#")[0] for d in index["docs"]}
+    assert {"index.html", "methodology.html", "models/index.html", "gpus/index.html", "compare/index.html"} <= pages
+    assert not any(p.startswith(("runs/", "compare/codellama")) for p in pages)
 
 
 def test_methodology_defines_metrics_and_includes_calibration(built_site):

@@ -42,8 +42,8 @@ def test_site_runs_come_through_rundir(tmp_path, monkeypatch):
     status = {r.run_dir: r.status for r in gathered.runs}
     assert status == {good: "complete", killed: "died"}
     planned = {p.run.run_dir: p for p in plan_site(gathered.runs).runs}
-    assert "Status: <strong>died</strong>" in run_page(planned[killed], "# card\n", [])
-    assert "Status:" not in run_page(planned[good], "# card\n", [])
+    assert "Status: <strong>died</strong>" in run_page(planned[killed], "# card\n", []).text()
+    assert "Status:" not in run_page(planned[good], "# card\n", []).text()
 
 
 def test_a_run_json_the_site_cannot_read_falls_back_to_the_summarys_status(tmp_path):
