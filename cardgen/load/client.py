@@ -1,7 +1,8 @@
 """One streaming request on a :class:`~cardgen.load.transport.Connection`, timed per network read.
 
 During the stream the only per-read work is stamping the read and keeping its bytes (``cardgen.load.transport``);
-the chunked framing and the SSE are undone after the stream ends (``cardgen.load.sse``). The request is reported
+the chunked framing and the SSE are undone after the stream ends (``cardgen.load.sse``), once the event loop is
+idle: stamping the other streams' reads comes first. The request is reported
 once, when it ends, through Locust's ``request`` event (``report``) with the finished
 :class:`~cardgen.schemas.records.RequestRecord` in ``context["record"]``: Locust's stats and cardgen's record sink
 both subscribe to that event.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+
+import gevent
 
 from cardgen.load.sse import parse_stream
 from cardgen.load.transport import Connection, Exchange, body_reads, body_text
@@ -61,6 +64,10 @@ def stream_once(conn: Connection, *, endpoint: str, payload: dict[str, Any], rec
     usage and errors. ``report`` is Locust's ``request`` event's ``fire``.
     """
     ex = conn.post(PATHS[endpoint], json.dumps(payload).encode(), timeout_s=timeout_s)
+    # what follows (parsing, the record, the next request) waits until no read is waiting to be stamped: a
+    # batching server ends many streams in the same instant, and their parsing must not delay the stamps of the
+    # streams still running
+    gevent.idle()
     parsed = parse_stream(body_reads(ex)) if ex.status == 200 else None
 
     def stream_verdict() -> tuple[ErrorKind | None, str | None]:

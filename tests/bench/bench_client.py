@@ -6,8 +6,11 @@ written in the same instant, as a batching GPU server does) that stamps each chu
 
 - **CPU per chunk** (marginal): a run of ``3R`` requests minus a run of ``R``, CPU of the client's whole process
   tree (its workers, scraper and every other child, through ``RUSAGE_CHILDREN`` of this process: the server is
-  a child too but is reaped only at the end), divided by the extra chunks. Start-up and teardown cancel out;
-  other load on the machine does not count (it is CPU time, not wall time).
+  a child too but is reaped only at the end), divided by the extra chunks. Start-up and teardown cancel out.
+  Other load on the machine is not counted, but it still moves the figure (a busy neighbour slows the same work:
+  caches, the host's scheduling of a VM's cores), so the pair is repeated (``BENCH_CLIENT_REPEATS``, 2) with
+  the clients taking turns, and the median is shown with each repeat's figure. Costs per second (the scraper
+  of ``/metrics``, the load generator's self-measurement) count per chunk too: at 10 streams they dominate.
 - **gap error**: |client gap - server gap| between consecutive chunks of one stream, p50 / p99;
 - **abs error**: client arrival - the server's send stamp, p50 / p99 (includes the loopback and the kernel).
 
@@ -21,7 +24,8 @@ Then the open loop: cardgen at 100 requests/s (Poisson), its send lag p99 as the
 
 ``vllm bench serve`` needs vLLM's CPU build in the venv (``bash tests/engines/install_vllm.sh``); without it
 its rows say so. Environment: ``BENCH_CLIENT_LEVELS=10,64`` picks levels, ``BENCH_CLIENT_WORKERS=auto|N`` passes
-``--workers`` to cardgen (default 0: one process), ``BENCH_CLIENT_CARDGEN_PATH=DIR`` runs another checkout's
+``--workers`` to cardgen (default 0: one process), ``BENCH_CLIENT_ONLY=cardgen|vllm`` runs one client,
+``BENCH_CLIENT_CARDGEN_PATH=DIR`` runs another checkout's
 cardgen as the client (to measure a before/after; the server stays this checkout's).
 
 Run alone: ``python tests/bench bench_client``. Timing errors depend on what else runs on the machine's cores;
@@ -54,6 +58,7 @@ MODEL = "bench-model"
 # closed-loop rounds (each of `parallel` requests) of the short and the long run, per level: enough extra chunks
 # in the long run that a 50 ms wobble of start-up CPU moves the per-chunk figure by under ~1.5 us at 64 and 256
 ROUNDS = {10: (4, 12), 64: (2, 6), 256: (1, 3)}
+REPEATS = int(os.environ.get("BENCH_CLIENT_REPEATS", "2"))  # (short, long) pairs per client and level
 OPEN_RATE = 100.0
 OPEN_REQUESTS = 600
 
@@ -86,10 +91,12 @@ def _stamps(path: Path) -> dict[str, list[float]]:
     return out
 
 
-def _timed(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 900) -> tuple[float, str]:
-    """Run a client to its end; its process tree's CPU seconds and, when it failed, its last words."""
+def _timed(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900) -> tuple[float, str]:
+    """Run a client to its end (in ``cwd``: ``python -m`` puts the working directory first on the path, which
+    must not be a checkout other than the one meant); its process tree's CPU seconds and, when it failed, its
+    last words."""
     cpu0 = _children_cpu()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     cpu = _children_cpu() - cpu0
     tail = "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
     return cpu, tail
@@ -109,7 +116,8 @@ def run_cardgen(url: str, stamps: Path, scenario: str, tmp: Path, tag: str) -> R
     run_dir = tmp / f"run-{tag}"
     workers = os.environ.get("BENCH_CLIENT_WORKERS", "0")
     cpu, tail = _timed([sys.executable, "-m", "cardgen", "build", MODEL, "--url", url, "--suite", str(suite),
-                        "--out", str(run_dir), "--no-card", "--quiet", "--workers", workers], env=_cardgen_env())
+                        "--out", str(run_dir), "--no-card", "--quiet", "--workers", workers], cwd=tmp,
+                       env=_cardgen_env())
     if tail:
         return Run(cpu, 0, [tail], [])
     by_id = _stamps(stamps)
@@ -166,7 +174,7 @@ def run_vllm(url: str, stamps: Path, parallel: int, requests: int, tmp: Path, ta
                         "--ignore-eos", "--max-concurrency", str(parallel), "--num-prompts", str(requests),
                         "--request-rate", "inf", "--request-id-prefix", f"{tag}-", "--seed", str(int(time.time())),
                         "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp),
-                        "--result-filename", result.name], env=env)
+                        "--result-filename", result.name], cwd=tmp, env=env)
     if tail:
         return Run(cpu, 0, [tail], [])
     data = json.loads(result.read_text())
@@ -220,20 +228,29 @@ def _closed(parallel: int, requests: int) -> str:
             f"min_requests: {requests}}}")
 
 
-def _row(client: str, streams: str, short: Run, long: Run, load: str) -> str:
-    failed = (short.errors or long.errors) and not long.pairs
-    if failed:
-        return f"| {client} | {streams} | failed: {(long.errors or short.errors)[0][:90]} | | | | load {load} |"
-    extra = long.chunks - short.chunks
-    cpu = (long.cpu_s - short.cpu_s) / extra * 1e6 if extra > 0 else float("nan")
-    e = errors_ms(long.pairs)
-    lost = f"; {len(long.errors)} failed" if long.errors else ""
-    return (f"| {client} | {streams} | {cpu:.1f} ({extra} chunks{lost}) | {e['gap_p50']:.2f} / {e['gap_p99']:.2f} | "
-            f"{e['abs_p50']:.2f} / {e['abs_p99']:.2f} | {long.chunks} | {load} |")
+def _row(client: str, streams: str, pairs: list[tuple[Run, Run]], load: str) -> str:
+    """One table row from repeated (short, long) runs: the median marginal CPU (each repeat's in brackets), the
+    timing errors of every long run pooled."""
+    longs = [long for _, long in pairs]
+    if not any(long.pairs for long in longs):
+        errors = [e for short, long in pairs for e in long.errors + short.errors] or ["no request matched"]
+        return f"| {client} | {streams} | failed: {errors[0][:90]} | | | | {load} |"
+    cpus = []
+    for short, long in pairs:
+        extra = long.chunks - short.chunks
+        cpus.append((long.cpu_s - short.cpu_s) / extra * 1e6 if extra > 0 else float("nan"))
+    e = errors_ms([p for long in longs for p in long.pairs])
+    failed = sum(len(long.errors) for long in longs)
+    each = ", ".join(f"{c:.1f}" for c in cpus)
+    return (f"| {client} | {streams} | {float(np.median(cpus)):.1f} ({each}; {pairs[0][1].chunks - pairs[0][0].chunks} "
+            f"chunks{f'; {failed} failed' if failed else ''}) | {e['gap_p50']:.2f} / {e['gap_p99']:.2f} | "
+            f"{e['abs_p50']:.2f} / {e['abs_p99']:.2f} | {sum(long.chunks for long in longs)} | {load} |")
 
 
 def main() -> None:
     levels = [int(x) for x in os.environ.get("BENCH_CLIENT_LEVELS", "10,64,256").split(",") if x]
+    clients = [c for c in ("cardgen", "vllm bench serve")
+               if os.environ.get("BENCH_CLIENT_ONLY", c) == c or os.environ.get("BENCH_CLIENT_ONLY") == c.split()[0]]
     print(f"virtual server: fixed {STEP_S * 1e3:.0f} ms steps; closed loop {PROMPT_TOKENS} in / {OUTPUT_TOKENS} out; "
           f"cores: {os.cpu_count()}; cardgen --workers {os.environ.get('BENCH_CLIENT_WORKERS', '0')}"
           + (f"; cardgen from {os.environ['BENCH_CLIENT_CARDGEN_PATH']}" if os.environ.get("BENCH_CLIENT_CARDGEN_PATH")
@@ -247,17 +264,29 @@ def main() -> None:
         argv = [MODEL, "--perf", "fixed", "--fixed-json", json.dumps(FIXED), "--stamp-log", str(stamps),
                 "--max-lifetime-s", "3600"]
         with running_sim(argv, log_path=tmp / "sim.log") as sim:
+            # one small run of each client first, not counted: the first run after a change compiles the
+            # modules (.pyc), which would count as start-up CPU in one run of a pair and not in the other
+            for client in clients:
+                if client == "cardgen":
+                    run_cardgen(sim.url, stamps, _closed(1, 1), tmp, "warm")
+                else:
+                    run_vllm(sim.url, stamps, 1, 1, tmp, "warm")
             for parallel in levels:
                 short_rounds, long_rounds = ROUNDS.get(parallel, (2, 6))
-                for client in ("cardgen", "vllm bench serve"):
-                    runs = []
-                    for rounds in (short_rounds, long_rounds):
-                        tag = f"{'c' if client == 'cardgen' else 'v'}{parallel}r{rounds}"
-                        if client == "cardgen":
-                            runs.append(run_cardgen(sim.url, stamps, _closed(parallel, parallel * rounds), tmp, tag))
-                        else:
-                            runs.append(run_vllm(sim.url, stamps, parallel, parallel * rounds, tmp, tag))
-                    print(_row(client, str(parallel), runs[0], runs[1], _load()), flush=True)
+                pairs: dict[str, list[tuple[Run, Run]]] = {c: [] for c in clients}
+                for rep in range(REPEATS):  # the clients take turns, so both see the machine's load alike
+                    for client in clients:
+                        runs = []
+                        for rounds in (short_rounds, long_rounds):
+                            tag = f"{'c' if client == 'cardgen' else 'v'}{parallel}r{rounds}x{rep}"
+                            if client == "cardgen":
+                                runs.append(run_cardgen(sim.url, stamps, _closed(parallel, parallel * rounds), tmp,
+                                                        tag))
+                            else:
+                                runs.append(run_vllm(sim.url, stamps, parallel, parallel * rounds, tmp, tag))
+                        pairs[client].append((runs[0], runs[1]))
+                for client in clients:
+                    print(_row(client, str(parallel), pairs[client], _load()), flush=True)
             open_run = run_cardgen(sim.url, stamps, f"{{kind: open, prompt_tokens: {PROMPT_TOKENS}, output_tokens: "
                                                     f"{OUTPUT_TOKENS}, rates: [{OPEN_RATE:g}], num_requests: "
                                                     f"{OPEN_REQUESTS}}}", tmp, "open")
