@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gevent
+from gevent.lock import Semaphore
 
 from cardgen.load.sse import parse_stream
 from cardgen.load.transport import Connection, Exchange, body_reads, body_text
@@ -64,9 +65,17 @@ def stream_once(conn: Connection, *, endpoint: str, payload: dict[str, Any], rec
     usage and errors. ``report`` is Locust's ``request`` event's ``fire``.
     """
     ex = conn.post(PATHS[endpoint], json.dumps(payload).encode(), timeout_s=timeout_s)
-    # what follows (parsing, the record, the next request) waits until no read is waiting to be stamped: a
-    # batching server ends many streams in the same instant, and their parsing must not delay the stamps of the
-    # streams still running
+    with _ONE_AT_A_TIME:
+        return _finish(ex, endpoint=endpoint, record=record, report=report)
+
+
+# What follows a stream (parsing, the record) waits until no read is waiting to be stamped, one stream at a time:
+# a batching server ends many streams in the same instant, and their parsing must not delay the stamps of the
+# streams still running (nor an open loop's next send) by more than one stream's parsing.
+_ONE_AT_A_TIME = Semaphore()
+
+
+def _finish(ex: Exchange, *, endpoint: str, record: dict[str, Any], report: Callable[..., Any]) -> RequestRecord:
     gevent.idle()
     parsed = parse_stream(body_reads(ex)) if ex.status == 200 else None
 

@@ -18,10 +18,12 @@ or a body that ends when the server closes the connection; no compression (``Acc
 
 from __future__ import annotations
 
+import ipaddress
 import socket as _stdsocket
 import ssl
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from urllib.parse import urlsplit
 
 from gevent import socket
@@ -43,6 +45,19 @@ class Target:
     port: int
     tls: ssl.SSLContext | None
     headers: bytes  # the fixed header lines, CRLF-terminated
+
+    @cached_property
+    def address(self) -> tuple[int, tuple]:
+        """The server's socket address, resolved once: gevent resolves names in a thread pool, and a thread
+        taking the interpreter's lock stalls the event loop that stamps chunks (an open loop opens hundreds of
+        connections). Raises OSError when the name does not resolve."""
+        try:
+            ip = ipaddress.ip_address(self.host)
+        except ValueError:
+            family, _, _, _, sockaddr = socket.getaddrinfo(self.host, self.port, 0, _stdsocket.SOCK_STREAM)[0]
+            return family, sockaddr
+        return (_stdsocket.AF_INET6, (str(ip), self.port, 0, 0)) if ip.version == 6 else (_stdsocket.AF_INET,
+                                                                                          (str(ip), self.port))
 
     @classmethod
     def from_url(cls, base_url: str, headers: dict[str, str], *, verify_tls: bool = True) -> Target:
@@ -105,7 +120,14 @@ class Connection:
 
     def _connect(self) -> socket.socket:
         t = self.target
-        sock = socket.create_connection((t.host, t.port), timeout=self.connect_timeout_s)
+        family, sockaddr = t.address
+        sock = socket.socket(family, _stdsocket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.connect_timeout_s)
+            sock.connect(sockaddr)
+        except BaseException:
+            sock.close()
+            raise
         sock.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
         if t.tls is not None:
             sock = t.tls.wrap_socket(sock, server_hostname=t.host)

@@ -284,3 +284,19 @@ def test_trailers_after_the_last_chunk_are_read_and_the_connection_kept():
         assert ex.kind is None and b"".join(p for _, p in body_reads(ex)) == b"".join(EVENTS)
         _, again = post(server, conn=conn)
         assert again.kind is None and again.reused and server.connections == 1
+
+
+def test_a_host_name_is_resolved_once_per_target(monkeypatch):
+    import gevent.socket
+
+    calls = []
+    real = gevent.socket.getaddrinfo
+    monkeypatch.setattr(gevent.socket, "getaddrinfo", lambda *a, **k: calls.append(a) or real(*a, **k))
+    with serving(stream_events) as server:
+        target = Target.from_url(f"http://localhost:{server.port}", {})
+        if target.address[0] != socket.AF_INET:
+            pytest.skip("localhost does not resolve to IPv4 here; the server listens on 127.0.0.1")
+        for _ in range(3):  # three connections: each request on a fresh one
+            ex = Connection(target).post("/v1/completions", b"{}", timeout_s=5)
+            assert ex.status == 200 and ex.kind is None
+        assert len(calls) == 1 and server.connections == 3
