@@ -485,18 +485,12 @@ def body_reads(ex: Exchange) -> list[tuple[float, bytes]]:
         return ex.reads
     if ex.decoded is not None:
         return ex.decoded
-    decoder = _Dechunker()
-    out = []
-    for at, data in ex.reads:
-        try:
-            payload = decoder.feed(data)
-        except ValueError:
-            break
-        if payload:
-            out.append((at, payload))
-        if decoder.finished:
-            break
-    return out
+    decoded = _ChunkEnd()  # the body did not end well: what decodes, up to where the framing breaks
+    try:
+        decoded.feed_pending(ex.reads)
+    except ValueError:
+        pass
+    return decoded.pieces
 
 
 def body_text(ex: Exchange) -> str:
