@@ -73,6 +73,7 @@ def with_outcomes(scenarios: Sequence[ScenarioSummary], info: RunInfo, *,
         point = points.get(outcome.name)
         summary = by_name.pop(outcome.name, None) or _silent(outcome, point)
         summary.stop, summary.stop_detail, summary.saturation = outcome.stop, outcome.detail, outcome.saturation
+        summary.client_kept_up, summary.client = outcome.client_kept_up, outcome.client
         summary.target_ci = point.target_ci if point is not None else None
         out.append(summary)
     out += [s for s in scenarios if s.scenario in by_name]

@@ -411,7 +411,8 @@ def _parameters(s: Summary, info: RunInfo, date: str) -> TableView:
         ["Figures", f"modelled by {s.modelled_by}" if s.modelled else "measured"],
         ["cardgen version (measurement)", s.cardgen_version or fmt.DASH], ["Suite", s.suite or fmt.DASH],
         ["Prompt sizing", info.server.tokenizer],
-        ["Load generator processes", str(info.workers) if info.workers else fmt.DASH],
+        ["Load generator processes", (str(info.workers) if info.workers else fmt.DASH)
+         + (" (--workers auto)" if info.workers_choice else "")],
         ["Run started (UTC)", s.started_at or fmt.DASH], ["Run ended (UTC)", s.ended_at or fmt.DASH],
         ["Run status", s.run_status or fmt.DASH],
         ["Requests (failed)", f"{s.requests_total} ({s.requests_failed})"],
@@ -645,10 +646,11 @@ def _scenarios(s: Summary) -> TableView | None:
         rows.append([x.scenario, x.kind, f"{x.prompt_tokens} / {x.output_tokens}", load, str(x.requests),
                      ramp_drain_text(x) if ran else fmt.DASH, fmt.pct(x.failure_rate) if ran else fmt.DASH,
                      fmt.sig(x.req_s), fmt.sig(x.output_tok_s), fmt.sig(x.goodput_req_s), fmt.secs(x.duration_s),
-                     precision_text(x) if ran else fmt.DASH, stop_text(x, s.scenarios)])
+                     precision_text(x) if ran else fmt.DASH, stop_text(x, s.scenarios), x.client or fmt.DASH])
     return TableView(["Scenario", "Kind", "Prompt / output tokens", "Load", "Requests", "Ramp / drain left out",
-                      "Failed", "req/s", "Output tok/s", "Goodput (req/s)", "Duration", "Precision", "Stopped"],
-                     rows, ["l", "l", "l", "l"] + ["r"] * 8 + ["l"])
+                      "Failed", "req/s", "Output tok/s", "Goodput (req/s)", "Duration", "Precision", "Stopped",
+                      "Client"],
+                     rows, ["l", "l", "l", "l"] + ["r"] * 8 + ["l", "l"])
 
 
 class DatasetSection(TypedDict):

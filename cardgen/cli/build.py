@@ -33,9 +33,11 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
     options = [
         click.option("--url", help="Base URL of a running OpenAI-compatible server (e.g. http://127.0.0.1:8000)."),
         click.option("--api-key", envvar="CARDGEN_API_KEY", help="Bearer token for the server (or CARDGEN_API_KEY)."),
-        click.option("--workers", type=int, default=workers_default, show_default=workers_default is not None,
-                     help="Locust worker processes (0 = one process). Spread load when the client is the "
-                          "bottleneck." + ("" if workers_default is not None else " [default: as the run did]")),
+        click.option("--workers", default=None if workers_default is None else str(workers_default),
+                     show_default=workers_default is not None, metavar="N|auto",
+                     help="Locust worker processes (0 = one process; auto = as many as the busiest point needs, "
+                          "up to the cores). Spread load when the client is the bottleneck."
+                          + ("" if workers_default is not None else " [default: as the run did]")),
         click.option("--remote-workers", is_flag=True, help="Wait for --workers started on other machines "
                      "(`cardgen worker --master-host THIS_HOST`) instead of starting them here."),
         click.option("--master-bind", default="127.0.0.1", show_default=True,
@@ -64,9 +66,23 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
     return apply
 
 
-def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url: str | None, workers: int,
-                         scrape_interval: float) -> None:
-    """One-line errors for options that cannot work, before any server starts."""
+def parse_workers(value: int | str) -> int | str:
+    """``--workers``: a count of processes, or ``auto``; a one-line UsageError otherwise."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return "auto"
+    try:
+        workers = int(text)
+    except ValueError:
+        raise UsageError(f"--workers must be a number of processes or auto, not {value!r}") from None
+    if workers < 0:
+        raise UsageError("--workers must be 0 or more")
+    return workers
+
+
+def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url: str | None, workers: int | str,
+                         scrape_interval: float) -> int | str:
+    """One-line errors for options that cannot work, before any server starts; the parsed ``--workers``."""
     from cardgen.load.stage import check_url  # first: monkey-patches for gevent
 
     if url and launch:
@@ -75,10 +91,9 @@ def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url
         check_url(url)
     if gpu_metrics_url:
         check_url(gpu_metrics_url)
-    if workers < 0:
-        raise UsageError("--workers must be 0 or more")
     if scrape_interval < 0.1:
         raise UsageError("--scrape-interval must be at least 0.1 s: scraping faster loads the server you measure")
+    return parse_workers(workers)
 
 
 @click.command("build")
@@ -96,7 +111,7 @@ def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url
 @server_options(workers_default=0)
 @click.pass_context
 def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_dir: Path | None, runs_root: Path,
-          api_key: str | None, workers: int, remote_workers: bool, master_bind: str, master_port: int,
+          api_key: str | None, workers: str, remote_workers: bool, master_bind: str, master_port: int,
           engine: str | None, launch: str | None, engine_args: str, gpu: str, model_config: Path | None, tp: int,
           gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
           quiet: bool) -> None:
@@ -106,8 +121,8 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
     from cardgen.suite import load_suite
 
     suite = load_suite(suite_name)
-    check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url, workers=workers,
-                         scrape_interval=scrape_interval)
+    count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url, workers=workers,
+                                 scrape_interval=scrape_interval)
     virtual = None if url or launch else VirtualServer(model=model, gpu=gpu, tp=tp, model_config=model_config)
     if virtual is not None:
         virtual.check()
@@ -117,7 +132,7 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
     with plan_in_background(suite_name, model=model, gpu=gpu, tp=tp, model_config=model_config,
                             modelled=virtual is not None, gpu_given=gpu_given) as plan:
         cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key,
-                         workers=workers, remote_workers=remote_workers, master_bind_host=master_bind,
+                         workers=count, remote_workers=remote_workers, master_bind_host=master_bind,
                          master_port=master_port, scrape_interval_s=scrape_interval, quiet=quiet, engine=engine,
                          gpu_metrics_url=gpu_metrics_url, plan=plan, run_saturated=run_saturated)
         with measured_server(cfg, model=model, launch=launch, engine_args=engine_args, virtual=virtual) as cfg:

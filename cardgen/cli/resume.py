@@ -32,7 +32,7 @@ from cardgen.errors import UsageError
 @click.option("--model-config", type=click.Path(path_type=Path),
               help="Virtual server: the Hugging Face config.json the run modelled, when run.json cannot name it.")
 @server_options(workers_default=None)
-def resume(run_dir: Path, url: str | None, api_key: str | None, workers: int | None, remote_workers: bool,
+def resume(run_dir: Path, url: str | None, api_key: str | None, workers: str | None, remote_workers: bool,
            master_bind: str, master_port: int, engine: str | None, launch: str | None, engine_args: str,
            model_config: Path | None, gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool,
            no_card: bool, quiet: bool) -> None:
@@ -42,9 +42,8 @@ def resume(run_dir: Path, url: str | None, api_key: str | None, workers: int | N
     from cardgen.redact import MASK
 
     info = check_resumable(run_dir)
-    workers = info.workers if workers is None else workers
-    check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url, workers=workers,
-                         scrape_interval=scrape_interval)
+    count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url,
+                                 workers=info.workers if workers is None else workers, scrape_interval=scrape_interval)
     virtual = None
     launched = info.server.launch or {}
     if not url and not launch:
@@ -61,7 +60,7 @@ def resume(run_dir: Path, url: str | None, api_key: str | None, workers: int | N
         else:
             url = info.server.url
     cfg = LoadConfig(url=url or "", model=info.model, suite=suite_of(info), run_dir=run_dir, api_key=api_key,
-                     workers=workers, remote_workers=remote_workers, master_bind_host=master_bind,
+                     workers=count, remote_workers=remote_workers, master_bind_host=master_bind,
                      master_port=master_port, scrape_interval_s=scrape_interval, quiet=quiet, engine=engine,
                      gpu_metrics_url=gpu_metrics_url,
                      run_saturated=run_saturated or "--run-saturated" in info.command)  # as the run began

@@ -1,7 +1,7 @@
 """The agent: one per load-generating process (the local runner, or each Locust worker).
 
 It owns the process's single Locust user, which executes the process's share of each point with a pool of
-greenlets, one ``HttpSession`` per concurrent slot. The user reaches its agent through its class:
+greenlets, one keep-alive connection (``cardgen.load.transport``) per concurrent slot. The user reaches its agent through its class:
 :meth:`Agent.user_class` makes a :class:`CardgenUser` subclass bound to this agent. Records leave through
 Locust's ``request`` event, whose subscriber is the process's record sink (``cardgen.load.sink``). The agent
 also measures the load generator itself (event-loop lag, CPU, requests in flight) until :meth:`Agent.stop`.
@@ -27,13 +27,13 @@ import psutil
 from gevent.pool import Group
 from gevent.queue import Queue
 from locust import HttpUser, task
-from locust.clients import HttpSession
 from locust.exception import StopUser
 
 from cardgen.engines import counter, load_gauges, metric_names
 from cardgen.load.client import build_payload, stream_once
 from cardgen.load.messages import AgentMessage, Assignment, Done, LoadgenTick, Ready, Setup
 from cardgen.load.prompts import PromptTemplate, request_id
+from cardgen.load.transport import Connection, Target
 from cardgen.points import Point
 from cardgen.precision import (
     MedianInterval,
@@ -136,6 +136,7 @@ class Agent:
                 self.send(Done(point=point.name, worker=self.worker, sent=ctx.issued, started_unix=started,
                                ended_unix=time.time(), stop=STOP_INTERRUPTED if self.stopping else ctx.stop,
                                detail=ctx.detail))
+            ctx.close()  # not when the point was cut short: its streams in flight are not to be failed by it
         raise StopUser()
 
     # -- scenario executors ------------------------------------------------------------------------------
@@ -381,13 +382,22 @@ class _PointContext:
         self.detail: str | None = None
         self.base_url = user.host.rstrip("/")
         self.headers = dict(self.setup.headers)
-        self._free: list[HttpSession] = []
+        self.target = Target.from_url(self.base_url, self.headers)
+        self.report = user.environment.events.request.fire
+        self._free: list[Connection] = []
+        self._opened: list[Connection] = []
 
-    def session(self) -> HttpSession:
-        s = HttpSession(base_url=self.base_url, request_event=self.user.environment.events.request, user=self.user)
-        s.headers.update(self.headers)
-        s.trust_env = False
-        return s
+    def session(self) -> Connection:
+        """A connection of its own for one slot (kept alive from request to request)."""
+        conn = Connection(self.target)
+        self._opened.append(conn)
+        return conn
+
+    def close(self) -> None:
+        for conn in self._opened:
+            conn.close()
+        self._opened.clear()
+        self._free.clear()
 
     def send_fresh(self, **fields: Any) -> RequestRecord:
         """Send on a free session (open loop, waves): sessions are reused once their request ends."""
@@ -397,7 +407,7 @@ class _PointContext:
         finally:
             self._free.append(s)
 
-    def send(self, session: HttpSession, *, prompt_tokens: int | None = None,
+    def send(self, session: Connection, *, prompt_tokens: int | None = None,
              history: list[dict[str, str]] | None = None, on_prompt: Callable[[str], None] | None = None,
              on_text: Callable[[str], None] | None = None, **fields: Any) -> RequestRecord:
         """Send one request of the point; a chat turn passes its ``history`` (the new message is this request's
@@ -430,7 +440,7 @@ class _PointContext:
         agent.in_flight += 1
         try:
             return stream_once(session, endpoint=point.endpoint, payload=payload, record=record,
-                               timeout_s=point.timeout_s, on_text=on_text)
+                               timeout_s=point.timeout_s, report=self.report, on_text=on_text)
         finally:
             agent.in_flight -= 1
 

@@ -1,24 +1,31 @@
-"""One streaming request through Locust's ``HttpSession`` (requests), timed per chunk.
+"""One streaming request on a :class:`~cardgen.load.transport.Connection`, timed per network read.
 
-During the stream the only per-chunk work is ``reads.append((time(), chunk))``; parsing happens after the
-stream ends (``cardgen.load.sse``). The request is reported once, when it ends, through Locust's
-``request`` event with the finished :class:`~cardgen.schemas.records.RequestRecord` in ``context["record"]``:
-Locust's stats and cardgen's record sink both subscribe to that event.
+During the stream the only per-read work is stamping the read and keeping its bytes (``cardgen.load.transport``);
+the chunked framing and the SSE are undone after the stream ends (``cardgen.load.sse``), once the event loop is
+idle: stamping the other streams' reads comes first. The request is reported
+once, when it ends, through Locust's ``request`` event (``report``) with the finished
+:class:`~cardgen.schemas.records.RequestRecord` in ``context["record"]``: Locust's stats and cardgen's record sink
+both subscribe to that event.
 """
 
 from __future__ import annotations
 
-import time
+import json
 from collections.abc import Callable
 from typing import Any
 
-import requests
-from urllib3.exceptions import ProtocolError, ReadTimeoutError
+import gevent
+from gevent.lock import Semaphore
 
 from cardgen.load.sse import parse_stream
+from cardgen.load.transport import Connection, Exchange, body_reads, body_text
 from cardgen.schemas.records import ErrorKind, RequestRecord
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+
+
+class RequestFailed(Exception):
+    """What Locust's statistics are told when a request failed (the record says more)."""
 
 
 def build_payload(*, endpoint: str, model: str, prompt: str, output_tokens: int) -> dict[str, Any]:
@@ -39,95 +46,78 @@ def build_payload(*, endpoint: str, model: str, prompt: str, output_tokens: int)
     return body
 
 
-def _classify(exc: BaseException) -> ErrorKind:
-    if isinstance(exc, requests.Timeout | ReadTimeoutError | TimeoutError):
-        return ErrorKind.TIMEOUT
-    return ErrorKind.STREAM_DROPPED
+def _failure(ex: Exchange, parsed_ok: Callable[[], tuple[ErrorKind | None, str | None]]) -> tuple[ErrorKind | None,
+                                                                                               str | None]:
+    if ex.status is None:
+        return ex.kind or ErrorKind.CONNECT, ex.error or "no response"
+    if ex.status != 200:
+        return ErrorKind.HTTP_STATUS, f"HTTP {ex.status}: {' '.join(body_text(ex)[:160].split())}".strip()
+    if ex.kind is not None:
+        return ex.kind, ex.error
+    return parsed_ok()
 
 
-def _short(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}"[:200]
-
-
-def stream_once(session: Any, *, endpoint: str, payload: dict[str, Any], record: dict[str, Any],
-                timeout_s: float, connect_timeout_s: float = 10.0,
+def stream_once(conn: Connection, *, endpoint: str, payload: dict[str, Any], record: dict[str, Any],
+                timeout_s: float, report: Callable[..., Any],
                 on_text: Callable[[str], None] | None = None) -> RequestRecord:
     """Send one streaming request and return its record (never raises for a server or network fault).
 
     ``record`` holds the point fields of the RequestRecord (scenario, kind, targets, ...); this adds timing,
-    usage and errors. ``session`` is a Locust ``HttpSession``.
+    usage and errors. ``report`` is Locust's ``request`` event's ``fire``; ``on_text``, when given, receives the
+    reply's text after the stream (a chat turn's history needs it).
     """
-    now = time.time
-    reads: list[tuple[float, bytes]] = []
-    append = reads.append
-    status: int | None = None
-    headers_at: float | None = None
-    error: str | None = None
-    kind: ErrorKind | None = None
-    sent_at = now()
-    deadline = sent_at + timeout_s
-    with session.post(PATHS[endpoint], json=payload, stream=True, catch_response=True, name=record["scenario"],
-                      timeout=(connect_timeout_s, timeout_s)) as resp:
-        headers_at = now()
-        failure = getattr(resp, "error", None)
-        status = resp.status_code or None
-        if failure is not None and not status:
-            headers_at = None
-            kind = ErrorKind.TIMEOUT if isinstance(failure, requests.Timeout) else ErrorKind.CONNECT
-            error = _short(failure)
-        elif status != 200:
-            kind = ErrorKind.HTTP_STATUS
-            try:
-                body = resp.text[:160]
-            except requests.RequestException:
-                body = ""
-            error = f"HTTP {status}: {' '.join(body.split())}".strip()
-        else:
-            try:
-                for chunk in resp.iter_content(chunk_size=None):
-                    append((now(), chunk))
-                    if reads[-1][0] > deadline:
-                        kind, error = ErrorKind.TIMEOUT, f"stream exceeded the {timeout_s:g} s request timeout"
-                        break
-            except (requests.RequestException, ProtocolError, OSError) as exc:
-                kind, error = _classify(exc), _short(exc)
-        end_at = now()
-        parsed = parse_stream(reads)
-        if on_text is not None:  # after the stream: a caller that needs the reply (chat history) gets it
-            on_text(parsed.text)
-        if kind is None:
-            if parsed.server_error is not None:
-                kind, error = ErrorKind.SERVER_ERROR_EVENT, f"error event: {parsed.server_error}"
-            elif parsed.malformed is not None:
-                kind, error = ErrorKind.MALFORMED_SSE, f"malformed event: {parsed.malformed!r}"
-            elif not parsed.done:
-                kind, error = ErrorKind.STREAM_DROPPED, "stream ended before data: [DONE]"
-            elif not parsed.chunk_times and not (parsed.output_tokens and parsed.silent_times):
-                kind, error = ErrorKind.EMPTY, "stream carried no text"
-        rec = RequestRecord(
-            **record,
-            sent_at=sent_at,
-            headers_at=headers_at,
-            # no text at all but the server counted tokens (e.g. 1 special token): its chunk's arrival is the
-            # first token
-            first_token_at=parsed.first_token_at or (parsed.silent_times[0] if parsed.silent_times else None),
-            chunk_times=parsed.chunk_times,
-            end_at=end_at,
-            response_id=parsed.response_id,
-            status=status,
-            prompt_tokens=parsed.prompt_tokens,
-            output_tokens=parsed.output_tokens,
-            finish_reason=parsed.finish_reason,
-            error=error,
-            error_kind=kind,
-        )
-        meta = resp.request_meta
-        meta["response_time"] = (end_at - sent_at) * 1000.0
-        meta["response_length"] = sum(len(c) for _, c in reads)
-        meta["context"] = {**(meta.get("context") or {}), "record": rec}
-        if error is None:
-            resp.success()
-        else:
-            resp.failure(error)
+    ex = conn.post(PATHS[endpoint], json.dumps(payload).encode(), timeout_s=timeout_s)
+    with _ONE_AT_A_TIME:
+        return _finish(ex, endpoint=endpoint, record=record, report=report, on_text=on_text)
+
+
+# What follows a stream (parsing, the record) waits until no read is waiting to be stamped, one stream at a time:
+# a batching server ends many streams in the same instant, and their parsing must not delay the stamps of the
+# streams still running (nor an open loop's next send) by more than one stream's parsing.
+_ONE_AT_A_TIME = Semaphore()
+
+
+def _finish(ex: Exchange, *, endpoint: str, record: dict[str, Any], report: Callable[..., Any],
+            on_text: Callable[[str], None] | None = None) -> RequestRecord:
+    gevent.idle()
+    parsed = parse_stream(body_reads(ex)) if ex.status == 200 else None
+    if on_text is not None:
+        on_text(parsed.text if parsed is not None else "")
+
+    def stream_verdict() -> tuple[ErrorKind | None, str | None]:
+        assert parsed is not None
+        if parsed.server_error is not None:
+            return ErrorKind.SERVER_ERROR_EVENT, f"error event: {parsed.server_error}"
+        if parsed.malformed is not None:
+            return ErrorKind.MALFORMED_SSE, f"malformed event: {parsed.malformed!r}"
+        if not parsed.done:
+            return ErrorKind.STREAM_DROPPED, "stream ended before data: [DONE]"
+        if not parsed.chunk_times and not (parsed.output_tokens and parsed.silent_times):
+            return ErrorKind.EMPTY, "stream carried no text"
+        return None, None
+
+    kind, error = _failure(ex, stream_verdict)
+    end_at = ex.end_at if ex.end_at is not None else ex.sent_at
+    rec = RequestRecord(
+        **record,
+        sent_at=ex.sent_at,
+        headers_at=ex.headers_at,
+        # no text at all but the server counted tokens (e.g. 1 special token): its chunk's arrival is the
+        # first token
+        first_token_at=(parsed.first_token_at or (parsed.silent_times[0] if parsed.silent_times else None))
+        if parsed else None,
+        chunk_times=parsed.chunk_times if parsed else [],
+        end_at=end_at,
+        response_id=parsed.response_id if parsed else None,
+        status=ex.status,
+        prompt_tokens=parsed.prompt_tokens if parsed else None,
+        output_tokens=parsed.output_tokens if parsed else None,
+        finish_reason=parsed.finish_reason if parsed else None,
+        error=error,
+        error_kind=kind,
+    )
+    report(request_type="POST", name=record["scenario"], response_time=(end_at - ex.sent_at) * 1000.0,
+           response_length=sum(len(c) for _, c in ex.reads), response=None, url=PATHS[endpoint],
+           start_time=ex.sent_at, exception=RequestFailed(error) if error is not None else None,
+           context={"record": rec})
     return rec

@@ -42,9 +42,11 @@ class Recorder:
         self.failed_by_point: Counter[str] = Counter()
         # the load generator measuring itself, for run.json's percentiles (no need to re-read the files)
         self.send_lags_s: list[float] = []  # open loop: actual - scheduled send time
+        self.send_lags_by_point: dict[str, list[float]] = {}
         self.loop_lags_s: list[float] = []
         self.loop_lag_times: list[float] = []  # when each of loop_lags_s was measured (Unix seconds)
         self.cpu_percents: list[float] = []
+        self.cpu_times: list[float] = []  # when each of cpu_percents was measured
         self.listeners: list[Callable[[RequestRecord], None]] = []
 
     def _check_open(self, what: str) -> None:
@@ -83,6 +85,7 @@ class Recorder:
         self.by_point[point] += 1
         if rec.scheduled_at is not None:
             self.send_lags_s.append(max(0.0, rec.sent_at - rec.scheduled_at))
+            self.send_lags_by_point.setdefault(point, []).append(self.send_lags_s[-1])
         if rec.error is not None:
             self.failed += 1
             self.failed_by_point[point] += 1
@@ -105,6 +108,7 @@ class Recorder:
         self.loop_lag_times.append(sample.t)
         if sample.cpu_percent is not None:
             self.cpu_percents.append(sample.cpu_percent)
+            self.cpu_times.append(sample.t)
 
     def close(self) -> None:
         """Flush and close both files (again: nothing). Raises when the last flush fails."""

@@ -11,6 +11,7 @@ from cardgen.load.stage import (
     check_url,
     max_model_len,
     plan_points,
+    resolve_workers,
     sample_datasets,
     size_prompts,
     status_words,
@@ -69,8 +70,7 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
     suite and GPU are the run's, whatever ``cfg`` says. run.json says ``running`` again, signed by this
     process, with a warning that says what was resumed."""
     base = check_url(cfg.url)
-    if cfg.workers < 0:
-        raise UsageError("--workers must be 0 (one process) or more")
+    resolve_workers(cfg, ())
     run_dir = Path(cfg.run_dir)
     files = RunDir(run_dir)
     cfg = replace(cfg, model=info.model, suite=suite_of(info), modelled=info.modelled, sim=info.sim,
@@ -103,6 +103,7 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
             to_run.append(point)
         outcomes.append(outcome)
     done = len(points) - len(to_run)
+    cfg, workers_choice = resolve_workers(cfg, to_run)
     templates, _ = size_prompts(base, headers, served, to_run)
     nonce = random.randrange(10_000)
     dataset_texts = sample_datasets(base, headers, served, to_run, max_model_len(server), nonce=nonce)
@@ -111,6 +112,7 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
     info = info.model_copy(deep=True)
     info.points = outcomes
     info.status, info.ended_unix, info.ended_at = RUNNING, None, None
+    info.workers, info.workers_choice = int(cfg.workers), workers_choice
     if before == STALE:
         info.warnings.append(f"resumed a run on another host ({info.hostname}) that had not been heard of since "
                              f"{utc_text(info.heartbeat_unix or info.started_unix)}: its process was taken for dead")

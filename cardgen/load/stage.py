@@ -28,12 +28,13 @@ import locust  # noqa: F401  (monkey-patches for gevent: keep first)
 
 import datetime as dt
 import math
+import os
 import random
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -52,6 +53,7 @@ from cardgen.load.recorder import Recorder
 from cardgen.load.runner import RunOutcome, RunPlan, run_plan
 from cardgen.load.scraper import Scraper
 from cardgen.load.sizing import PromptBook
+from cardgen.load.workers import CPU_LIMIT_PERCENT, LOOP_LAG_LIMIT_S, SEND_LAG_LIMIT_S, choose_workers, client_verdict
 from cardgen.points import Point, expand, fit_context
 from cardgen.redact import redact_argv
 from cardgen.rundir import RunDir
@@ -70,9 +72,9 @@ from cardgen.schemas.run import (
 )
 from cardgen.suite import Suite
 
-LOOP_LAG_WARN_S = 0.010
-SEND_LAG_WARN_S = 0.010
-CPU_WARN_PERCENT = 90.0
+LOOP_LAG_WARN_S = LOOP_LAG_LIMIT_S
+SEND_LAG_WARN_S = SEND_LAG_LIMIT_S
+CPU_WARN_PERCENT = CPU_LIMIT_PERCENT
 HEARTBEAT_S = 5.0  # how often run.json is re-signed while the load runs (a reader tells a live run by it)
 
 
@@ -85,7 +87,7 @@ class LoadConfig:
     suite: Suite
     run_dir: Path
     api_key: str | None = None
-    workers: int = 0
+    workers: int | str = 0  # worker processes, or "auto" (cardgen.load.workers.choose_workers)
     remote_workers: bool = False
     master_bind_host: str = "127.0.0.1"
     master_port: int = 0
@@ -250,8 +252,7 @@ def prepare(cfg: LoadConfig) -> Prepared:
     """Probe the server, fit the points, size the prompts, create the run directory (and its parents) and
     write the first run.json. Nothing is sent to the server but questions and tokenizations."""
     base = check_url(cfg.url)
-    if cfg.workers < 0:
-        raise UsageError("--workers must be 0 (one process) or more")
+    resolve_workers(cfg, ())
     run_dir = Path(cfg.run_dir)
     check_run_dir(run_dir)
     headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
@@ -259,6 +260,7 @@ def prepare(cfg: LoadConfig) -> Prepared:
     server = probe(base, api_key=cfg.api_key, model=cfg.model, engine=cfg.engine)
     served = server.served_model or cfg.model
     points, context_warnings = plan_points(cfg.suite, server)
+    cfg, workers_choice = resolve_workers(cfg, points)
     templates, tokenizer = size_prompts(base, headers, served, points)
     nonce = random.randrange(10_000)
     dataset_texts = sample_datasets(base, headers, served, points, max_model_len(server), nonce=nonce)
@@ -271,7 +273,7 @@ def prepare(cfg: LoadConfig) -> Prepared:
         cardgen_version=__version__, command=redact_argv(list(cfg.argv)), model=cfg.model, suite=cfg.suite.name,
         suite_spec=cfg.suite.model_dump(mode="json"), started_at=utc_text(started), started_unix=started,
         server=server, modelled=cfg.modelled, sim=dict(cfg.sim) if cfg.sim is not None else None,
-        gpu=dict(cfg.gpu), workers=cfg.workers, warnings=list(context_warnings),
+        gpu=dict(cfg.gpu), workers=cfg.workers, workers_choice=workers_choice, warnings=list(context_warnings),
         points=[PointOutcome(name=p.name, kind=p.kind) for p in points],  # none reached yet
     )
     RunDir(run_dir).save_run_info(info)
@@ -279,6 +281,19 @@ def prepare(cfg: LoadConfig) -> Prepared:
                   dataset_texts=dataset_texts, nonce=nonce)
     return Prepared(cfg=cfg, base_url=base, server=server, points=tuple(points), setup=setup,
                     info=info.model_copy(deep=True), attempts={p.name: 0 for p in points})
+
+
+def resolve_workers(cfg: LoadConfig, points: Sequence[Point]) -> tuple[LoadConfig, str | None]:
+    """``cfg`` with its worker processes as a number (``auto`` chosen for ``points`` on this machine's cores),
+    and why auto chose that; a one-line UsageError for a count that cannot be."""
+    if cfg.workers == "auto":
+        if cfg.remote_workers:
+            raise UsageError("--workers auto counts this machine's cores: give the number of remote workers")
+        choice = choose_workers(points, cores=os.cpu_count() or 1)
+        return replace(cfg, workers=choice.workers), choice.reason
+    if not isinstance(cfg.workers, int) or cfg.workers < 0:
+        raise UsageError("--workers must be 0 (one process), more, or auto")
+    return cfg, None
 
 
 def max_model_len(server: ServerInfo) -> int | None:
@@ -339,7 +354,7 @@ def execute(prepared: Prepared) -> Executed:
         else:
             progress.end(point)
 
-    plan = RunPlan(url=base, points=prepared.points, setup=prepared.setup, workers=cfg.workers,
+    plan = RunPlan(url=base, points=prepared.points, setup=prepared.setup, workers=int(cfg.workers),
                    remote_workers=cfg.remote_workers, master_bind_host=cfg.master_bind_host,
                    master_port=cfg.master_port, server_metrics=files.server_metrics_jsonl if scrape else None,
                    attempts=prepared.attempts, run_saturated=cfg.run_saturated, on_point_start=point_started,
@@ -463,6 +478,7 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     info.requests_total, info.requests_failed = recorder.total, recorder.failed
     info.failures_by_kind = dict(recorder.failures_by_kind)
     info.length_mismatches = recorder.length_mismatches
+    info.points = [_judge_client(recorder, p) for p in info.points]
     info.loadgen, loadgen_warnings = _loadgen_report(recorder, info.points)
     info.warnings.extend(loadgen_warnings)
     if recorder.length_mismatches:
@@ -505,21 +521,39 @@ def _pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
+def _judged(point: PointOutcome) -> bool:
+    """Whether the client's timings matter to ``point``: it ran, and it is no wave (waves probe the KV cache by
+    what the server says: queueing, preemption)."""
+    return point.kind != "waves" and point.started_unix is not None
+
+
+def _during(point: PointOutcome, times: Sequence[float], values: Sequence[float]) -> list[float]:
+    """The load generator's samples taken while ``point`` ran (to now, when it was cut off)."""
+    assert point.started_unix is not None
+    start, end = point.started_unix, point.ended_unix if point.ended_unix is not None else math.inf
+    return [v for t, v in zip(times, values, strict=True) if start <= t <= end]
+
+
 def _stalled_points(recorder: Recorder, points: Sequence[PointOutcome]) -> list[str]:
     """The points whose client-side timings the load generator's stalls may have made late: those in which the
-    event loop lagged over :data:`LOOP_LAG_WARN_S` in more than 1 second in 20. Waves are left out: they probe
-    the KV cache by what the server says (queueing, preemption), not by the client's timings."""
+    event loop lagged over :data:`LOOP_LAG_WARN_S` in more than 1 second in 20."""
     out = []
-    for p in points:
-        if p.kind == "waves" or p.started_unix is None:
-            continue
-        end = p.ended_unix if p.ended_unix is not None else math.inf
-        lags = [lag for t, lag in zip(recorder.loop_lag_times, recorder.loop_lags_s, strict=True)
-                if p.started_unix <= t <= end]
-        p95 = _pct(lags, 95)
+    for p in filter(_judged, points):
+        p95 = _pct(_during(p, recorder.loop_lag_times, recorder.loop_lags_s), 95)
         if p95 is not None and p95 > LOOP_LAG_WARN_S:
             out.append(f"{p.name} ({p95 * 1000:.0f} ms)")
     return out
+
+
+def _judge_client(recorder: Recorder, point: PointOutcome) -> PointOutcome:
+    """``point`` with whether the load generator kept up while it ran (:func:`client_verdict` on the samples of
+    every process taken between its start and end)."""
+    if not _judged(point):
+        return point
+    kept_up, words = client_verdict(loop_lags_s=_during(point, recorder.loop_lag_times, recorder.loop_lags_s),
+                                    cpu_percents=_during(point, recorder.cpu_times, recorder.cpu_percents),
+                                    send_lags_s=recorder.send_lags_by_point.get(point.name, []))
+    return point.model_copy(update={"client_kept_up": kept_up, "client": words})
 
 
 def _loadgen_report(recorder: Recorder, points: Sequence[PointOutcome] = ()) -> tuple[dict[str, Any], list[str]]:

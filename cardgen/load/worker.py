@@ -19,6 +19,7 @@ from locust.env import Environment
 from cardgen.load import messages
 from cardgen.load.agent import Agent
 from cardgen.load.messages import Assignment, Fatal, Record, Setup, StopPoint
+from cardgen.load.runner import freeze_heap
 from cardgen.load.sink import RecordSink, fault_from_env
 
 log = logging.getLogger("cardgen.load")
@@ -58,6 +59,7 @@ def run_worker(*, master_host: str, master_port: int, url: str, name: str = "wor
 
     def on_setup(msg: Setup, node: str) -> None:
         agent.setup(msg)
+        freeze_heap()
 
     def on_point(msg: Assignment, node: str) -> None:
         agent.assign(msg)

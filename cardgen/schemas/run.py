@@ -59,6 +59,9 @@ class PointOutcome(Saved):
     detail: str | None = None  # the words behind ``stop``: which figure, which cap, why it was skipped
     saturation: str | None = None  # closed loop: why the point saturated the server (cardgen.saturation)
     attempt: int = 0  # 0 the first time; each ``cardgen resume`` that reruns the point adds one
+    # whether the load generator kept up during the point (cardgen.load.workers.client_verdict), and its figures
+    client_kept_up: bool | None = None
+    client: str | None = None
 
     @property
     def ended(self) -> bool:
@@ -102,7 +105,8 @@ class RunInfo(Saved):
     modelled: bool = False
     gpu: dict[str, Any] = Field(default_factory=dict)  # name, count, driver, memory ...; or the modelled GPU
     sim: dict[str, Any] | None = None  # the virtual server's model, GPU and engine profile when modelled
-    workers: int = 0
+    workers: int = 0  # Locust worker processes (0: one process)
+    workers_choice: str | None = None  # ``--workers auto``: why that many (cardgen.load.workers)
     requests_total: int = 0
     requests_failed: int = 0
     failures_by_kind: dict[str, int] = Field(default_factory=dict)

@@ -140,6 +140,9 @@ class ScenarioSummary(Saved):
     stop: str | None = None
     stop_detail: str | None = None
     saturation: str | None = None  # closed loop: why it saturated the server (cardgen.saturation)
+    # whether the load generator kept up while the point ran, and its figures (run.json ``points``)
+    client_kept_up: bool | None = None
+    client: str | None = None
     target_ci: float | None = None  # the suite's precision target for the point (0.03 is +-3 %)
     precision: PointPrecision | None = None
 

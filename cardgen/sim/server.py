@@ -16,7 +16,8 @@ Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming or
 ``GET /cardgen/sim`` (what is modelled) and ``GET /cardgen/sim/lag`` (exact emission-lag quantiles;
 ``?reset=1`` starts a new window).
 
-Stamp log (``--stamp-log``): one JSON line per generation request once it is over: ``id``, ``index`` (arrival
+Stamp log (``--stamp-log``): one JSON line per generation request once it is over: ``id`` (the response's id:
+``cmpl-<X-Request-Id>`` when the client sent a plain one, as vLLM names it), ``index`` (arrival
 index, as faults count it), ``arrived`` (``time.time()`` when it joined the queue; null for ``http500``),
 ``times`` (``time.time()`` just before each text-bearing chunk was written; for a
 non-streaming request, when each token was due), ``prompt_tokens``, ``output_tokens`` (tokens sent),
@@ -73,6 +74,16 @@ def _event(data: str) -> bytes:
 def token_text(n: int) -> str:
     """Text of output token ``n`` (1-based): one word with a leading space."""
     return _WORDS[n % _NWORDS]
+
+
+_REQUEST_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+def _client_request_id(request: web.Request) -> str | None:
+    """The client's ``X-Request-Id``, which names the response as vLLM does (``cmpl-<id>``): a benchmark client
+    that sends one (``vllm bench serve``) can then be matched to the stamp log. Only plain ids are taken."""
+    rid = request.headers.get("X-Request-Id", "")
+    return rid if 0 < len(rid) <= 128 and set(rid) <= _REQUEST_ID_CHARS else None
 
 
 def error_body(status: int, message: str, kind: str) -> dict[str, Any]:
@@ -468,7 +479,7 @@ class SimServer:
         loop = self._loop
         live = _Live(
             index=index,
-            id=f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(16)}",
+            id=f"{'chatcmpl' if chat else 'cmpl'}-{_client_request_id(request) or secrets.token_hex(16)}",
             params=params,
             created=int(time.time()),
             model=self.config.model_name,

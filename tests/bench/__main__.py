@@ -19,6 +19,7 @@ def main(argv: list[str]) -> int:
     for path in mods:
         spec = importlib.util.spec_from_file_location(path.stem, path)
         mod = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = mod  # dataclasses look their module up there
         assert spec.loader is not None
         spec.loader.exec_module(mod)
         print(f"\n=== {path.stem} ===", flush=True)

@@ -39,6 +39,8 @@ def card(tmp_path_factory) -> tuple[str, dict]:
     points[SKIPPED].update(stop="skipped", started_unix=None, ended_unix=None, requests=0,
                            detail=f"{SATURATING} saturated the server (KV cache 97% full)")
     points[RERUN]["attempt"] = 1
+    points["ingest"].update(client_kept_up=True, client="kept up: event-loop lag p95 1.0 ms, CPU max 40 %")
+    points[SATURATING].update(client_kept_up=False, client="fell behind: CPU max 97 % (limits: ...)")
     (run / RUN_JSON).write_text(json.dumps(info))
     render_run(run)
     return (run / CARD_MD).read_text("utf-8"), json.loads((run / SUMMARY_JSON).read_text())
@@ -69,12 +71,17 @@ def test_scenario_table_says_why_each_point_stopped(card):
     text, summary = card
     rows = scenario_rows(text)
     assert list(rows) == [s["scenario"] for s in summary["scenarios"]]  # suite order, the skipped point included
-    assert list(rows[SKIPPED])[-3:] == ["Duration", "Precision", "Stopped"]
+    assert list(rows[SKIPPED])[-4:] == ["Duration", "Precision", "Stopped", "Client"]
     skipped = rows[SKIPPED]
     assert skipped["Stopped"] == "not run: the server saturated at 4 parallel (KV cache 97% full)"
     assert skipped["Requests"] == "0" and skipped["req/s"] == "–" and skipped["Precision"] == "–"
     assert rows[SATURATING]["Stopped"] == "saturated: KV cache 97% full"
     assert rows["ingest"]["Stopped"] == "complete"
+    # whether the load generator kept up, as run.json says per point (unknown: a dash)
+    assert rows["ingest"]["Client"] == "kept up: event-loop lag p95 1.0 ms, CPU max 40 %"
+    assert rows[SATURATING]["Client"].startswith("fell behind: CPU max 97 %") and rows[SKIPPED]["Client"] == "–"
+    by_name = {x["scenario"]: x for x in summary["scenarios"]}
+    assert by_name["ingest"]["client_kept_up"] is True and by_name[SATURATING]["client_kept_up"] is False
     assert rows[RERUN]["Stopped"] == "precision reached: within +-5%"  # the fixture's target_ci
     assert rows["closed-in128-out32-p1"]["Stopped"] == "minimum reached"  # no target
     for s in summary["scenarios"]:

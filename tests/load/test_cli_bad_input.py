@@ -22,6 +22,8 @@ def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     # missing parents of --out are created; a file in the way is bad input
     (["build", "m", "--url", "http://127.0.0.1:9", "--out", "/dev/null/x/run"], "/dev/null is not a directory"),
     (["build", "m", "--url", "http://127.0.0.1:9", "--workers", "-1"], "--workers"),
+    (["build", "m", "--url", "http://127.0.0.1:9", "--workers", "many"], "--workers must be a number of processes or auto"),
+    (["build", "m", "--url", "http://127.0.0.1:9", "--workers", "auto", "--remote-workers"], "counts this machine's cores"),
     (["build", "m", "--url", "http://127.0.0.1:9", "--scrape-interval", "0.01"], "scrape-interval"),
     (["build", "m", "--url", "http://127.0.0.1:9", "--launch", "vllm"], "not both"),
 ])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -95,6 +96,32 @@ def test_two_workers_account_for_every_request(tmp_path, write_suite):
     assert all(r["scheduled_at"] is not None for r in records if r["kind"] == "open")
     lg = [json.loads(x) for x in (tmp_path / "run" / "loadgen.jsonl").read_text().splitlines()]
     assert {x["worker"] for x in lg} == {"worker-0", "worker-1"}
+
+
+def test_workers_auto_counts_the_busiest_point_and_every_point_says_whether_the_client_kept_up(tmp_path,
+                                                                                                  write_suite):
+    from cardgen.load.workers import choose_workers
+    from cardgen.points import expand
+    from cardgen.suite import load_suite
+
+    text = ("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 32, output_tokens: 64, parallel: 2, min_requests: 8}\n"
+            "- {kind: open, prompt_tokens: 32, output_tokens: 4, rates: [inf], num_requests: 60}\n")
+    suite = write_suite(text)
+    want = choose_workers(expand(load_suite(str(suite))), cores=os.cpu_count() or 1)
+    assert want.workers >= 1  # 60 streams at once: more than one process's burst budget
+    with sim_server(tmp_path) as (sim, _):
+        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"),
+                     "--workers", "auto")
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["workers"] == want.workers and run["workers_choice"] == want.reason
+    assert run["workers_choice"].startswith(f"auto: {want.workers} worker processes")
+    assert {r["worker"] for r in read_records(tmp_path / "run")} == {f"worker-{i}" for i in range(want.workers)}
+    for point in run["points"]:
+        assert point["client_kept_up"] in (True, False), point
+        assert point["client"].startswith("kept up: " if point["client_kept_up"] else "fell behind: ")
+    open_point = next(p for p in run["points"] if p["kind"] == "open")
+    assert "send lag p99" in open_point["client"]
 
 
 def test_chat_endpoint_without_tokenize_sizes_prompts_by_usage(tmp_path, write_suite):

@@ -83,3 +83,80 @@ def test_a_token_without_text_is_timed_but_is_no_text_chunk():
     reads = [(2.0, ev(comp(""))), (2.1, ev(comp("a"))), (2.2, b"data: [DONE]\n\n")]
     r = parse_stream(reads)
     assert r.chunk_times == [2.1] and r.silent_times == [2.0] and r.first_token_at == 2.1
+
+
+# --- the template fast path gives what a full parse gives ----------------------------------------------------
+
+def _compact(obj) -> bytes:
+    return f"data: {json.dumps(obj, separators=(',', ':'), ensure_ascii=False)}\n\n".encode()
+
+
+def _same(reads):
+    from cardgen.load.sse import _parse_lines
+
+    fast, full = parse_stream(reads), _parse_lines(reads)
+    assert fast == full
+    return fast
+
+
+def test_texts_with_quotes_backslashes_and_empty_strings_are_parsed_as_in_full():
+    texts = ["a", 'say "hi"', "ends with \\", "\\", "", "é", "😀", "x\\\"y", "tab\tnew\nline", "", "z"]
+    for dump in (_compact, ev):
+        reads = [(float(i), dump(comp(t))) for i, t in enumerate(texts)]
+        reads.append((50.0, dump(comp("last", finish="length")) + dump(USAGE) + b"data: [DONE]\n\n"))
+        r = _same(reads)
+        assert r.chunk_times == [float(i) for i, t in enumerate(texts) if t] + [50.0]
+        assert r.silent_times == [float(i) for i, t in enumerate(texts) if not t]
+        assert (r.finish_reason, r.output_tokens, r.events) == ("length", 3, len(texts) + 2)
+
+
+def test_chat_role_chunk_then_content_then_empty_content_as_in_full():
+    reads = [(1.0, _compact(chat(content="", role="assistant"))), (1.1, _compact(chat(content="", role="assistant"))),
+             (1.2, _compact(chat(content="Hi"))), (1.3, _compact(chat(content=""))), (1.4, _compact(chat(content="!"))),
+             (1.5, _compact(chat(content="x", finish="stop"))), (1.6, b"data: [DONE]\n\n")]
+    r = _same(reads)
+    assert r.chunk_times == [1.2, 1.4, 1.5] and r.silent_times == [1.3] and r.finish_reason == "stop"
+
+
+def test_an_event_unlike_the_template_is_parsed_in_full():
+    odd = {"id": "cmpl-1", "object": "text_completion", "choices": [{"index": 0, "text": "b", "finish_reason": None}],
+           "usage": {"prompt_tokens": 5, "completion_tokens": 9}}
+    err = {"id": "cmpl-1", "object": "text_completion", "error": {"message": "boom"}}
+    reads = [(1.0, _compact(comp("a"))), (1.1, _compact(odd)), (1.2, _compact(comp("c"))),
+             (1.3, b'data: {"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":\n\n'),
+             (1.4, _compact(err)), (1.5, b"data: [DONE]\n\n")]
+    r = _same(reads)
+    assert r.chunk_times == [1.0, 1.1, 1.2] and r.output_tokens == 9
+    assert r.malformed is not None and r.server_error == "boom"
+
+
+def test_split_reads_multiline_data_and_comments_as_in_full():
+    body = (_compact(comp("a")) + b": ping\n\n" + _compact(comp("b")) + b"data: {\"id\":\"cmpl-1\",\ndata: \"choices\":"
+            b"[{\"index\":0,\"text\":\"c\"}]}\n\n" + _compact(comp("d")) + b"data: [DONE]\n\n")
+    for step in (1, 7, 50, len(body)):
+        reads = [(float(i), body[i:i + step]) for i in range(0, len(body), step)]
+        r = _same(reads)
+        assert len(r.chunk_times) == 4 and r.done
+
+
+def test_events_like_the_last_parsed_one_are_not_parsed_again(monkeypatch):
+    import cardgen.load.sse as sse
+
+    calls = []
+    real = sse.json.loads
+    monkeypatch.setattr(sse.json, "loads", lambda s, *a, **k: calls.append(s) or real(s, *a, **k))
+    reads = [(float(i), _compact(comp(f"w{i}"))) for i in range(100)]
+    r = parse_stream(reads + [(100.0, _compact(comp("end", finish="length")) + b"data: [DONE]\n\n")])
+    assert len(r.chunk_times) == 101
+    assert len(calls) <= 4  # the first event, its text (to check the template), the last one
+
+
+def test_the_reply_text_is_kept_when_events_take_the_fast_path():
+    # after the first event is parsed, the others match its bytes around the text and are not parsed again:
+    # their text must still reach the reply (a chat turn sends it back as history)
+    texts = ["Hel", "lo", " wörld", 'a "quote"', "\\n", ""]
+    reads = [(1.0 + i / 10, ev(chat(content=t))) for i, t in enumerate(texts)] + [(2.0, b"data: [DONE]\n\n")]
+    r = parse_stream(reads)
+    assert r.text == "".join(texts)
+    reads = [(1.0 + i / 10, ev(comp(t))) for i, t in enumerate(texts)] + [(2.0, b"data: [DONE]\n\n")]
+    assert parse_stream(reads).text == "".join(texts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from pathlib import Path
@@ -224,3 +225,13 @@ def test_parallel_streams_share_steps(sim: SimHandle) -> None:
     assert all(r.done and r.chunks[-1]["usage"]["completion_tokens"] == 20 for r in results)
     lag = sim.get_json("/cardgen/sim/lag")
     assert lag["count"] > 0 and lag["p50"] < 0.01
+
+
+def test_a_plain_x_request_id_names_the_response_as_vllm_does(sim: SimHandle) -> None:
+    body = completion(prompt_words=4, max_tokens=2)
+    named = requests.post(f"{sim.url}/v1/completions", json=body, headers={"X-Request-Id": "bench-7"}, timeout=10)
+    assert all(e["id"] == "cmpl-bench-7" for e in (
+        json.loads(line[6:]) for line in named.text.split("\n\n") if line.startswith("data: {")))
+    odd = requests.post(f"{sim.url}/v1/completions", json=body, headers={"X-Request-Id": 'x"y'}, timeout=10)
+    ids = {line.split('"id":"', 1)[1].split('"', 1)[0] for line in odd.text.split("\n\n") if '"id":"' in line}
+    assert len(ids) == 1 and ids.pop() not in ("cmpl-x", 'cmpl-x"y')  # not a plain id: a random one

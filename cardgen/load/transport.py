@@ -1,0 +1,498 @@
+"""HTTP/1.1 streaming on gevent sockets: the load engine's read path, as cheap per chunk as Python allows.
+
+The clock that matters is the one taken when a chunk's bytes are read, and the CPU spent per chunk is what
+decides how many streams one process can time truly (a batching server answers all of them in the same
+instant). A general HTTP client (requests + urllib3, ~22 us per chunk) wraps every read in layers of
+buffering, decoding and checks; here, while a response streams, each network read costs one wait on the
+socket's watcher, one ``recv``, one clock reading and one ``append``. Everything else (the chunked framing,
+the SSE events, JSON) is undone after the stream ended (:func:`body_reads`, then ``cardgen.load.sse``).
+
+A :class:`Connection` is one keep-alive connection (plain or TLS) that sends one request at a time; it
+reconnects when the server closed it and, when a reused connection turns out dead before any byte came back,
+resends once on a fresh one (as every HTTP client does). Failures are never raised: :meth:`Connection.post`
+returns an :class:`Exchange` that says what happened (``error`` / ``kind``) and keeps what was read.
+
+Only what OpenAI-compatible servers answer is supported: ``Transfer-Encoding: chunked``, ``Content-Length``,
+or a body that ends when the server closes the connection; no compression (``Accept-Encoding: identity``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket as _stdsocket
+import ssl
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from urllib.parse import urlsplit
+
+from gevent import socket
+from gevent import ssl as gevent_ssl
+from gevent.hub import Waiter, get_hub
+
+from cardgen.schemas.records import ErrorKind
+
+READ_SIZE = 1 << 16
+MAX_HEAD_BYTES = 1 << 16
+_END_CANDIDATE = b"\r\n\r\n"  # a read that ends the chunked body ends so (the last chunk, then no trailers)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where requests go: scheme, host, port and the headers every request carries (an API key among them)."""
+
+    host: str
+    port: int
+    tls: ssl.SSLContext | None
+    headers: bytes  # the fixed header lines, CRLF-terminated
+
+    @cached_property
+    def address(self) -> tuple[int, tuple]:
+        """The server's socket address, resolved once: gevent resolves names in a thread pool, and a thread
+        taking the interpreter's lock stalls the event loop that stamps chunks (an open loop opens hundreds of
+        connections). Raises OSError when the name does not resolve."""
+        try:
+            ip = ipaddress.ip_address(self.host)
+        except ValueError:
+            family, _, _, _, sockaddr = socket.getaddrinfo(self.host, self.port, 0, _stdsocket.SOCK_STREAM)[0]
+            return family, sockaddr
+        return (_stdsocket.AF_INET6, (str(ip), self.port, 0, 0)) if ip.version == 6 else (_stdsocket.AF_INET,
+                                                                                          (str(ip), self.port))
+
+    @classmethod
+    def from_url(cls, base_url: str, headers: dict[str, str], *, verify_tls: bool = True) -> Target:
+        parts = urlsplit(base_url)
+        tls = None
+        if parts.scheme == "https":
+            tls = gevent_ssl.create_default_context()  # gevent's: its sockets wait cooperatively
+            if not verify_tls:
+                tls.check_hostname = False
+                tls.verify_mode = ssl.CERT_NONE
+        host = parts.hostname or "127.0.0.1"
+        port = parts.port or (443 if tls else 80)
+        default_port = 443 if tls else 80
+        host_header = (f"[{host}]" if ":" in host else host) + ("" if port == default_port else f":{port}")
+        lines = [f"Host: {host_header}", "Content-Type: application/json", "Accept: text/event-stream",
+                 "Accept-Encoding: identity", *(f"{k}: {v}" for k, v in headers.items())]
+        return cls(host=host, port=port, tls=tls, headers="".join(f"{line}\r\n" for line in lines).encode("latin-1"))
+
+
+@dataclass
+class Exchange:
+    """One request and what came back. ``reads`` are the raw network reads of the body (chunked framing
+    included) with the time each one was read; :func:`body_reads` gives the body itself."""
+
+    sent_at: float
+    status: int | None = None
+    headers_at: float | None = None
+    chunked: bool = False
+    reads: list[tuple[float, bytes]] = field(default_factory=list)
+    end_at: float | None = None
+    error: str | None = None
+    kind: ErrorKind | None = None
+    reused: bool = False  # sent on a connection an earlier request had opened
+    decoded: list[tuple[float, bytes]] | None = None  # the chunked body's payload, when decoded while reading
+
+    def fail(self, kind: ErrorKind, error: str) -> None:
+        if self.kind is None:
+            self.kind, self.error = kind, error
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection to ``target``; one request at a time (one per closed-loop user)."""
+
+    def __init__(self, target: Target, *, connect_timeout_s: float = 10.0) -> None:
+        self.target = target
+        self.connect_timeout_s = connect_timeout_s
+        self.sock: socket.socket | None = None
+
+    def close(self) -> None:
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            finally:
+                self.sock = None
+
+    def _connect(self) -> socket.socket:
+        t = self.target
+        family, sockaddr = t.address
+        sock = socket.socket(family, _stdsocket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.connect_timeout_s)
+            sock.connect(sockaddr)
+        except BaseException:
+            sock.close()
+            raise
+        sock.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
+        if t.tls is not None:
+            sock = t.tls.wrap_socket(sock, server_hostname=t.host)
+        return sock
+
+    def post(self, path: str, body: bytes, *, timeout_s: float, max_error_body: int = 4096) -> Exchange:
+        """POST ``body`` (JSON) to ``path`` and read the whole response, stamping every read. No read may wait
+        longer than ``timeout_s``, nor may the whole exchange last longer. Never raises for a server or network
+        fault: the exchange says what happened."""
+        request = (f"POST {path} HTTP/1.1\r\n".encode("latin-1") + self.target.headers
+                   + f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body)
+        ex = Exchange(sent_at=time.time())
+        try:
+            head, rest = self._send(request, ex, timeout_s)
+            if head is None and ex.reused:  # the idle connection was dead before any byte came: once more, afresh
+                self.close()
+                ex = Exchange(sent_at=time.time())
+                head, rest = self._send(request, ex, timeout_s)
+        except TimeoutError as exc:
+            self.close()
+            ex.fail(ErrorKind.TIMEOUT, _short(exc))
+            ex.end_at = time.time()
+            return ex
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            self.close()
+            ex.fail(ErrorKind.CONNECT, _short(exc))
+            ex.end_at = time.time()
+            return ex
+        if head is None:  # the retry's connection was dead too
+            self.close()
+            ex.fail(ErrorKind.CONNECT, "the server closed the connection before answering")
+            ex.end_at = time.time()
+            return ex
+        keep = self._read_body(ex, head, rest, timeout_s=timeout_s,
+                               limit=None if ex.status == 200 else max_error_body)
+        if not keep:
+            self.close()
+        return ex
+
+    def _send(self, request: bytes, ex: Exchange, timeout_s: float) -> tuple[dict[str, str] | None, bytes]:
+        """Send the request and read the response head: the status and headers (names lower-cased), and the
+        bytes after them; None when a reused connection turned out dead before any byte came back."""
+        ex.reused = self.sock is not None
+        if self.sock is None:
+            self.sock = self._connect()
+        sock = self.sock
+        sock.settimeout(timeout_s)
+        buf = b""
+        try:
+            sock.sendall(request)
+            data = sock.recv(READ_SIZE)
+        except (ConnectionError, BrokenPipeError):
+            if ex.reused:
+                return None, b""
+            raise
+        while True:
+            if not data:
+                if buf:
+                    raise ConnectionResetError("the connection closed inside the response head")
+                if ex.reused:
+                    return None, b""
+                raise ConnectionResetError("the server closed the connection before answering")
+            buf += data
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                break
+            if len(buf) > MAX_HEAD_BYTES:
+                raise ValueError("the response head is larger than 64 KiB")
+            data = sock.recv(READ_SIZE)
+        ex.headers_at = time.time()
+        lines = buf[:end].decode("latin-1").split("\r\n")
+        status_line = lines[0].split(" ", 2)
+        if len(status_line) < 2 or not status_line[0].startswith("HTTP/") or not status_line[1].isdigit():
+            raise ValueError(f"not an HTTP response: {lines[0][:60]!r}")
+        ex.status = int(status_line[1])
+        head = {"": status_line[0]}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            head[name.strip().lower()] = value.strip()
+        return head, buf[end + 4:]
+
+    def _read_body(self, ex: Exchange, head: dict[str, str], rest: bytes, *, timeout_s: float,
+                   limit: int | None) -> bool:
+        """Read the body into ``ex.reads``; whether the connection can carry another request."""
+        sock = self.sock
+        assert sock is not None
+        now = time.time
+        ex.chunked = "chunked" in head.get("transfer-encoding", "").lower()
+        length = head.get("content-length")
+        remaining = int(length) if (length or "").isdigit() and not ex.chunked else None
+        keep = head[""] != "HTTP/1.0" and head.get("connection", "").lower() != "close"
+        if ex.status in (204, 304) or 100 <= (ex.status or 0) < 200:  # no body
+            ex.end_at = now()
+            return keep
+        if rest:
+            ex.reads.append((ex.headers_at or now(), rest))
+        body = _Body(ex, chunked=ex.chunked, length=remaining, limit=limit, deadline=ex.sent_at + timeout_s,
+                     timeout_s=timeout_s)
+        try:
+            verdict = body.take_pending()
+            if verdict is None:
+                raw = getattr(sock, "_sock", None)
+                if raw is not None and self.target.tls is None:
+                    verdict = _LoopReader(raw, body, check_s=min(timeout_s, 1.0)).run()
+                else:
+                    verdict = _read_in_greenlet(sock, body)
+        except TimeoutError as exc:
+            ex.fail(ErrorKind.TIMEOUT, _short(exc))
+            verdict = False
+        except OSError as exc:
+            ex.fail(ErrorKind.STREAM_DROPPED, _short(exc))
+            verdict = False
+        except ValueError as exc:  # framing that is not chunked encoding
+            ex.fail(ErrorKind.STREAM_DROPPED, f"broken chunked encoding: {exc}")
+            verdict = False
+        if ex.end_at is None:
+            ex.end_at = now()
+        return verdict and keep and ex.kind is None
+
+
+class _Body:
+    """What the reads of one body decide: :meth:`take` keeps a read and says whether the body is over (None: read
+    on; True: complete; False: over, the connection unusable). Called once per network read: keep it cheap."""
+
+    def __init__(self, ex: Exchange, *, chunked: bool, length: int | None, limit: int | None, deadline: float,
+                 timeout_s: float) -> None:
+        self.ex = ex
+        self.reads = ex.reads
+        self.append = ex.reads.append
+        self.tracker = _ChunkEnd() if chunked else None
+        self.length = length
+        self.limit = limit
+        self.deadline = deadline
+        self.timeout_s = timeout_s
+        self.got = sum(len(d) for _, d in ex.reads)
+
+    def take_pending(self) -> bool | None:
+        """The verdict on what came with the head."""
+        ex = self.ex
+        if self.tracker is not None:
+            if self.reads and self.tracker.feed_pending(self.reads):
+                ex.end_at = self.reads[-1][0]
+                ex.decoded = self.tracker.pieces
+                return True
+            return None
+        if self.length is not None and self.got >= self.length:
+            ex.end_at = ex.headers_at
+            return True
+        return None
+
+    def take(self, t: float, data: bytes) -> bool | None:
+        if not data:
+            self.ex.end_at = t
+            if self.tracker is not None or self.length is not None:
+                self.ex.fail(ErrorKind.STREAM_DROPPED, "the server closed the connection mid-response")
+            return False
+        self.append((t, data))
+        if t > self.deadline:
+            self.ex.end_at = t
+            self.ex.fail(ErrorKind.TIMEOUT, f"stream exceeded the {self.timeout_s:g} s request timeout")
+            return False
+        if self.tracker is not None:
+            if (len(data) < 5 or data[-4:] == _END_CANDIDATE) and self.tracker.feed_pending(self.reads):
+                self.ex.end_at = t
+                self.ex.decoded = self.tracker.pieces
+                return True
+            if self.limit is None:
+                return None
+        self.got += len(data)
+        if self.length is not None and self.got >= self.length:
+            self.ex.end_at = t
+            return True
+        if self.limit is not None and self.got >= self.limit:  # an error body: enough of it is read
+            self.ex.end_at = t
+            return False
+        return None
+
+
+def _read_in_greenlet(sock: socket.socket, body: _Body) -> bool:
+    """The body read by this greenlet, one ``recv`` after another (TLS sockets: their records need it)."""
+    now = time.time
+    recv = sock.recv
+    take = body.take
+    while True:
+        data = recv(READ_SIZE)
+        verdict = take(now(), data)
+        if verdict is not None:
+            return verdict
+
+
+class _LoopReader:
+    """The body read from inside gevent's event loop: a watcher on the socket calls a callback for each network
+    read, which stamps and keeps it there, and the waiting greenlet is woken once, when the body is over. Per
+    chunk that is one callback, one ``recv``, one clock reading and one ``append``: no greenlet switch, no
+    timeout object (gevent's socket ``recv`` costs both, ~13 us here). A read that may end the body (or breaks
+    the deadline) goes to :meth:`_Body.take`. A timer checks every ``check_s`` that no read waited longer than
+    the timeout."""
+
+    def __init__(self, raw: _stdsocket.socket, body: _Body, *, check_s: float) -> None:
+        self.raw = raw
+        self.body = body
+        hub = get_hub()
+        self.loop = hub.loop
+        self.io = hub.loop.io(raw.fileno(), 1)
+        self.timer = hub.loop.timer(check_s, check_s)
+        self.waiter = Waiter(hub)
+        self.error: BaseException | None = None
+        self.started = time.time()
+
+    def run(self) -> bool:
+        body, end = self.body, self._end
+        recv, now, append, take = self.raw.recv, time.time, body.append, body.take
+        deadline = body.deadline
+        plain = body.tracker is not None and body.limit is None  # a streamed body: only its end is looked for
+
+        def readable() -> None:
+            try:
+                data = recv(READ_SIZE)
+            except BlockingIOError:  # a spurious wake-up
+                return
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting greenlet
+                end(None, exc)
+                return
+            t = now()
+            if plain and t <= deadline and len(data) >= 5 and data[-4:] != _END_CANDIDATE:
+                append((t, data))
+                return
+            try:
+                verdict = take(t, data)
+            except BaseException as exc:  # noqa: BLE001
+                end(None, exc)
+                return
+            if verdict is not None:
+                end(verdict, None)
+
+        self.io.start(readable)
+        self.timer.start(self._check)
+        try:
+            verdict = self.waiter.get()
+        finally:
+            self.io.stop()
+            self.io.close()
+            self.timer.stop()
+            self.timer.close()
+        if self.error is not None:
+            raise self.error
+        return verdict
+
+    def _check(self) -> None:
+        reads = self.body.reads
+        last = reads[-1][0] if reads else self.started
+        if time.time() - last > self.body.timeout_s:
+            self._end(None, TimeoutError("timed out"))
+
+    def _end(self, verdict: bool | None, error: BaseException | None) -> None:
+        """Wake the greenlet, but only after the loop has called every watcher ready now: the reads of other
+        streams that came in the same instant are stamped before this one's request is parsed and recorded."""
+        self.io.stop()
+        self.timer.stop()
+        self.error = error
+        self.loop.run_callback(self.waiter.switch, bool(verdict))
+
+
+class _ChunkEnd:
+    """Follows the chunked framing of the reads so far, only when a read may have ended the body (so the
+    streaming loop pays nothing for it per chunk): :meth:`feed_pending` says whether the last chunk came. The
+    payload it decodes on the way is kept (``pieces``): the body is decoded once."""
+
+    def __init__(self) -> None:
+        self.done_reads = 0
+        self.decoder = _Dechunker()
+        self.pieces: list[tuple[float, bytes]] = []
+
+    def feed_pending(self, reads: list[tuple[float, bytes]]) -> bool:
+        decoder, append = self.decoder, self.pieces.append
+        for at, data in reads[self.done_reads:]:
+            payload = decoder.feed(data)
+            if payload:
+                append((at, payload))
+        self.done_reads = len(reads)
+        return decoder.finished
+
+
+class _Dechunker:
+    """Incremental ``Transfer-Encoding: chunked`` decoder; raises ValueError on framing it cannot read."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.need = 0  # payload bytes left in the current chunk
+        self.crlf = 0  # bytes of the CRLF after the current chunk's payload still to skip
+        self.trailer = False  # the last (empty) chunk came: the trailer section follows
+        self.finished = False
+
+    def feed(self, data: bytes, *, keep: bool = True) -> bytes:
+        """Decode ``data``; the payload bytes it carried (b"" when ``keep`` is False)."""
+        if not (self.buf or self.need or self.crlf or self.trailer):  # the common read: exactly one whole chunk
+            eol = data.find(b"\r\n")
+            if 0 < eol <= 8:
+                try:
+                    size = int(data[:eol], 16)
+                except ValueError:
+                    size = 0  # a chunk extension, or bad framing: the general path says which
+                end = eol + 2 + size
+                if size and len(data) == end + 2 and data[end:] == b"\r\n":
+                    return data[eol + 2:end] if keep else b""
+        out: list[bytes] = []
+        buf = self.buf + data if self.buf else data
+        pos, n = 0, len(buf)
+        while pos < n and not self.finished:
+            if self.trailer:  # after the last chunk: an empty line, or trailer lines and then one
+                if buf.startswith(b"\r\n", pos):
+                    self.finished, pos = True, pos + 2
+                else:
+                    end = buf.find(b"\r\n\r\n", pos)
+                    if end < 0:
+                        break
+                    self.finished, pos = True, end + 4
+                continue
+            if self.need:
+                take = min(self.need, n - pos)
+                if keep:
+                    out.append(buf[pos:pos + take])
+                pos += take
+                self.need -= take
+                if not self.need:
+                    self.crlf = 2
+                continue
+            if self.crlf:
+                skip = min(self.crlf, n - pos)
+                pos += skip
+                self.crlf -= skip
+                continue
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                if n - pos > 1024:
+                    raise ValueError("a chunk-size line longer than 1 KiB")
+                break
+            size_text = buf[pos:eol].split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise ValueError(f"bad chunk size {size_text[:20]!r}") from None
+            pos = eol + 2
+            if size == 0:
+                self.trailer = True
+                continue
+            self.need = size
+        self.buf = buf[pos:] if not self.finished else b""
+        return b"".join(out)
+
+
+def body_reads(ex: Exchange) -> list[tuple[float, bytes]]:
+    """The response body as (read time, payload bytes) pairs: the chunked framing undone, after the stream."""
+    if not ex.chunked:
+        return ex.reads
+    if ex.decoded is not None:
+        return ex.decoded
+    decoded = _ChunkEnd()  # the body did not end well: what decodes, up to where the framing breaks
+    try:
+        decoded.feed_pending(ex.reads)
+    except ValueError:
+        pass
+    return decoded.pieces
+
+
+def body_text(ex: Exchange) -> str:
+    """The body as text (an error's explanation)."""
+    return b"".join(p for _, p in body_reads(ex)).decode("utf-8", errors="replace")
