@@ -16,11 +16,15 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cardgen.suite import BatchSweep, ClosedLoop, Ingest, OpenLoop, Suite, Waves
+from cardgen.suite import BatchSweep, Chat, ClosedLoop, Ingest, OpenLoop, SharedPrefix, Suite, Waves
 
 #: scenario kinds whose timing is a barrier (all of a wave, a batch, one prompt at a time): never split
 #: across load-generating processes, because spreading them would blur their timing
-BARRIER_KINDS = ("waves", "ingest", "batch")
+BARRIER_KINDS = ("waves", "ingest", "batch", "prefix", "chat")
+#: shared prefix: the pause before the cold pass and between it and the warm ones, longer than a scrape
+#: interval, so that a scrape of the server's prefix-cache counters falls before each phase and each phase has
+#: its own hit rate
+PHASE_PAUSE_S = 1.0
 
 
 def share(total: int, index: int, parts: int) -> int:
@@ -61,6 +65,23 @@ class Point:
     warmups: int = 0
     runs: int = 0
     max_runs: int | None = None
+    # dataset (open loop): the requests are drawn from this dataset (cardgen.datasets); once sampled
+    # (cardgen.datasets.resolve) ``items`` holds each request's [prompt tokens, output tokens] in send order
+    dataset: str | None = None
+    items: list[list[int]] = field(default_factory=list)
+    # shared prefix: ``prefixes`` prefixes of ``prefix_tokens``, each request one of them and a unique suffix of
+    # ``suffix_tokens``; a cold pass then ``warm_rounds`` warm ones (``items``: each prefix's request lengths)
+    prefixes: int = 0
+    prefix_tokens: int = 0
+    suffix_tokens: int = 0
+    warm_rounds: int = 0
+    # chat: ``parallel`` users hold ``conversations`` conversations of ``turns`` turns; the first message is
+    # ``prompt_tokens`` long, later ones ``message_tokens``; ``think_time_s`` between a reply and the next turn
+    conversations: int = 0
+    turns: int = 0
+    message_tokens: int = 0
+    think_time_s: float = 0.0
+    fresh_history: bool = False  # chat: every turn's history starts with a new id (nothing for the cache to reuse)
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
@@ -87,10 +108,64 @@ class Point:
             return len(self.lengths) * self.repeats
         if self.kind == "batch":
             return (self.parallel or 1) * (self.warmups + self.runs)
+        if self.kind == "prefix":
+            return self.prefixes * (1 + self.warm_rounds)
+        if self.kind == "chat":
+            return self.conversations * self.turns
         return 0
 
     def prompt_lengths(self) -> list[int]:
+        """The lengths of the sized prompt templates the point sends (none for a dataset's own prompts)."""
+        if self.dataset is not None or self.kind == "prefix":
+            return []
+        if self.kind == "chat":
+            return sorted({self.prompt_tokens, self.message_tokens})
         return list(self.lengths) if self.kind == "ingest" else [self.prompt_tokens]
+
+    # -- dataset requests ------------------------------------------------------------------------------------
+    def dataset_key(self) -> str:
+        """Which sample of a dataset the point sends: points with the same key send the same requests (the
+        rates of one suite entry)."""
+        return f"{self.dataset}|seed {self.seed}|{self.num_requests} requests|{self.endpoint}"
+
+    def text_key(self) -> str:
+        """Where the agents find the point's own prompt texts (``Setup.dataset_texts``): a dataset's sample
+        (:meth:`dataset_key`), or a shared-prefix point's prefixes."""
+        return self.dataset_key() if self.dataset is not None else f"{self.name}|prefixes"
+
+    def prefix_order(self) -> list[tuple[int, str]]:
+        """Shared prefix: ``(prefix, phase)`` of each request, sent one at a time in this order: every prefix
+        once ``cold`` (its first request), then ``warm_rounds`` passes over them ``warm``, after a pause
+        (:meth:`pause_before`)."""
+        cold = [(k, "cold") for k in range(self.prefixes)]
+        return cold + [(k, "warm") for _ in range(self.warm_rounds) for k in range(self.prefixes)]
+
+    def chat_conversations(self, user: int) -> list[int]:
+        """Chat: the conversations user ``user`` of ``parallel`` holds, one after another (round robin)."""
+        return list(range(user, self.conversations, self.parallel or 1))
+
+    def chat_message_tokens(self, turn: int) -> int:
+        """Chat: the length of the message a turn (1, 2 ...) adds: ``prompt_tokens`` first, then
+        ``message_tokens``."""
+        return self.prompt_tokens if turn == 1 else self.message_tokens
+
+    def pause_before(self, n: int) -> float:
+        """Shared prefix: seconds to wait before request ``n`` of :meth:`prefix_order`: :data:`PHASE_PAUSE_S`
+        before the first cold one and before the first warm one (a scrape then separates each phase from what
+        came before it)."""
+        return PHASE_PAUSE_S if n in (0, self.prefixes) else 0.0
+
+    def request_numbers(self, index: int = 0, parts: int = 1) -> list[int]:
+        """Open loop: which of the point's requests (0 .. num_requests - 1) process ``index`` of ``parts``
+        sends, in the order of its :meth:`arrival_offsets` (round robin: every process its :func:`share`)."""
+        return list(range(index, self.num_requests, parts))
+
+    def item_lengths(self, number: int) -> tuple[int, int]:
+        """A dataset point's request ``number``: (prompt tokens, output tokens) as sampled."""
+        if not self.items:
+            raise RuntimeError(f"{self.name}: its dataset was not sampled (cardgen.datasets.resolve)")
+        prompt, output = self.items[number]
+        return int(prompt), int(output)
 
     # -- the scenario rules: what every driver of a point obeys --------------------------------------------
     def runs_on(self, index: int) -> bool:
@@ -277,6 +352,31 @@ def expand(suite: Suite) -> list[Point]:
                             min_duration_s=entry.min_duration_s, max_duration_s=entry.max_duration_s,
                             max_requests=entry.max_requests, target_ci=entry.target_ci,
                             stop_at_saturation=entry.stop_at_saturation, **common))
+        elif isinstance(entry, SharedPrefix):
+            points.append(Point(
+                name=f"prefix-n{entry.prefixes}-in{entry.prefix_tokens}+{entry.suffix_tokens}-out{entry.output_tokens}",
+                kind="prefix", group=group, prompt_tokens=entry.prefix_tokens + entry.suffix_tokens,
+                output_tokens=entry.output_tokens, prefixes=entry.prefixes, prefix_tokens=entry.prefix_tokens,
+                suffix_tokens=entry.suffix_tokens, warm_rounds=entry.warm_rounds, **common))
+        elif isinstance(entry, Chat):
+            conversations = entry.conversations or entry.users
+            base = (f"chat-u{entry.users}-t{entry.turns}-in{entry.first_tokens}+{entry.message_tokens}"
+                    f"-out{entry.output_tokens}")
+            for fresh in (False, True) if entry.compare_no_cache else (False,):
+                points.append(Point(
+                    name=base + ("-nocache" if fresh else ""), kind="chat", group=group,
+                    prompt_tokens=entry.first_tokens, output_tokens=entry.output_tokens,
+                    parallel=min(entry.users, conversations), conversations=conversations, turns=entry.turns,
+                    message_tokens=entry.message_tokens, think_time_s=entry.think_time_s, fresh_history=fresh,
+                    **{**common, "endpoint": "chat"}))
+        elif isinstance(entry, OpenLoop) and entry.dataset is not None:
+            from cardgen.datasets import slug
+
+            for rate in entry.rates:
+                points.append(Point(
+                    name=f"open-{slug(entry.dataset)}-r{_rate_label(rate)}", kind="open", group=group,
+                    dataset=entry.dataset, rate_rps=rate, num_requests=entry.num_requests, seed=entry.seed,
+                    **common))
         elif isinstance(entry, OpenLoop):
             for rate in entry.rates:
                 points.append(Point(

@@ -14,11 +14,19 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from cardgen.errors import UsageError
 
-BUILTIN_SUITES = ("quick", "standard", "full")
+BUILTIN_SUITES = ("quick", "standard", "full", "sharegpt")
 
 Endpoint = Literal["completions", "chat"]
 
@@ -56,14 +64,34 @@ class ClosedLoop(_Entry):
 
 
 class OpenLoop(_Entry):
-    """Poisson arrivals at ``rates`` requests/s, independent of completions; ``inf`` sends all at once."""
+    """Poisson arrivals at ``rates`` requests/s, independent of completions; ``inf`` sends all at once.
+
+    Requests have ``prompt_tokens`` / ``output_tokens``, or are ``num_requests`` drawn from a ``dataset``
+    (``sharegpt``, a ShareGPT-format .json file or a .jsonl of ``{prompt, output_tokens}``: ``cardgen.datasets``)
+    with ``seed``; every rate then sends the same requests, in the same order."""
 
     kind: Literal["open"]
-    prompt_tokens: int
-    output_tokens: int
+    prompt_tokens: int | None = Field(default=None, ge=1)
+    output_tokens: int | None = Field(default=None, ge=1)
+    dataset: str | None = None
     rates: list[float]
     num_requests: int = Field(default=100, ge=1)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _lengths_or_dataset(self) -> OpenLoop:
+        if self.dataset is not None:
+            from cardgen.datasets import check_source
+
+            if self.prompt_tokens is not None or self.output_tokens is not None:
+                raise ValueError("give either 'dataset' or 'prompt_tokens' and 'output_tokens', not both")
+            try:
+                check_source(self.dataset)
+            except UsageError as exc:
+                raise ValueError(exc.message) from None
+        elif self.prompt_tokens is None or self.output_tokens is None:
+            raise ValueError("give 'prompt_tokens' and 'output_tokens', or a 'dataset'")
+        return self
 
     @field_validator("rates", mode="before")
     @classmethod
@@ -130,7 +158,43 @@ class BatchSweep(_Entry):
     max_runs: int | None = Field(default=None, ge=1)
 
 
-Scenario = Annotated[ClosedLoop | OpenLoop | Waves | Ingest | BatchSweep, Field(discriminator="kind")]
+class SharedPrefix(_Entry):
+    """``prefixes`` distinct prefixes of ``prefix_tokens`` tokens; every request is one prefix and a unique
+    suffix of ``suffix_tokens`` tokens, sent one at a time: first a cold pass (each prefix once, never seen by
+    the server: the run's nonce is in it), then ``warm_rounds`` warm passes over the same prefixes (cached,
+    unless the server evicted them). Measures the prefix cache (the card's "Prefix cache" section)."""
+
+    kind: Literal["prefix"]
+    prefixes: int = Field(default=16, ge=1)
+    prefix_tokens: int = Field(default=1024, ge=1)
+    suffix_tokens: int = Field(default=64, ge=1)
+    output_tokens: int = Field(default=16, ge=1)
+    warm_rounds: int = Field(default=2, ge=1)
+
+
+class Chat(_Entry):
+    """Multi-turn chat on ``/v1/chat/completions``: ``users`` users at once, together holding ``conversations``
+    conversations (default one each) of ``turns`` turns. A turn sends the whole history (every earlier message
+    and the model's own replies) and a new message, then the user thinks ``think_time_s`` before the next. The
+    first message has ``first_tokens`` tokens, every later one ``message_tokens`` (each counted as a
+    one-message conversation); every message starts with its request id. With ``compare_no_cache`` the same
+    conversations run again with the history made new every turn (no prefix to reuse)."""
+
+    kind: Literal["chat"]
+    users: int = Field(default=4, ge=1)
+    conversations: int | None = Field(default=None, ge=1)
+    turns: int = Field(default=4, ge=1)
+    first_tokens: int = Field(default=256, ge=1)
+    message_tokens: int = Field(default=64, ge=1)
+    output_tokens: int = Field(default=64, ge=1)
+    think_time_s: float = Field(default=1.0, ge=0)
+    # also run the same conversations with the cache defeated (the history starts with a new id every turn),
+    # so the card can say what the prefix cache saves per turn, measured
+    compare_no_cache: bool = True
+
+
+Scenario = Annotated[ClosedLoop | OpenLoop | Waves | Ingest | BatchSweep | SharedPrefix | Chat,
+                     Field(discriminator="kind")]
 
 
 class Suite(BaseModel):
@@ -148,7 +212,7 @@ class Suite(BaseModel):
 def _format_validation_error(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in
-                                                        ("closed", "open", "waves", "ingest", "batch")))
+                                                        ("closed", "open", "waves", "ingest", "batch", "prefix", "chat")))
     if first["type"] == "extra_forbidden":
         return f"{source}: unknown key '{where}'; remove it or fix its spelling"
     return f"{source}: {where or 'suite'}: {first['msg']}"

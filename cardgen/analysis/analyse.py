@@ -24,6 +24,7 @@ from cardgen.analysis.rundata import RunData
 from cardgen.analysis.scenarios import scenario_summaries
 from cardgen.analysis.tables import batch_precision, build_tables, write_tables
 from cardgen.analysis.timeseries import server_timeseries
+from cardgen.analysis.workloads import Workloads, workloads, write_workloads
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import (
@@ -51,6 +52,7 @@ class Analysis:
     timeseries: pd.DataFrame
     ingestion: IngestionResult | None
     tables: dict[str, pd.DataFrame]
+    workloads: Workloads | None = None  # dataset serving tests, prefix cache, chat (cardgen.analysis.workloads)
 
 
 def _name(value: Any) -> str | None:
@@ -234,7 +236,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
     )
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
-                    tables=tables)
+                    tables=tables, workloads=workloads(info, scenarios, requests, data.metrics))
 
 
 def write_analysis(analysis: Analysis, run_dir: Path) -> None:
@@ -244,5 +246,6 @@ def write_analysis(analysis: Analysis, run_dir: Path) -> None:
         for old in tables_dir.iterdir():
             if old.suffix in (".json", ".csv") and old.is_file():
                 old.unlink()
-    analysis.summary.tables = write_tables(analysis.tables, tables_dir)
+    analysis.summary.tables = sorted(write_tables(analysis.tables, tables_dir)
+                                     + write_workloads(analysis.workloads, tables_dir))
     RunDir(run_dir).save_summary(analysis.summary)

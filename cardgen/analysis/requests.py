@@ -25,7 +25,7 @@ COLUMNS = (
     "prompt_tokens_target", "output_tokens_target", "prompt_tokens", "output_tokens",
     "scheduled_at", "sent_at", "first_token_at", "end_at", "ok", "error_kind",
     "ttft_s", "e2e_s", "tpot_s", "decode_tok_s", "speed_from_start_tok_s", "send_lag_s", "n_chunks",
-    "chunk_times",
+    "chunk_times", "item", "prefix", "phase", "conversation", "turn",
 )
 
 _NAN = float("nan")
@@ -62,6 +62,8 @@ def request_row(rec: RequestRecord) -> dict[str, object]:
         "send_lag_s": sent - rec.scheduled_at if rec.scheduled_at is not None else _NAN,
         "n_chunks": len(rec.chunk_times),
         "chunk_times": np.asarray(rec.chunk_times, dtype=float),
+        "item": _num(rec.item), "prefix": _num(rec.prefix), "phase": rec.phase or "",
+        "conversation": _num(rec.conversation), "turn": _num(rec.turn),
     }
 
 

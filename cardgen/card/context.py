@@ -97,7 +97,9 @@ class CardContext(TypedDict):
     server_notes: list[str]
     scenarios: TableView | None
     saturation: SaturationRule
-    interactivity: TableView | None
+    interactivity: TableView | None  # throughput against interactivity, Pareto fronts (issue 14): _interactivity
+    workloads: WorkloadSections  # dataset serving tests, prefix cache, chat (issue 11): _workload_sections
+    modelled_error: ModelledError | None  # a modelled run's expected error per headline (issue 12): _modelled_error
 
 
 def card_date(info: RunInfo, *, environ: dict[str, str] | None = None) -> str:
@@ -636,7 +638,7 @@ def _scenarios(s: Summary) -> TableView | None:
         return None
     rows = []
     for x in s.scenarios:
-        load = (f"{x.parallel} parallel" if x.kind in ("closed", "batch") else
+        load = (f"{x.parallel} parallel" if x.kind in ("closed", "batch", "chat") else
                 ("all at once" if x.all_at_once else f"{x.rate_label} req/s") if x.kind == "open" else
                 (f"waves up to {x.parallel}" if x.kind == "waves" else "one at a time"))
         ran = x.requests > 0
@@ -647,6 +649,200 @@ def _scenarios(s: Summary) -> TableView | None:
     return TableView(["Scenario", "Kind", "Prompt / output tokens", "Load", "Requests", "Ramp / drain left out",
                       "Failed", "req/s", "Output tok/s", "Goodput (req/s)", "Duration", "Precision", "Stopped"],
                      rows, ["l", "l", "l", "l"] + ["r"] * 8 + ["l"])
+
+
+class DatasetSection(TypedDict):
+    """One dataset suite entry: what was sampled and how, and the lengths that were sent."""
+
+    group: str
+    dataset: str
+    num_requests: int
+    seed: int
+    endpoint: str
+    rule: str
+    lengths: TableView | None
+    length_stats: TableView | None
+    sent: int
+
+
+class PrefixSection(TypedDict):
+    """One shared-prefix point: cold against warm."""
+
+    scenario: str
+    prefixes: int
+    prefix_tokens: int
+    suffix_tokens: int
+    table: TableView
+    speedup: str
+    counters: str | None
+
+
+class ChatSection(TypedDict):
+    """One chat entry: TTFT per turn number, with and without the prefix cache."""
+
+    scenario: str
+    users: int
+    conversations: int
+    think_time_s: float
+    table: TableView
+    hit_rates: str | None
+    counters: str | None
+    compared: bool  # the same conversations also ran with the cache defeated
+
+
+class WorkloadSections(TypedDict):
+    nightly: TableView | None  # seed 003's serving table, its columns exactly
+    nightly_json: Markup | None
+    datasets: list[DatasetSection]
+    prefix: list[PrefixSection]
+    chat: list[ChatSection]
+
+
+def _chat_sections(results: Sequence[Any]) -> list[ChatSection]:
+    out = []
+    for r in results:
+        cold = {t.turn: t for t in r.no_cache.turns} if r.no_cache is not None else {}
+        rows = []
+        for t in r.cached.turns:
+            row = [str(t.turn), str(t.requests), fmt.sig(t.prompt_tokens.p50), _median_ci(t.ttft_s, fmt.ms),
+                   fmt.ms(t.ttft_s.p99)]
+            if r.no_cache is not None:
+                c = cold.get(t.turn)
+                warm_p50, cold_p50 = t.ttft_s.p50, c.ttft_s.p50 if c is not None else None
+                row += [_median_ci(c.ttft_s, fmt.ms) if c is not None else fmt.DASH,
+                        fmt.ms(cold_p50 - warm_p50) if cold_p50 is not None and warm_p50 is not None else fmt.DASH,
+                        f"{cold_p50 / warm_p50:.2f}x" if cold_p50 is not None and warm_p50 else fmt.DASH]
+            rows.append(row)
+        columns = ["Turn", "Requests", "Prompt tokens (median)", "TTFT median (95 % CI)", "TTFT p99"]
+        if r.no_cache is not None:
+            columns += ["Without cache: TTFT median (95 % CI)", "Saved (median)", "Speed-up"]
+        rates = None
+        if r.cached.hit_rate is not None:
+            rates = fmt.pct(r.cached.hit_rate)
+            if r.no_cache is not None and r.no_cache.hit_rate is not None:
+                rates += f" (with the cache defeated: {fmt.pct(r.no_cache.hit_rate)})"
+        out.append(ChatSection(scenario=r.cached.scenario, users=r.users, conversations=r.conversations,
+                               think_time_s=r.think_time_s, table=TableView(columns, rows), hit_rates=rates,
+                               counters=r.counters, compared=r.no_cache is not None))
+    return out
+
+
+def _median_ci(d: Any, show: Any) -> str:
+    if d.p50 is None:
+        return fmt.DASH
+    if d.p50_ci_low is None or d.p50_ci_high is None:
+        return show(d.p50)
+    return f"{show(d.p50)} ({show(d.p50_ci_low)} – {show(d.p50_ci_high)})"
+
+
+def _prefix_sections(results: Sequence[Any]) -> list[PrefixSection]:
+    out = []
+    for r in results:
+        rows = []
+        for ph in r.phases:
+            rows.append([ph.phase, str(ph.requests), fmt.sig(ph.prompt_tokens), _median_ci(ph.ttft_s, fmt.ms),
+                         _median_ci(ph.ingest_tok_s, fmt.tok_s),
+                         fmt.pct(ph.hit_rate) if ph.hit_rate is not None else fmt.DASH,
+                         fmt.tokens(ph.hit_tokens) if ph.hit_tokens is not None else fmt.DASH])
+        table = TableView(["Phase", "Requests", "Prompt tokens (median)", "TTFT median (95 % CI)",
+                           "Ingestion speed median (95 % CI)", "Server hit rate", "Tokens from cache"], rows,
+                          ["l", "r", "r", "r", "r", "r", "r"])
+        if r.speedup is None:
+            speedup = "not measured (a phase has no successful request)"
+        elif r.speedup_ci is None:
+            speedup = f"{r.speedup:.2f}x"
+        else:
+            speedup = f"{r.speedup:.2f}x (95 % CI {r.speedup_ci[0]:.2f}x – {r.speedup_ci[1]:.2f}x)"
+        out.append(PrefixSection(scenario=r.scenario, prefixes=r.prefixes, prefix_tokens=r.prefix_tokens,
+                                 suffix_tokens=r.suffix_tokens, table=table, speedup=speedup, counters=r.counters))
+    return out
+
+
+def _bar(n: int, most: int, width: int = 30) -> str:
+    return "█" * max(1 if n else 0, round(width * n / most)) if most else ""
+
+
+def _workload_sections(analysis: Analysis) -> WorkloadSections:
+    from cardgen.analysis.serving import nightly_json
+    from cardgen.datasets import describe, rule_text
+
+    w = analysis.workloads
+    if w is None:
+        return WorkloadSections(nightly=None, nightly_json=None, datasets=[], prefix=[], chat=[])
+    nightly = None
+    if not w.nightly.empty:
+        nightly = _frame_view(w.nightly, {**_numbers(w.nightly), "# of req.": lambda v: f"{v:.0f}"})
+    datasets = []
+    for g in w.groups:
+        hist = w.lengths.get(g.group)
+        lengths = stats = None
+        if hist is not None:
+            most = max(hist.prompts + hist.outputs)
+            lengths = TableView(["Tokens", "Prompts", "", "Outputs", ""],
+                                [[b, str(p), _bar(p, most), str(o), _bar(o, most)]
+                                 for b, p, o in zip(hist.bins, hist.prompts, hist.outputs, strict=True)],
+                                ["l", "r", "l", "r", "l"])
+            stats = TableView(["Length (tokens)", "Mean", "Median", "P99", "Min", "Max"],
+                              [[label, *(fmt.sig(st[k]) for k in ("mean", "median", "p99", "min", "max"))]
+                               for label, st in (("Prompt", hist.prompt_stats), ("Output", hist.output_stats))])
+        datasets.append(DatasetSection(group=g.group, dataset=describe(g.dataset), num_requests=g.num_requests,
+                                       seed=g.seed, endpoint=g.endpoint, rule=rule_text(), lengths=lengths,
+                                       length_stats=stats, sent=hist.requests if hist else 0))
+    text = nightly_json(w.nightly) if nightly else None
+    # cardgen's own JSON in a code fence: printed as is (json.dumps escapes no backtick: a fence inside a
+    # value would end the block early, so none may stand there)
+    safe = Markup(text.replace("`", "\\u0060")) if text is not None else None
+    return WorkloadSections(nightly=nightly, nightly_json=safe, datasets=datasets,
+                            prefix=_prefix_sections(w.prefix), chat=_chat_sections(w.chat))
+
+
+class ModelledError(TypedDict):
+    """How far a modelled card's headlines are from real servers: the virtual server's error on published figures
+    it was not fitted to (``cardgen.sim.calibration``)."""
+
+    table: TableView
+    target_pct: float
+    recorded: bool  # False: the run did not record it; this cardgen's calibration is shown
+
+
+# The card's headlines and the calibration's names for them.
+_MODELLED_HEADLINES = (("ingestion_tok_s", "Prompt ingestion speed", "prompt_ingestion_tok_s", fmt.tok_s),
+                       ("speed_10_tok_s", "Generation speed per request (10 parallel, 1024 → 128)",
+                        "generation_tok_s_at_10_parallel_1024_128", fmt.tok_s),
+                       ("kv_tokens", "KV cache capacity", "kv_cache_tokens", fmt.tokens))
+
+
+def _modelled_error(s: Summary, info: RunInfo) -> ModelledError | None:
+    """The expected error next to each headline of a modelled run: as its run.json recorded it (the virtual
+    server's ``expected_error``), else as this cardgen's calibration has it. None for a measured run."""
+    if not s.modelled:
+        return None
+    sim = info.sim or {}
+    perf = sim.get("perf") if isinstance(sim.get("perf"), dict) else {}
+    record = sim.get("expected_error") or perf.get("expected_error")  # the server's own, or its model's
+    recorded = isinstance(record, dict)
+    if not recorded:
+        try:
+            from cardgen.sim.catalog import read_data
+            record = read_data("expected_error.yaml")
+        except (ImportError, OSError):
+            return None
+    figures = record.get("figures") or {}
+    rows = []
+    for key, label, attr, show in _MODELLED_HEADLINES:
+        e, value = figures.get(key), getattr(s.headline, attr)
+        if not isinstance(e, dict):
+            continue
+        med, most = float(e["median_abs_pct"]) / 100, float(e["max_abs_pct"]) / 100
+        likely = fmt.DASH if value is None or med >= 1 else (
+            f"{show(float(f'{value / (1 + med):.3g}'))} – {show(float(f'{value / (1 - med):.3g}'))}")
+        rows.append([label, show(value), f"±{100 * med:.0f} %", likely, f"±{100 * most:.0f} %",
+                     f"{e['within_target']} of {e['rows']}"])
+    if not rows:
+        return None
+    table = TableView(["Headline", "Modelled", "Expected error (median)", "Real value likely in",
+                       "Largest error seen", f"Within ±{float(record.get('target_pct', 15)):.0f} %"], rows)
+    return ModelledError(table=table, target_pct=float(record.get("target_pct", 15)), recorded=recorded)
 
 
 def _interactivity(s: Summary) -> TableView | None:
@@ -703,4 +899,6 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         saturation=SaturationRule(max_kv_usage=MAX_KV_USAGE, min_speed_tok_s=MIN_SPEED_TOK_S,
                                   wave_full_usage=WAVE_FULL_USAGE),
         interactivity=_interactivity(s),
+        workloads=_workload_sections(analysis),
+        modelled_error=_modelled_error(s, analysis.info),
     )

@@ -89,7 +89,8 @@ def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url
 @click.option("--runs-root", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
               help="Where default run directories go.")
 @click.option("--gpu", default="A100-80GB", show_default=True,
-              help="Virtual server: the modelled GPU. With a real server: its GPU, for the cost plan.")
+              help="Virtual server: the modelled GPU, a preset or a .yaml file (memory_gb, bandwidth_gb_s, "
+                   "peak_tflops). With a real server: its GPU, for the cost plan.")
 @click.option("--model-config", type=click.Path(path_type=Path), help="Virtual server: a Hugging Face config.json.")
 @click.option("--tp", type=int, default=1, show_default=True, help="Virtual server: tensor-parallel GPUs (with a real server: for the cost plan).")
 @server_options(workers_default=0)

@@ -11,7 +11,8 @@ from cardgen.errors import UsageError
 
 @click.command("plan")
 @click.argument("model")
-@click.option("--gpu", default="A100-80GB", show_default=True, help="The GPU the run will use.")
+@click.option("--gpu", default="A100-80GB", show_default=True,
+              help="The GPU the run will use: a preset or a .yaml file (memory_gb, bandwidth_gb_s, peak_tflops).")
 @click.option("--suite", "suite_name", default="standard", show_default=True,
               help="quick | standard | full | a suite .yaml file.")
 @click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel GPUs.")

@@ -11,7 +11,8 @@ from cardgen.sim.config import PERF_KINDS, SimConfig, parse_faults
 
 @click.command(name="serve-sim")
 @click.argument("model")
-@click.option("--gpu", default="A100-80GB", show_default=True, help="Modelled GPU.")
+@click.option("--gpu", default="A100-80GB", show_default=True,
+              help="Modelled GPU: a preset or a .yaml file (memory_gb, bandwidth_gb_s, peak_tflops).")
 @click.option(
     "--model-config",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
@@ -33,9 +34,9 @@ from cardgen.sim.config import PERF_KINDS, SimConfig, parse_faults
 )
 @click.option(
     "--chunked-prefill/--no-chunked-prefill",
-    default=False,
-    show_default=True,
-    help="Mixed prefill/decode steps under a token budget instead of prefill-first steps.",
+    default=None,
+    help="Mixed prefill/decode steps under a token budget instead of prefill-first steps "
+    "(default: as the engine profile does).",
 )
 @click.option(
     "--eos-rate",
@@ -90,7 +91,7 @@ def serve_sim(
     fixed_json: str | None,
     served_model_name: str | None,
     max_model_len: int | None,
-    chunked_prefill: bool,
+    chunked_prefill: bool | None,
     eos_rate: float,
     seed: int,
     faults: str | None,

@@ -145,7 +145,10 @@ class EngineAdapter:
 
     #: Prometheus names of the server's own counters and histograms: keys ``prompt_tokens``,
     #: ``generation_tokens``, ``requests``, ``preemptions`` (counters, sample names as exposed) and ``ttft``,
-    #: ``itl``, ``e2e``, ``queue`` (histogram base names, without ``_bucket``/``_sum``/``_count``).
+    #: ``itl``, ``e2e``, ``queue`` (histogram base names, without ``_bucket``/``_sum``/``_count``); prefix cache:
+    #: ``prefix_cache_queries`` / ``prefix_cache_hits`` (counters of prompt tokens looked up / found) or
+    #: ``prefix_cache_hit_rate`` (a gauge, 0..1). llama.cpp reports cached tokens per response only
+    #: (``timings.cache_n``), not in ``/metrics``.
     metric_names: Mapping[str, str] = {}
     #: what older versions of the engine called the same things, tried in order after :attr:`metric_names`
     older_metric_names: Mapping[str, tuple[str, ...]] = {}

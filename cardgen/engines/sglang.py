@@ -29,6 +29,8 @@ class SglangAdapter(EngineAdapter):
         "tpot": "sglang:time_per_output_token_seconds",
         "e2e": "sglang:e2e_request_latency_seconds",
         "queue": "sglang:queue_time_seconds",
+        # the radix cache's token hit rate, a gauge (no query / hit counters)
+        "prefix_cache_hit_rate": "sglang:cache_hit_rate",
     }
 
     def _server_info(self, fetch: Fetch) -> tuple[str, dict[str, Any]] | None:

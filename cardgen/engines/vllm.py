@@ -62,6 +62,9 @@ class VllmAdapter(EngineAdapter):
         "queue": "vllm:request_queue_time_seconds",
         "prefill": "vllm:request_prefill_time_seconds",
         "decode": "vllm:request_decode_time_seconds",
+        # prefix cache, in prompt tokens looked up / found at admission (V1; counters since 0.9)
+        "prefix_cache_queries": "vllm:prefix_cache_queries_total",
+        "prefix_cache_hits": "vllm:prefix_cache_hits_total",
     }
     older_metric_names = {"itl": ("vllm:time_per_output_token_seconds",)}  # renamed in 0.9
 

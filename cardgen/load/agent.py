@@ -143,7 +143,7 @@ class Agent:
         """Run this process's share of ``ctx.point``; ``ctx.stop`` and ``ctx.detail`` then say why it stopped."""
         runner = {
             "closed": self._closed, "open": self._open, "waves": self._waves, "ingest": self._ingest,
-            "batch": self._batch,
+            "batch": self._batch, "prefix": self._prefix, "chat": self._chat,
         }[ctx.point.kind]
         if not ctx.point.runs_on(index):
             ctx.stop = STOP_COMPLETE
@@ -184,14 +184,16 @@ class Agent:
         point = ctx.point
         group = Group()
         t0 = time.time() + 0.05
-        for offset in point.arrival_offsets(index, parts):
+        numbers = point.request_numbers(index, parts)
+        for number, offset in zip(numbers, point.arrival_offsets(index, parts), strict=True):
             if self.stopping:
                 break
             t = t0 + offset
             delay = t - time.time()
             if delay > 0:
                 gevent.sleep(delay)
-            group.spawn(ctx.send_fresh, scheduled_at=t, rate_rps=point.rate_rps)
+            item = {"item": number} if point.dataset is not None else {}
+            group.spawn(ctx.send_fresh, scheduled_at=t, rate_rps=point.rate_rps, **item)
         group.join()
         ctx.stop = STOP_COMPLETE
 
@@ -257,6 +259,51 @@ class Agent:
                 if not point.more_sweeps(n // sweep, precise=precise):
                     ctx.stop = STOP_PRECISION if precise else STOP_COMPLETE
                     return
+        ctx.stop = STOP_COMPLETE
+
+    def _prefix(self, ctx: _PointContext, *, index: int, parts: int) -> None:
+        """Shared prefixes, one request at a time in :meth:`Point.prefix_order`: a cold pass, then warm ones."""
+        session = ctx.session()
+        for n, (prefix, phase) in enumerate(ctx.point.prefix_order()):
+            if ctx.point.pause_before(n):
+                gevent.sleep(ctx.point.pause_before(n))
+            if self.stopping:
+                return
+            ctx.send(session, item=prefix, prefix=prefix, phase=phase, parallel=1)
+        ctx.stop = STOP_COMPLETE
+
+    def _chat(self, ctx: _PointContext, *, index: int, parts: int) -> None:
+        """Each user holds its conversations (:meth:`Point.chat_conversations`) one after another: every turn
+        sends the history with the model's own replies and a new message, then waits ``think_time_s``."""
+        point = ctx.point
+
+        def user(slot: int) -> None:
+            session = ctx.session()
+            for conversation in point.chat_conversations(slot):
+                history: list[dict[str, str]] = []
+                for turn in range(1, point.turns + 1):
+                    if self.stopping:
+                        return
+                    message: list[str] = []
+                    reply: list[str] = []
+                    if point.fresh_history and history:  # a new id at the head: no prefix the server saw
+                        self._id_counter += 1
+                        fresh = request_id(ctx.setup.nonce, self.index, self._id_counter)
+                        history = [{**history[0], "content": f"{fresh} {history[0]['content']}"}, *history[1:]]
+                    rec = ctx.send(session, prompt_tokens=point.chat_message_tokens(turn), history=history,
+                                   on_prompt=message.append, on_text=reply.append, conversation=conversation,
+                                   turn=turn, parallel=point.parallel)
+                    if not rec.ok:
+                        break  # the conversation cannot go on without its reply
+                    history = [*history, {"role": "user", "content": message[0]},
+                               {"role": "assistant", "content": "".join(reply)}]
+                    if turn < point.turns and point.think_time_s:
+                        gevent.sleep(point.think_time_s)
+
+        group = Group()
+        for slot in range(point.parallel or 1):
+            group.spawn(user, slot)
+        group.join()
         ctx.stop = STOP_COMPLETE
 
     def _batch(self, ctx: _PointContext, *, index: int, parts: int) -> None:
@@ -350,25 +397,40 @@ class _PointContext:
         finally:
             self._free.append(s)
 
-    def send(self, session: HttpSession, *, prompt_tokens: int | None = None, **fields: Any) -> RequestRecord:
+    def send(self, session: HttpSession, *, prompt_tokens: int | None = None,
+             history: list[dict[str, str]] | None = None, on_prompt: Callable[[str], None] | None = None,
+             on_text: Callable[[str], None] | None = None, **fields: Any) -> RequestRecord:
+        """Send one request of the point; a chat turn passes its ``history`` (the new message is this request's
+        prompt, after it), and ``on_prompt`` / ``on_text`` to receive its message and the reply."""
         agent, point, setup = self.agent, self.point, self.setup
         n = self.issued
         self.issued += 1
-        length = prompt_tokens if prompt_tokens is not None else point.prompt_tokens
-        template = agent.templates[(point.endpoint, length)]
+        output_tokens = point.output_tokens
+        if point.dataset is not None or point.kind == "prefix":  # its own prompts (cardgen.datasets.resolve)
+            number = fields["item"]
+            length, output_tokens = point.item_lengths(number)
+            template = PromptTemplate(tokens=length, text=setup.dataset_texts[point.text_key()][number])
+        else:
+            length = prompt_tokens if prompt_tokens is not None else point.prompt_tokens
+            template = agent.templates[(point.endpoint, length)]
         agent._id_counter += 1
         rid = request_id(setup.nonce, agent.index, agent._id_counter)
-        payload = build_payload(endpoint=point.endpoint, model=setup.model, prompt=template.render(rid),
-                                output_tokens=point.output_tokens)
+        prompt = template.render(rid)
+        if on_prompt is not None:
+            on_prompt(prompt)
+        payload = build_payload(endpoint=point.endpoint, model=setup.model, prompt=prompt,
+                                output_tokens=output_tokens)
+        if history is not None:
+            payload["messages"] = [*history, {"role": "user", "content": prompt}]
         record = {
             "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
-            "prompt_tokens_target": template.tokens, "output_tokens_target": point.output_tokens,
+            "prompt_tokens_target": template.tokens, "output_tokens_target": output_tokens,
             "worker": agent.worker, "index": n, "attempt": self.attempt, **fields,
         }
         agent.in_flight += 1
         try:
             return stream_once(session, endpoint=point.endpoint, payload=payload, record=record,
-                               timeout_s=point.timeout_s)
+                               timeout_s=point.timeout_s, on_text=on_text)
         finally:
             agent.in_flight -= 1
 

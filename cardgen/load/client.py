@@ -9,6 +9,7 @@ Locust's stats and cardgen's record sink both subscribe to that event.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -50,7 +51,8 @@ def _short(exc: BaseException) -> str:
 
 
 def stream_once(session: Any, *, endpoint: str, payload: dict[str, Any], record: dict[str, Any],
-                timeout_s: float, connect_timeout_s: float = 10.0) -> RequestRecord:
+                timeout_s: float, connect_timeout_s: float = 10.0,
+                on_text: Callable[[str], None] | None = None) -> RequestRecord:
     """Send one streaming request and return its record (never raises for a server or network fault).
 
     ``record`` holds the point fields of the RequestRecord (scenario, kind, targets, ...); this adds timing,
@@ -92,6 +94,8 @@ def stream_once(session: Any, *, endpoint: str, payload: dict[str, Any], record:
                 kind, error = _classify(exc), _short(exc)
         end_at = now()
         parsed = parse_stream(reads)
+        if on_text is not None:  # after the stream: a caller that needs the reply (chat history) gets it
+            on_text(parsed.text)
         if kind is None:
             if parsed.server_error is not None:
                 kind, error = ErrorKind.SERVER_ERROR_EVENT, f"error event: {parsed.server_error}"

@@ -40,6 +40,8 @@ class Setup(Message):
     engine: str | None = None  # the engine's adapter name (reads the saturation watcher's metrics)
     headers: dict[str, str] = Field(default_factory=dict)
     templates: dict[str, dict[int, str]]  # endpoint -> prompt length in tokens -> template text
+    # a dataset sample's key (Point.dataset_key) -> each request's prompt template (cardgen.datasets.resolve)
+    dataset_texts: dict[str, list[str]] = Field(default_factory=dict)
     nonce: int  # makes request ids unique across runs (defeats prefix caching)
     index: int = 0  # this agent's share of split points
     parts: int = 1

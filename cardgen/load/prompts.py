@@ -9,6 +9,7 @@ server's ``usage.prompt_tokens`` so any drift shows.
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -87,3 +88,31 @@ def build_template(target: int, count: Counter, *, max_words: int | None = None)
             pad = pad[: max(0, len(pad) - (got - target))]
         got = n_tokens(chosen + pad)
     return PromptTemplate(tokens=got, text=text_for(chosen + pad))
+
+
+def dataset_template(prompt: str, count: Counter) -> PromptTemplate:
+    """A dataset's own prompt with the request id before it (``"Request <id>. "``: prefix caching cannot
+    reuse one request's prompt for the next), counted with the id in place."""
+    text = f"Request {ID_SLOT}. {prompt}"
+    return PromptTemplate(tokens=count(text.replace(ID_SLOT, _ID_EXAMPLE)), text=text)
+
+
+def id_tokens(count: Counter) -> int:
+    """How many tokens the request id adds before a prompt (at least 0)."""
+    return max(0, count(f"Request {_ID_EXAMPLE}. text") - count("text"))
+
+
+def prefix_templates(*, prefixes: int, prefix_tokens: int, suffix_tokens: int, count: Counter,
+                     tag: int, salt: str = "") -> list[PromptTemplate]:
+    """Shared-prefix prompts: for each of ``prefixes`` prefixes, a shared text of ``prefix_tokens`` tokens (its
+    own id at its start, made of the run's ``tag``, the point's ``salt`` and the prefix's number: another run's
+    or another point's prefixes never match) then, on a new line, a unique suffix of ``suffix_tokens`` tokens
+    that starts with the request id. Counted whole, with the id in place."""
+    shared = build_template(prefix_tokens, count)
+    suffix = build_template(suffix_tokens, count)
+    point = zlib.crc32(salt.encode()) % 1000
+    out = []
+    for k in range(prefixes):
+        text = shared.render(request_id(tag, 99, point * 1000 + k % 1000)) + "\n" + suffix.text
+        out.append(PromptTemplate(tokens=count(text.replace(ID_SLOT, _ID_EXAMPLE)), text=text))
+    return out

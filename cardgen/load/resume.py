@@ -11,6 +11,7 @@ from cardgen.load.stage import (
     check_url,
     max_model_len,
     plan_points,
+    sample_datasets,
     size_prompts,
     status_words,
     utc_text,
@@ -103,6 +104,8 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
         outcomes.append(outcome)
     done = len(points) - len(to_run)
     templates, _ = size_prompts(base, headers, served, to_run)
+    nonce = random.randrange(10_000)
+    dataset_texts = sample_datasets(base, headers, served, to_run, max_model_len(server), nonce=nonce)
 
     before = info.status
     info = info.model_copy(deep=True)
@@ -126,7 +129,7 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
                              f"tokens, the one it started with {max_model_len(was)}")
     files.save_run_info(info)
     setup = Setup(model=served, engine=was.engine, headers=headers, templates=templates,
-                  nonce=random.randrange(10_000))
+                  dataset_texts=dataset_texts, nonce=nonce)
     return Prepared(cfg=cfg, base_url=base, server=was, points=tuple(to_run), setup=setup,
                     info=info.model_copy(deep=True), attempts={o.name: o.attempt for o in outcomes}, resumed=True,
                     points_done=done)

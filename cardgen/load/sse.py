@@ -26,6 +26,12 @@ class StreamResult:
     events: int = 0
     malformed: str | None = None  # first malformed event, shortened
     server_error: str | None = None  # an {"error": ...} object in the stream
+    text_parts: list[str] = field(default_factory=list)  # the text the chunks carried, in order
+
+    @property
+    def text(self) -> str:
+        """The whole generated text (a chat scenario sends it back as the assistant's turn)."""
+        return "".join(self.text_parts)
 
     @property
     def first_token_at(self) -> float | None:
@@ -87,8 +93,10 @@ def _apply(result: StreamResult, payload: str, at: float) -> None:
         return
     if result.response_id is None and isinstance(obj.get("id"), str):
         result.response_id = obj["id"]
-    if _chunk_text(obj):
+    text = _chunk_text(obj)
+    if text:
         result.chunk_times.append(at)
+        result.text_parts.append(text)
     elif _is_token_chunk(obj):
         result.silent_times.append(at)
     for choice in obj.get("choices") or ():

@@ -227,6 +227,25 @@ def size_prompts(base_url: str, headers: Mapping[str, str], served_model: str,
     return templates, ", ".join(sorted(set(book.method.values()))) or "unknown"
 
 
+def sample_datasets(base_url: str, headers: Mapping[str, str], served_model: str, points: Sequence[Point],
+                    max_len: int | None, *, nonce: int = 0) -> dict[str, list[str]]:
+    """The prompts of the points that bring their own (``cardgen.datasets.resolve``: dataset samples and
+    shared prefixes, marked with the run's ``nonce``; fills each point's ``items``), counted by the server's
+    tokenizer; the prompt templates by :meth:`Point.text_key`."""
+    from cardgen.datasets import resolve
+
+    if not any(p.dataset is not None or p.kind == "prefix" for p in points):
+        return {}
+    session = requests.Session()
+    session.trust_env = False
+    session.headers.update(headers)
+    book = PromptBook(session, base_url, served_model)
+    try:
+        return resolve(points, counter=book.counter, max_model_len=max_len, tag=nonce)
+    except requests.RequestException as exc:
+        raise ServerError(f"counting dataset prompts against {base_url} failed: {type(exc).__name__}") from None
+
+
 def prepare(cfg: LoadConfig) -> Prepared:
     """Probe the server, fit the points, size the prompts, create the run directory (and its parents) and
     write the first run.json. Nothing is sent to the server but questions and tokenizations."""
@@ -241,6 +260,8 @@ def prepare(cfg: LoadConfig) -> Prepared:
     served = server.served_model or cfg.model
     points, context_warnings = plan_points(cfg.suite, server)
     templates, tokenizer = size_prompts(base, headers, served, points)
+    nonce = random.randrange(10_000)
+    dataset_texts = sample_datasets(base, headers, served, points, max_model_len(server), nonce=nonce)
     server = server.model_copy(update={"tokenizer": tokenizer,
                                        "launch": dict(cfg.launch) if cfg.launch else server.launch})
 
@@ -255,7 +276,7 @@ def prepare(cfg: LoadConfig) -> Prepared:
     )
     RunDir(run_dir).save_run_info(info)
     setup = Setup(model=served, engine=server.engine, headers=headers, templates=templates,
-                  nonce=random.randrange(10_000))
+                  dataset_texts=dataset_texts, nonce=nonce)
     return Prepared(cfg=cfg, base_url=base, server=server, points=tuple(points), setup=setup,
                     info=info.model_copy(deep=True), attempts={p.name: 0 for p in points})
 

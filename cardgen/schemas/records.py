@@ -52,6 +52,13 @@ class RequestRecord(Saved):
     # which run of the point sent it: 0 the first; ``cardgen resume`` reruns a cut-off point as attempt 1, 2...
     # Records of an attempt other than run.json's ``points[].attempt`` are superseded: kept, never counted
     attempt: int = 0
+    # workload shape (cardgen.points): the dataset request sent (its number in the point's sample), the shared
+    # prefix a prefix-cache request carries and its phase (cold | warm), a chat request's conversation and turn
+    item: int | None = None
+    prefix: int | None = None
+    phase: str | None = None
+    conversation: int | None = None
+    turn: int | None = None
 
     # timing, Unix seconds
     scheduled_at: float | None = None  # open loop: when the Poisson process said to send

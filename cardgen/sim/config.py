@@ -33,7 +33,7 @@ class SimConfig:
     fixed_json: str | None = None
     served_model_name: str | None = None  # the id clients send; default: model
     max_model_len: int | None = None  # default: the model's context length, capped by the KV cache
-    chunked_prefill: bool = False
+    chunked_prefill: bool | None = None  # None: as the engine profile does it (False for --perf fixed)
     eos_rate: float = 0.004  # chance per output token of a modelled EOS (without ignore_eos / min_tokens)
     seed: int = 0
     faults: FaultPlan = field(default_factory=FaultPlan)
@@ -63,6 +63,20 @@ class SimConfig:
             raise UsageError("--max-model-len must be at least 2")
         if self.max_lifetime_s < 0 or self.fine_sleep_s < 0:
             raise UsageError("--max-lifetime-s and --fine-sleep-s must not be negative")
+        if self.chunked_prefill is None:  # frozen: the resolved switch is set once, here
+            object.__setattr__(self, "chunked_prefill", self._profile_chunked_prefill())
+
+    def _profile_chunked_prefill(self) -> bool:
+        """Whether the engine profile prefills in chunks for this model (vLLM V1 always, 0.5-0.6 above 32k
+        tokens of context). An unknown model, GPU or profile answers False here; ``build_perf`` reports it."""
+        if self.perf != "roofline":
+            return False
+        try:
+            from cardgen.sim.roofline import profile_chunked_prefill
+            return profile_chunked_prefill(engine=self.engine, model=self.model, model_config=self.model_config,
+                                           max_model_len=self.max_model_len)
+        except (UsageError, ImportError, ValueError, KeyError, OSError):
+            return False
 
     @property
     def model_name(self) -> str:
@@ -165,7 +179,7 @@ def cache_config_labels(perf: PerfModel, *, max_len: int) -> dict[str, str]:
     return {
         "block_size": str(perf.block_size),
         "cache_dtype": "auto",
-        "enable_prefix_caching": "False",
+        "enable_prefix_caching": "True",
         "gpu_memory_utilization": str(utilization),
         "is_attention_free": "False",
         "kv_cache_max_concurrency": f"{tokens / max_len:.2f}",

@@ -192,8 +192,10 @@ class _Request:
     state: _PointState
     fields: dict[str, Any]  # the RequestRecord fields the point fixes (scenario, kind, targets, index...)
     prompt_tokens: int
+    output_tokens: int
     sent: float
     on_done: Callable[[float], None]
+    block_ids: list[int] | None = None  # the prompt's token ids where they matter (prefix caching)
 
 
 @dataclass(eq=False)
@@ -273,26 +275,50 @@ class _Driver:
 
     # -- one request ----------------------------------------------------------------------------------------
     def send(self, state: _PointState, t: float, on_done: Callable[[float], None], *,
-             prompt_tokens: int | None = None, **fields: Any) -> None:
+             prompt_tokens: int | None = None, block_ids: list[int] | None = None, **fields: Any) -> None:
         """The load engine's ``send``: the record fields it fixes, then the request leaves at ``t``."""
         point = state.point
         length = point.prompt_tokens if prompt_tokens is None else prompt_tokens
+        output_tokens = point.output_tokens
+        if point.dataset is not None or point.kind == "prefix":  # its own lengths (cardgen.datasets.resolve)
+            length, output_tokens = point.item_lengths(fields["item"])
         record = {
             "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
-            "prompt_tokens_target": length, "output_tokens_target": point.output_tokens,
+            "prompt_tokens_target": length, "output_tokens_target": output_tokens,
             "worker": "local", "index": state.issued, **fields,
         }
         state.issued += 1
         state.in_flight += 1
-        request = _Request(state, record, length, t, on_done)
+        request = _Request(state, record, length, output_tokens, t, on_done, block_ids)
         self.at(t + self.opts.network_s, lambda: self._arrive(request))
 
     def _arrive(self, request: _Request) -> None:
         arrival = request.sent + self.opts.network_s
-        seq = self.server.arrive(request.prompt_tokens, request.state.point.output_tokens, at=arrival, tag=request)
+        seq = self.server.arrive(request.prompt_tokens, request.output_tokens, at=arrival, tag=request,
+                                 block_hashes=self._block_hashes(request))
         if seq is None:  # a fault answered at once
             back = arrival + self.opts.network_s
             self.at(back, lambda: self._complete(request, None, [], back))
+
+    def _block_hashes(self, request: _Request) -> tuple[int, ...]:
+        """What the virtual server hashes of a prompt's blocks (its text is not modelled here): a shared-prefix
+        request's first ``prefix_tokens`` tokens are its prefix's, the rest its own, as the load engine's prompts
+        (``cardgen.load.prompts.prefix_templates``); every other prompt is unique from its first token (the
+        request id), so shares no block."""
+        point = request.state.point
+        from cardgen.sim.scheduler import block_hashes
+
+        if request.block_ids is not None:
+            return block_hashes(request.block_ids, self.server.scheduler.block_size)
+        if point.kind != "prefix":
+            return ()
+
+        prefix = request.fields["prefix"]
+        shared = min(point.prefix_tokens, request.prompt_tokens)
+        unique = next(self.order)
+        ids = [hash(("prefix", point.name, prefix, j)) for j in range(shared)]
+        ids += [hash(("request", unique, j)) for j in range(request.prompt_tokens - shared)]
+        return block_hashes(ids, self.server.scheduler.block_size)
 
     def _delivered(self, served: VirtualRequest) -> None:
         """The server sent a request's last token: its chunks reach the client over the network."""
@@ -372,15 +398,16 @@ def _open(drv: _Driver, state: _PointState) -> None:
     left = len(offsets)
     state.more = left > 0
 
-    def fire(t: float) -> None:
+    def fire(t: float, number: int) -> None:
         nonlocal left
         left -= 1
         state.more = left > 0
-        drv.send(state, t, lambda end: None, scheduled_at=t, rate_rps=point.rate_rps)
+        item = {"item": number} if point.dataset is not None else {}
+        drv.send(state, t, lambda end: None, scheduled_at=t, rate_rps=point.rate_rps, **item)
 
-    for offset in offsets:
+    for number, offset in zip(point.request_numbers(0, 1), offsets, strict=True):
         t = t0 + offset
-        drv.at(t, lambda t=t: fire(t))
+        drv.at(t, lambda t=t, number=number: fire(t, number))
     state.check()
 
 
@@ -494,8 +521,84 @@ def _batch(drv: _Driver, state: _PointState) -> None:
     state.check()
 
 
+def _prefix(drv: _Driver, state: _PointState) -> None:
+    """Shared prefixes, one request at a time in :meth:`Point.prefix_order`."""
+    point = state.point
+    order = iter(enumerate(point.prefix_order()))
+
+    def next_request(t: float) -> None:
+        item = next(order, None)
+        if item is None:
+            state.more = False
+            return
+        n, (prefix, phase) = item
+        drv.send(state, t + point.pause_before(n), next_request, item=prefix, prefix=prefix, phase=phase,
+                 parallel=1)
+
+    next_request(state.t0)
+    state.check()
+
+
+def _chat(drv: _Driver, state: _PointState) -> None:
+    """Users hold their conversations (:meth:`Point.chat_conversations`) one after another: each turn sends
+    the history and a new message, the next follows ``think_time_s`` after the reply ends. The prompt is what
+    the virtual server's chat template counts (``cardgen.sim.tokenizer.count_chat``): every message's words and
+    its overhead; the model's replies are ``output_tokens`` words."""
+    from cardgen.sim.tokenizer import CHAT_MESSAGE_OVERHEAD, CHAT_REPLY_OVERHEAD
+
+    point = state.point
+    users = point.parallel or 1
+    overhead = CHAT_MESSAGE_OVERHEAD + CHAT_REPLY_OVERHEAD  # a one-message conversation's tokens beyond its words
+    active = {"users": users}
+
+    def run_user(slot: int, t: float) -> None:
+        todo = iter(point.chat_conversations(slot))
+
+        def next_conversation(t: float) -> None:
+            conversation = next(todo, None)
+            if conversation is None:
+                active["users"] -= 1
+                state.more = active["users"] > 0
+                return
+            messages: list[tuple[str, int]] = []  # (role, words) of the history
+
+            def turn(n: int, t: float) -> None:
+                if n > point.turns:
+                    next_conversation(t)
+                    return
+                messages.append(("user", max(1, point.chat_message_tokens(n) - overhead)))
+                if point.fresh_history and n > 1:  # a new id at the head of the history: one more word
+                    messages[0] = ("user", messages[0][1] + 1)
+                salt = n if point.fresh_history else 0  # a fresh history shares no block with the last turn's
+                ids: list[int] = []
+                for i, (role, words) in enumerate(messages):
+                    ids += [1, hash(role), 2] + [hash((point.name, conversation, salt, i, j))
+                                                 for j in range(words)] + [3]
+                ids += [1, hash("assistant"), 2]
+
+                def done(end: float) -> None:
+                    if not state.done[-1].record.ok:
+                        next_conversation(end)
+                        return
+                    messages.append(("assistant", point.output_tokens))
+                    wait = point.think_time_s if n < point.turns else 0.0
+                    turn(n + 1, end + wait)
+
+                drv.send(state, t, done, prompt_tokens=len(ids), conversation=conversation, turn=n,
+                         parallel=point.parallel, block_ids=ids)
+
+            turn(1, t)
+
+        next_conversation(t)
+
+    for slot in range(users):
+        run_user(slot, state.t0)
+    state.check()
+
+
 _KINDS: dict[str, Callable[[_Driver, _PointState], None]] = {
-    "closed": _closed, "open": _open, "waves": _waves, "ingest": _ingest, "batch": _batch,
+    "closed": _closed, "open": _open, "waves": _waves, "ingest": _ingest, "batch": _batch, "prefix": _prefix,
+    "chat": _chat,
 }
 
 
@@ -523,6 +626,7 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
     ``config`` (``perf`` overrides the performance model it builds), in virtual time."""
     opts = options or DriveOptions()
     base = build_perf(config) if perf is None else perf
+    sample_datasets(points, config, base)
     model = _Jitter(base, opts.step_jitter, opts.seed) if opts.step_jitter else base
     metrics = None
     if config.metrics:
@@ -565,6 +669,23 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
         drv.scrape()
     return Drive(points=runs, requests=drv.requests, scrapes=drv.scrapes, started_unix=opts.start_unix,
                  ended_unix=end + SCRAPE_S, server=server)
+
+
+def sample_datasets(points: Sequence[Point], config: SimConfig, perf: PerfModel) -> None:
+    """Draw the requests of the dataset points not sampled yet (``cardgen.datasets.resolve``), counted as the
+    virtual server's ``/tokenize`` counts them (``cardgen.sim.tokenizer``)."""
+    todo = [p for p in points if (p.dataset is not None or p.kind == "prefix") and not p.items]
+    if not todo:
+        return
+    from cardgen.datasets import resolve
+    from cardgen.sim import tokenizer
+
+    def counter(endpoint: str) -> Callable[[str], int]:
+        if endpoint == "chat":
+            return lambda text: tokenizer.count_chat([{"role": "user", "content": text}])
+        return tokenizer.count_text
+
+    resolve(todo, counter=counter, max_model_len=max_model_len(config, perf))
 
 
 def closed_loop(perf: PerfModel, *, prompt_tokens: int, output_tokens: int, parallel: int, num_requests: int,

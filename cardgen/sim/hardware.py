@@ -1,8 +1,13 @@
-"""GPUs the virtual server models: datasheet peak, bandwidth, memory and GPU-to-GPU link (``data/gpus.yaml``)."""
+"""GPUs the virtual server models: datasheet peak, bandwidth, memory and GPU-to-GPU link (``data/gpus.yaml``), or
+a GPU of one's own from a small YAML file (``--gpu my-gpu.yaml``, :func:`load_gpu_file`)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 from cardgen.errors import UsageError
 from cardgen.sim.catalog import read_data, resolve
@@ -39,23 +44,85 @@ def list_gpus() -> list[str]:
     return list(read_data("gpus.yaml"))
 
 
+def is_gpu_file(name: str) -> bool:
+    """Whether ``--gpu`` names a YAML file rather than a preset."""
+    return name.lower().endswith((".yaml", ".yml"))
+
+
 def find_gpu(name: str) -> GPU:
-    """The GPU ``name`` means (case-insensitive; aliases such as ``A100`` or ``H100-SXM``). Raises
-    :class:`UsageError` listing the known names when there is none."""
+    """The GPU ``name`` means: a preset (case-insensitive; aliases such as ``A100`` or ``H100-SXM``) or a YAML
+    file (:func:`load_gpu_file`). Raises :class:`UsageError` listing the known names when there is none."""
+    if is_gpu_file(name):
+        return load_gpu_file(Path(name))
     gpus = read_data("gpus.yaml")
     entry = resolve(name, gpus)
     if entry is None:
-        raise UsageError(f"unknown GPU {name!r}: known GPUs are {', '.join(list_gpus())}")
-    g = gpus[entry]
+        raise UsageError(f"unknown GPU {name!r}: known GPUs are {', '.join(list_gpus())} "
+                         "(or describe yours in a .yaml file: memory_gb, bandwidth_gb_s, peak_tflops)")
+    return _gpu(entry, gpus[entry], source=f"cardgen/sim/data/gpus.yaml ({entry})")
+
+
+# A GPU file: the three required numbers, and what may be said besides (anything else is a typo: an error).
+_REQUIRED = ("memory_gb", "bandwidth_gb_s", "peak_tflops")
+_OPTIONAL = ("name", "description", "memory_gib", "link")
+_LINK_KEYS = ("name", "bandwidth_gb_s", "latency_us")
+# Without a link: PCIe 4.0 x16, the slowest link of the presets.
+_DEFAULT_LINK = {"name": "PCIe 4.0 x16 (assumed)", "bandwidth_gb_s": 25, "latency_us": 25}
+
+
+def load_gpu_file(path: Path) -> GPU:
+    """A GPU described in a YAML file::
+
+        name: my-gpu              # optional (default: the file name)
+        memory_gb: 96             # memory as sold, 1e9 bytes
+        bandwidth_gb_s: 4000      # memory bandwidth, 1e9 bytes/s
+        peak_tflops: 900          # dense 16-bit tensor peak
+        memory_gib: 94.5          # optional: what CUDA reports (default: memory_gb in GiB)
+        link: {name: ..., bandwidth_gb_s: ..., latency_us: ...}   # optional (default: PCIe 4.0 x16)
+
+    Raises :class:`UsageError` (one line) for a missing file, bad YAML, unknown keys or non-positive numbers."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"GPU file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read GPU file {path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"GPU file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"GPU file {path} must be a mapping with {', '.join(_REQUIRED)}")
+    unknown = sorted(set(map(str, data)) - set(_REQUIRED) - set(_OPTIONAL))
+    missing = [k for k in _REQUIRED if k not in data]
+    if unknown or missing:
+        what = "; ".join(p for p in (f"unknown key(s) {', '.join(unknown)}" if unknown else "",
+                                     f"missing {', '.join(missing)}" if missing else "") if p)
+        raise UsageError(f"GPU file {path}: {what} (keys: {', '.join(_REQUIRED + _OPTIONAL)})")
+    link = data.get("link", _DEFAULT_LINK)
+    if not isinstance(link, dict) or sorted(map(str, link)) != sorted(_LINK_KEYS):
+        raise UsageError(f"GPU file {path}: link must have exactly {', '.join(_LINK_KEYS)}")
+    spec = {**data, "link": link}
+    spec.setdefault("memory_gib", _number(data, "memory_gb", path) * 1e9 / GIB)
+    name = str(data.get("name") or Path(path).stem)
+    return _gpu(name, spec, source=str(path))
+
+
+def _number(spec: dict[str, Any], key: str, source: object) -> float:
+    value = spec[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise UsageError(f"GPU {source}: {key} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _gpu(name: str, g: dict[str, Any], *, source: str) -> GPU:
     link = g["link"]
     return GPU(
-        name=entry,
-        description=g.get("description", entry),
-        peak_flops=float(g["peak_tflops"]) * 1e12,
-        bandwidth_bytes_s=float(g["bandwidth_gb_s"]) * 1e9,
-        memory_bytes=float(g["memory_gib"]) * GIB,
-        memory_gb=float(g["memory_gb"]),
-        link_name=link["name"],
-        link_bandwidth_bytes_s=float(link["bandwidth_gb_s"]) * 1e9,
-        link_latency_s=float(link["latency_us"]) * 1e-6,
+        name=name,
+        description=str(g.get("description", name)),
+        peak_flops=_number(g, "peak_tflops", source) * 1e12,
+        bandwidth_bytes_s=_number(g, "bandwidth_gb_s", source) * 1e9,
+        memory_bytes=_number(g, "memory_gib", source) * GIB,
+        memory_gb=_number(g, "memory_gb", source),
+        link_name=str(link["name"]),
+        link_bandwidth_bytes_s=_number(link, "bandwidth_gb_s", source) * 1e9,
+        link_latency_s=_number(link, "latency_us", source) * 1e-6,
     )

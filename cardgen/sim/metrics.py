@@ -257,6 +257,10 @@ class SimMetrics:
              sched.prompt_tokens_total),
             ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
              sched.generation_tokens_total),
+            ("vllm:prefix_cache_queries_total", "counter",
+             "Prefix cache queries, in terms of number of queried tokens.", sched.prefix_queries),
+            ("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+             sched.prefix_hits),
         ]
         for name, kind, help_text, value in scalars:
             out.append(Family(name, kind, help_text, [(name, dict(lab), float(value))]))

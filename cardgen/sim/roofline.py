@@ -11,15 +11,15 @@ One engine step computes some prompt chunks and one token for each decoding sequ
   efficiency). Decode is bound here.
 - all-reduce time: two all-reduces of the step's activations per layer when ``tp`` > 1.
 
-KV capacity is what the engine's memory budget leaves after the weights, the activation peak of its largest
-step and a runtime reserve, in whole blocks. The engine constants live in ``data/engines.yaml``; the
+KV capacity is what the engine's memory budget leaves after the weights, the activation peak of its profiling
+step, the sampler, memory outside PyTorch and (vLLM >= 0.21) CUDA graphs, in whole blocks (:class:`MemoryPlan`). The engine constants live in ``data/engines.yaml``; the
 hardware in ``data/gpus.yaml``; the architecture in ``data/models.yaml`` or any ``config.json``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from cardgen.errors import UsageError
@@ -27,13 +27,23 @@ from cardgen.sim.catalog import Architecture, find_model, list_models, load_mode
 from cardgen.sim.hardware import GIB, GPU, find_gpu, list_gpus
 from cardgen.sim.perf import PerfModel, SeqWork
 
-__all__ = ["EngineProfile", "RooflinePerf", "StepCost", "build_perf_model", "find_engine", "list_engines",
+__all__ = ["EngineProfile", "MemoryPlan", "RooflinePerf", "StepCost", "build_perf_model", "find_engine", "list_engines",
            "list_gpus", "list_models"]
+
+
+CHUNKED_PREFILL = ("off", "on", "long_context")
+CUDA_GRAPHS = ("in_budget", "outside_budget", "none")
+LONG_CONTEXT = 32768  # vLLM 0.5-0.6 turn chunked prefill on by themselves above this served context
+LARGE_GPU_BYTES = 70 * GIB  # vLLM >= 0.9 picks larger step budgets on GPUs this large (A100s excepted)
+# The sampler of the profiling run, bytes per logit: the fp32 logits, probabilities and log-probabilities, the
+# sorted logits of the top-k/top-p path (fp32) and their int64 sort indices: 4 + 4 + 4 + 4 + 8.
+SAMPLER_BYTES_PER_LOGIT = 24
 
 
 @dataclass(frozen=True, slots=True)
 class EngineProfile:
-    """How close an engine gets to the roofline and what else it costs (see ``data/engines.yaml``)."""
+    """How close an engine gets to the roofline, what else it costs, and how it plans memory at start-up (see
+    ``data/engines.yaml``)."""
 
     name: str
     description: str
@@ -42,15 +52,28 @@ class EngineProfile:
     bandwidth_efficiency: float
     step_overhead_s: float
     per_seq_overhead_s: float
-    runtime_reserve_bytes: float
     gpu_memory_utilization: float
+    non_torch_bytes: float
+    cuda_graphs: str  # in_budget | outside_budget | none
+    cuda_graph_fixed_bytes: float
+    cuda_graph_max_batch: int
     block_size: int
     max_num_seqs: int
-    max_num_batched_tokens: int | None  # None: max(max_model_len, 2048)
+    chunked_prefill: str  # off | on | long_context
+    max_num_batched_tokens: int | None  # None: max(max_model_len, 2048) without chunked prefill
+    chunked_batched_tokens: int
+    large_gpu: dict[str, int]
     max_model_len: int | None  # cap on the served context length
+    activations_in_budget: bool = True  # False: the budget holds weights and KV only (SGLang's static fraction)
 
     def describe(self) -> dict[str, object]:
         return asdict(self)
+
+    def for_gpu(self, gpu: GPU) -> EngineProfile:
+        """The profile as the engine configures itself on ``gpu`` (``large_gpu`` overrides on large GPUs)."""
+        if not self.large_gpu or gpu.memory_bytes < LARGE_GPU_BYTES or "a100" in gpu.name.lower():
+            return self
+        return replace(self, **self.large_gpu)
 
 
 def list_engines() -> list[str]:
@@ -66,6 +89,12 @@ def find_engine(name: str) -> EngineProfile:
         raise UsageError(f"unknown engine profile {name!r}: known profiles are {', '.join(list_engines())}")
     e = engines[entry]
     batched = e.get("max_num_batched_tokens", "auto")
+    chunked = str(e.get("chunked_prefill", "off")).lower()
+    chunked = {"true": "on", "false": "off"}.get(chunked, chunked)
+    graphs = str(e.get("cuda_graphs", "outside_budget"))
+    if chunked not in CHUNKED_PREFILL or graphs not in CUDA_GRAPHS:
+        raise RuntimeError(f"engine profile {entry}: chunked_prefill must be one of {CHUNKED_PREFILL} and "
+                           f"cuda_graphs one of {CUDA_GRAPHS}")
     return EngineProfile(
         name=entry,
         description=e.get("description", entry),
@@ -74,13 +103,60 @@ def find_engine(name: str) -> EngineProfile:
         bandwidth_efficiency=float(e["bandwidth_efficiency"]),
         step_overhead_s=float(e["step_overhead_ms"]) / 1e3,
         per_seq_overhead_s=float(e["per_seq_overhead_ms"]) / 1e3,
-        runtime_reserve_bytes=float(e["runtime_reserve_gib"]) * GIB,
         gpu_memory_utilization=float(e["gpu_memory_utilization"]),
+        non_torch_bytes=float(e["non_torch_gib"]) * GIB,
+        cuda_graphs=graphs,
+        cuda_graph_fixed_bytes=float(e.get("cuda_graph_fixed_gib", 0.0)) * GIB,
+        cuda_graph_max_batch=int(e.get("cuda_graph_max_batch", 0)),
         block_size=int(e["block_size"]),
         max_num_seqs=int(e["max_num_seqs"]),
+        chunked_prefill=chunked,
         max_num_batched_tokens=None if batched in (None, "auto") else int(batched),
+        chunked_batched_tokens=int(e.get("chunked_batched_tokens", 2048)),
+        large_gpu={str(k): int(v) for k, v in (e.get("large_gpu") or {}).items()},
         max_model_len=None if e.get("max_model_len") is None else int(e["max_model_len"]),
+        activations_in_budget=bool(e.get("activations_in_budget", True)),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    """How the engine splits one GPU's memory at start-up, in bytes, as vLLM does it.
+
+    vLLM loads the weights, then runs one profiling step (``profile_run``): a forward pass over
+    ``max_num_batched_tokens`` dummy tokens spread over ``max_num_seqs`` sequences, then the sampler over one
+    logit row per sequence. The KV cache gets what is left of ``gpu_memory_utilization`` x total memory after the
+    weights, that step's activation peak, the sampler's buffers, the memory outside PyTorch it saw (workspaces,
+    NCCL), and, from vLLM 0.21, its estimate of the CUDA graphs' memory. Earlier versions capture the graphs after
+    the KV cache, on top of the budget (``cuda_graph`` is then reported but not subtracted).
+    """
+
+    total: float  # the GPU's memory as CUDA reports it
+    budget: float  # gpu_memory_utilization x total
+    weights: float
+    activation_peak: float  # the profiling forward pass over max_num_batched_tokens tokens
+    sampler: float  # the profiling run's sampler over max_num_seqs logit rows
+    non_torch: float
+    cuda_graph: float
+    cuda_graph_in_budget: bool
+    activations_in_budget: bool = True
+
+    @property
+    def kv_cache(self) -> float:
+        """What the KV cache may use: the budget less every other term (CUDA graphs only when in the budget;
+        activations, sampler and memory outside PyTorch only when the engine profiles them into it)."""
+        graphs = self.cuda_graph if self.cuda_graph_in_budget else 0.0
+        runtime = self.activation_peak + self.sampler + self.non_torch if self.activations_in_budget else 0.0
+        return self.budget - self.weights - runtime - graphs
+
+    def describe(self) -> dict[str, float | bool]:
+        """The terms in GB (1e9 bytes), for run.json and the card."""
+        d: dict[str, float | bool] = {k: round(v / 1e9, 4) for k, v in asdict(self).items()
+                                      if isinstance(v, float)}
+        d["kv_cache"] = round(self.kv_cache / 1e9, 4)
+        d["cuda_graph_in_budget"] = self.cuda_graph_in_budget
+        d["activations_in_budget"] = self.activations_in_budget
+        return d
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,33 +184,40 @@ class RooflinePerf:
         if arch.heads % tp:
             raise UsageError(f"{arch.name} has {arch.heads} attention heads, which {tp} GPUs cannot share "
                              "evenly: choose a tensor parallel size that divides it")
+        engine = engine.for_gpu(gpu)
         self.arch, self.gpu, self.engine, self.tp = arch, gpu, engine, tp
         self.block_size = engine.block_size
         self.max_num_seqs = engine.max_num_seqs
         self.weight_bytes_per_gpu = arch.weight_bytes / tp
         self.kv_bytes_per_token_per_gpu = (2 * arch.layers * math.ceil(arch.kv_heads / tp) * arch.head_dim
                                            * arch.dtype_bytes)
-        self.memory_budget_bytes = engine.gpu_memory_utilization * gpu.memory_bytes
-        # The served context: the model's, capped by the profile, halved (as one would pass --max-model-len)
-        # until the KV cache holds one whole sequence; the prefill budget follows it unless the profile fixes it.
+        # The served context: the model's (capped by the profile), halved (as one would pass --max-model-len)
+        # until the KV cache holds one whole sequence; the step budget, and with it the profiling run's
+        # activation peak, follows it.
         max_len = min(arch.max_model_len, engine.max_model_len or arch.max_model_len)
         while True:
             self.max_model_len = max_len
-            self.max_num_batched_tokens = engine.max_num_batched_tokens or max(max_len, 2048)
-            self.activation_bytes_per_gpu = self._activation_peak_bytes()
-            self.kv_cache_bytes_per_gpu = (self.memory_budget_bytes - self.weight_bytes_per_gpu
-                                           - self.activation_bytes_per_gpu - engine.runtime_reserve_bytes)
-            blocks = max(0, math.floor(self.kv_cache_bytes_per_gpu / (self.kv_bytes_per_token_per_gpu
-                                                                       * self.block_size)))
+            self.chunked_prefill = engine.chunked_prefill == "on" or (
+                engine.chunked_prefill == "long_context" and max_len > LONG_CONTEXT)
+            if self.chunked_prefill:
+                self.max_num_batched_tokens = engine.chunked_batched_tokens
+            else:
+                self.max_num_batched_tokens = engine.max_num_batched_tokens or max(max_len, 2048)
+            self.memory = self.memory_plan()
+            blocks = max(0, math.floor(self.memory.kv_cache / (self.kv_bytes_per_token_per_gpu * self.block_size)))
             self.kv_capacity_tokens = blocks * self.block_size
             if self.kv_capacity_tokens >= max_len or max_len <= 2048:
                 break
             max_len = max(2048, max_len // 2)
+        m = self.memory
+        self.memory_budget_bytes = m.budget
+        self.activation_bytes_per_gpu = m.activation_peak + m.sampler
+        self.kv_cache_bytes_per_gpu = m.kv_cache
         if self.kv_capacity_tokens < self.block_size:
-            need = (self.weight_bytes_per_gpu + self.activation_bytes_per_gpu + engine.runtime_reserve_bytes) / 1e9
+            need = (m.budget - m.kv_cache) / 1e9
             raise UsageError(
-                f"{arch.name} does not fit on {tp} x {gpu.name}: it needs {need:.1f} GB per GPU for weights and "
-                f"activations, the engine may use {self.memory_budget_bytes / 1e9:.1f} GB; use more GPUs (--tp) "
+                f"{arch.name} does not fit on {tp} x {gpu.name}: it needs {need:.1f} GB per GPU for weights, "
+                f"activations and runtime, the engine may use {m.budget / 1e9:.1f} GB; use more GPUs (--tp) "
                 "or a larger GPU")
         self.max_model_len = min(self.max_model_len, self.kv_capacity_tokens)
         self.gpu_memory_utilization = engine.gpu_memory_utilization
@@ -149,16 +232,33 @@ class RooflinePerf:
         self._flop_s = gpu.peak_flops * engine.compute_efficiency
         self._byte_s = gpu.bandwidth_bytes_s * engine.bandwidth_efficiency
 
-    def _activation_peak_bytes(self) -> float:
-        """Activation memory of the largest step (``max_num_batched_tokens`` tokens), per GPU: the residual
-        stream and normed input (4 x hidden per token) while the MLP's gate/up output and activation are alive
-        ((matrices + 1) x width per routed expert, split over tp), plus fp32 logits and probabilities for
-        ``max_num_seqs`` sequences."""
+    def _activation_bytes_per_token(self) -> float:
+        """Activation bytes one token holds at the forward pass's peak, per GPU: the residual stream and the
+        normed input (4 x hidden) while the MLP's gate/up output and its activation are alive ((matrices + 1) x
+        width per routed expert, split over tp)."""
         a = self.arch
         mats = 3 if a.gated_mlp else 2
-        per_token = a.dtype_bytes * (4 * a.hidden + (mats + 1) * a.intermediate * a.experts_per_token / self.tp)
-        logits = self.max_num_seqs * a.vocab * 4 * 2
-        return self.max_num_batched_tokens * per_token + logits
+        return a.dtype_bytes * (4 * a.hidden + (mats + 1) * a.intermediate * a.experts_per_token / self.tp)
+
+    def memory_plan(self) -> MemoryPlan:
+        """The start-up memory plan of one GPU for the current ``max_num_batched_tokens`` (see
+        :class:`MemoryPlan`). The sampler's rows: one per profiled sequence, min(max_num_seqs, tokens)."""
+        e, g = self.engine, self.gpu
+        per_token = self._activation_bytes_per_token()
+        rows = min(self.max_num_seqs, self.max_num_batched_tokens)
+        graph_batch = min(e.cuda_graph_max_batch, self.max_num_seqs)
+        graphs = 0.0 if e.cuda_graphs == "none" else graph_batch * per_token + e.cuda_graph_fixed_bytes
+        return MemoryPlan(
+            total=g.memory_bytes,
+            budget=e.gpu_memory_utilization * g.memory_bytes,
+            weights=self.weight_bytes_per_gpu,
+            activation_peak=self.max_num_batched_tokens * per_token,
+            sampler=float(rows * self.arch.vocab * SAMPLER_BYTES_PER_LOGIT),
+            non_torch=e.non_torch_bytes,
+            cuda_graph=graphs,
+            cuda_graph_in_budget=e.cuda_graphs == "in_budget",
+            activations_in_budget=e.activations_in_budget,
+        )
 
     # ---- one step -------------------------------------------------------------------------------------------
     def _weight_read_bytes(self, tokens: int) -> float:
@@ -235,7 +335,8 @@ class RooflinePerf:
             "weight_gb": a.weight_bytes / 1e9,
             "weight_gb_per_gpu": self.weight_bytes_per_gpu / 1e9,
             "activation_reserve_gb_per_gpu": self.activation_bytes_per_gpu / 1e9,
-            "runtime_reserve_gb_per_gpu": self.engine.runtime_reserve_bytes / 1e9,
+            "memory_plan_gb_per_gpu": self.memory.describe(),
+            "chunked_prefill": self.chunked_prefill,
             "kv_cache_gb_per_gpu": self.kv_cache_memory_bytes / 1e9,
             "kv_bytes_per_token": a.kv_bytes_per_token,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
@@ -244,7 +345,29 @@ class RooflinePerf:
             "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "max_model_len": self.max_model_len,
+            # the model's error on held-out published figures (data/expected_error.yaml), for the card
+            "expected_error": read_data("expected_error.yaml"),
         }
+
+
+def _architecture(model: str | None, model_config: Path | None) -> Architecture:
+    if model_config is not None:
+        return load_model_config(Path(model_config), name=model)
+    if model:
+        return find_model(model)
+    raise UsageError(f"name a model (known models are {', '.join(list_models())}) or pass --model-config")
+
+
+def profile_chunked_prefill(*, engine: str, model: str | None, model_config: Path | None,
+                            max_model_len: int | None = None) -> bool:
+    """Whether the ``engine`` profile prefills ``model`` in chunks: ``on``, or ``long_context`` with a served
+    context (``max_model_len``, else the model's) above 32768 tokens."""
+    profile = find_engine(engine)
+    if profile.chunked_prefill != "long_context":
+        return profile.chunked_prefill == "on"
+    arch = _architecture(model, model_config)
+    served = min(max_model_len or arch.max_model_len, profile.max_model_len or arch.max_model_len)
+    return served > LONG_CONTEXT
 
 
 def build_perf_model(*, model: str | None, model_config: Path | None, gpu: str, tp: int = 1,
@@ -256,10 +379,4 @@ def build_perf_model(*, model: str | None, model_config: Path | None, gpu: str, 
     names), an unreadable config, or a model that does not fit."""
     g = find_gpu(gpu)
     profile = find_engine(engine)
-    if model_config is not None:
-        arch = load_model_config(Path(model_config), name=model)
-    elif model:
-        arch = find_model(model)
-    else:
-        raise UsageError(f"name a model (known models are {', '.join(list_models())}) or pass --model-config")
-    return RooflinePerf(arch, g, profile, tp=tp)
+    return RooflinePerf(_architecture(model, model_config), g, profile, tp=tp)

@@ -26,11 +26,19 @@ Policy:
   waiting queue; on re-admission it prefills its prompt plus the tokens it had generated).
 - A sequence finishes with ``"length"`` at ``max_tokens`` output tokens, or ``"stop"`` at ``stop_at`` (the
   modelled end-of-sequence, chosen by the driver), and frees its blocks at once.
+- Prefix caching (``prefix_caching=True``, vLLM V1's default): a sequence may carry ``block_hashes``, the chain
+  hashes of its prompt's full blocks (:func:`block_hashes`). Once a full prompt block is computed it is kept in
+  the cache under its hash; when a sequence is admitted, the longest run of its leading blocks found there is
+  not recomputed (at least one prompt token always is, as vLLM does). Cached blocks are shared by every running
+  sequence that hit them; a block no running sequence holds stays cached but counts as free, and is evicted,
+  least recently used first, when an allocation needs its room. ``prefix_queries`` / ``prefix_hits`` count
+  prompt tokens looked up and found at each admission (vLLM's ``prefix_cache_queries`` / ``_hits``).
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -61,6 +69,9 @@ class Seq:
     prefilled: bool = False  # computation reached the end of its known tokens since it was last admitted
     preemptions: int = 0
     finish_reason: str | None = None  # "length" | "stop" | "abort"
+    block_hashes: tuple[int, ...] = ()  # chain hashes of the prompt's full blocks (prefix caching)
+    pinned: list[int] = field(default_factory=list)  # the cached blocks it holds (hashes), leading blocks first
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache at its last admission
 
     arrival_s: float = 0.0
     scheduled_s: float | None = None  # first admitted
@@ -96,10 +107,21 @@ class Step:
         return "prefill" if self.prefill else "decode"
 
 
+def block_hashes(token_ids: Sequence[int], block_size: int) -> tuple[int, ...]:
+    """The chain hashes of the full blocks of ``token_ids``: block ``i``'s hash covers every token up to its end,
+    so two prompts share a hash only where they share the whole prefix (as vLLM hashes blocks)."""
+    out: list[int] = []
+    parent = 0
+    for start in range(0, len(token_ids) - block_size + 1, block_size):
+        parent = hash((parent, tuple(token_ids[start:start + block_size])))
+        out.append(parent)
+    return tuple(out)
+
+
 class Scheduler:
     """Continuous batching over ``perf``'s KV cache (see the module docstring for the policy)."""
 
-    def __init__(self, perf: PerfModel, *, chunked_prefill: bool = False) -> None:
+    def __init__(self, perf: PerfModel, *, chunked_prefill: bool = False, prefix_caching: bool = True) -> None:
         if perf.block_size < 1 or perf.kv_capacity_tokens < perf.block_size:
             raise ValueError("the KV cache must hold at least one block")
         self.perf = perf
@@ -118,6 +140,13 @@ class Scheduler:
         self.prompt_tokens_total = 0  # counted once per request, at its first token
         self.generation_tokens_total = 0
         self.finished_total: dict[str, int] = {"length": 0, "stop": 0, "abort": 0}
+        # prefix cache: hash -> how many running sequences hold the block (0: cached, free, evictable), oldest first
+        self.prefix_caching = prefix_caching
+        self.cache: OrderedDict[int, int] = OrderedDict()
+        self.evictable = 0  # cached blocks no sequence holds (counted in free_blocks)
+        self.prefix_queries = 0  # prompt tokens looked up in the prefix cache
+        self.prefix_hits = 0  # ... and found
+        self.cache_evictions = 0
 
     # --- state -----------------------------------------------------------------------------------------
     @property
@@ -161,8 +190,7 @@ class Scheduler:
             self.waiting.remove(seq)
         elif seq.status == SeqStatus.RUNNING:
             self.running.remove(seq)
-            self.free_blocks += seq.blocks
-            seq.blocks = 0
+            self._release(seq)
         else:
             return
         seq.status = SeqStatus.ABORTED
@@ -225,8 +253,7 @@ class Scheduler:
                 s.finish_reason = "length" if out >= s.max_tokens else "stop"
                 s.status = SeqStatus.FINISHED
                 s.end_s = end
-                self.free_blocks += s.blocks
-                s.blocks = 0
+                self._release(s)
                 self.finished_total[s.finish_reason] += 1
                 finished += 1
         self.generation_tokens_total += len(emitted)
@@ -247,7 +274,7 @@ class Scheduler:
             if budget <= 0:
                 break
             n = 1 if s.prefilled else min(s.prompt_tokens + s.output_tokens - s.computed, budget)
-            need = (s.computed + n + bs - 1) // bs - s.blocks
+            need = (s.computed + n + bs - 1) // bs - s.blocks - len(s.pinned)
             if need > self.free_blocks:
                 victim = None
                 while need > self.free_blocks and victim is not s:
@@ -258,6 +285,8 @@ class Scheduler:
             self.free_blocks -= need
             s.blocks += need
             s.computed += n
+            self._cache_computed(s)
+            self._evict()
             budget -= n
             if s.prefilled:
                 decode.append(s)
@@ -267,22 +296,30 @@ class Scheduler:
             i += 1
         return budget
 
-    def _admit(self, step: Step, budget: int, now_s: float) -> None:
+    def _admit(self, step: Step, budget: int, now_s: float) -> None:  # noqa: C901 - one admission loop
         waiting = self.waiting
         running = self.running
         chunked = self.chunked_prefill
         while waiting and len(running) < self.max_num_seqs and budget > 0:
             s = waiting[0]
-            n = s.prompt_tokens + s.output_tokens - s.computed
+            hits = self._lookup(s) if s.computed == 0 else []
+            cached = len(hits) * self.block_size
+            n = s.prompt_tokens + s.output_tokens - s.computed - cached
             if n > budget:
                 if chunked:
                     n = budget
                 elif step.prefill:
                     break
-            need = self.blocks_for(s.computed + n) - s.blocks
+            need = self.blocks_for(s.computed + cached + n) - s.blocks - len(s.pinned) - len(hits)
+            revived = sum(1 for h in hits if self.cache[h] == 0)  # cached blocks that leave the free pool
             headroom = 1 if (running or step.prefill) else 0
-            if need + headroom > self.free_blocks:
+            if need + revived + headroom > self.free_blocks:
                 break
+            if s.computed == 0 and self.prefix_caching:
+                self.prefix_queries += s.prompt_tokens
+                self.prefix_hits += cached
+                s.cached_tokens = cached
+                self._pin(s, hits)
             waiting.popleft()
             running.append(s)
             s.status = SeqStatus.RUNNING
@@ -292,14 +329,79 @@ class Scheduler:
             self.free_blocks -= need
             s.blocks += need
             s.computed += n
+            self._cache_computed(s)
+            self._evict()
             budget -= n
             step.prefill.append(s)
             step.prefill_tokens.append(n)
 
+    # --- prefix cache ----------------------------------------------------------------------------------------
+    def _lookup(self, s: Seq) -> list[int]:
+        """The leading blocks of ``s``'s prompt found in the cache (never all of the prompt: one token at least
+        is computed)."""
+        if not self.prefix_caching or not s.block_hashes:
+            return []
+        most = (s.prompt_tokens - 1) // self.block_size
+        hits = []
+        for h in s.block_hashes[:most]:
+            if h not in self.cache:
+                break
+            hits.append(h)
+        return hits
+
+    def _pin(self, s: Seq, hits: list[int]) -> None:
+        for h in hits:
+            if self.cache[h] == 0:
+                self.evictable -= 1
+                self.free_blocks -= 1
+            self.cache[h] += 1
+            self.cache.move_to_end(h)
+        s.pinned = list(hits)
+        s.computed = len(hits) * self.block_size
+
+    def _cache_computed(self, s: Seq) -> None:
+        """Full prompt blocks ``s`` has computed (or is computing in this step) become cached blocks it holds."""
+        if not self.prefix_caching or not s.block_hashes:
+            return
+        full = min(s.computed, s.prompt_tokens) // self.block_size
+        while len(s.pinned) < min(full, len(s.block_hashes)) and s.blocks > 0:
+            h = s.block_hashes[len(s.pinned)]
+            if h in self.cache:  # computed twice at once (another sequence cached it first): keep its own copy
+                break
+            self.cache[h] = 1
+            s.blocks -= 1
+            s.pinned.append(h)
+
+    def _release(self, s: Seq) -> None:
+        """``s`` gives back its blocks: its own are freed, the cached ones it held stay cached (free, evictable
+        once no sequence holds them)."""
+        self.free_blocks += s.blocks
+        s.blocks = 0
+        for h in reversed(s.pinned):  # the tail of a prompt is evicted before its head, as in vLLM
+            self.cache[h] -= 1
+            if self.cache[h] == 0:
+                self.evictable += 1
+                self.free_blocks += 1
+                self.cache.move_to_end(h)
+        s.pinned = []
+        self._evict()
+
+    def _evict(self) -> None:
+        """Cached blocks no sequence holds live in the free pool: when allocations leave fewer free blocks than
+        there are such blocks, the least recently used are evicted."""
+        if self.evictable <= self.free_blocks:
+            return
+        for h in list(self.cache):
+            if self.evictable <= self.free_blocks:
+                break
+            if self.cache[h] == 0:
+                del self.cache[h]
+                self.evictable -= 1
+                self.cache_evictions += 1
+
     def _preempt(self, victim: Seq, step: Step) -> None:
         self.running.pop()
-        self.free_blocks += victim.blocks
-        victim.blocks = 0
+        self._release(victim)
         victim.computed = 0
         victim.prefilled = False
         victim.status = SeqStatus.WAITING

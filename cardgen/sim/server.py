@@ -51,7 +51,7 @@ from cardgen.sim import tokenizer
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel
-from cardgen.sim.scheduler import Scheduler, Seq, SeqStatus
+from cardgen.sim.scheduler import Scheduler, Seq, SeqStatus, block_hashes
 
 ENGINE_NAME = "cardgen-sim"
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
@@ -437,6 +437,15 @@ class SimServer:
             include_usage=include_usage,
         )
 
+    def _block_hashes(self, body: dict[str, Any], params: GenParams) -> tuple[int, ...]:
+        """The chain hashes of the prompt's full KV blocks, for the scheduler's prefix cache (none when it is
+        off or the prompt is shorter than a block)."""
+        sched = self.scheduler
+        if not sched.prefix_caching or params.prompt_tokens < sched.block_size:
+            return ()
+        ids = tokenizer.chat_ids(body["messages"]) if params.chat else tokenizer.prompt_ids(body["prompt"])
+        return block_hashes(ids, sched.block_size)
+
     def _stop_at(self, params: GenParams, index: int, fault: str | None) -> int | None:
         """Output length at which the modelled EOS ends the request (None: it runs to max_tokens)."""
         rate = self.config.eos_rate
@@ -449,7 +458,8 @@ class SimServer:
 
     async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         try:
-            params = self.parse(await self._json(request), chat=chat)
+            body = await self._json(request)
+            params = self.parse(body, chat=chat)
         except ApiError as exc:
             return exc.response()
         self._index += 1
@@ -474,7 +484,8 @@ class SimServer:
                 error_body(500, "injected fault (http500)", "InternalServerError"), status=500
             )
         seq = Seq(
-            params.prompt_tokens, params.max_tokens, stop_at=self._stop_at(params, index, fault), ctx=live
+            params.prompt_tokens, params.max_tokens, stop_at=self._stop_at(params, index, fault), ctx=live,
+            block_hashes=self._block_hashes(body, params),
         )
         live.seq = seq
         self._live.add(live)

@@ -114,7 +114,7 @@ class VirtualServer:
 
     # --- requests ------------------------------------------------------------------------------------------
     def arrive(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0,
-               tag: Any = None) -> Seq | None:
+               tag: Any = None, block_hashes: tuple[int, ...] = ()) -> Seq | None:
         """A request reaches the server at ``at`` (default: now; never before now when idle). It queues; or,
         when a fault answers it at once, None. An arrival time before now stands for a request that came while
         the step in flight ran: it is admitted at the next step, as in real time."""
@@ -128,7 +128,7 @@ class VirtualServer:
             if self.metrics is not None:
                 self.metrics.count_fault(fault)
             return None
-        seq = Seq(prompt_tokens, output_tokens, ctx=_Served(index, group, tag))
+        seq = Seq(prompt_tokens, output_tokens, ctx=_Served(index, group, tag), block_hashes=block_hashes)
         return self.scheduler.add(seq, when)
 
     def submit(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0) -> Seq:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -97,8 +98,14 @@ def post(url: str, path: str, body: dict[str, Any], *, timeout_s: float = 30.0,
     return result
 
 
+_UNIQUE = itertools.count()
+
+
 def completion(prompt_words: int = 10, max_tokens: int = 8, **kw: Any) -> dict[str, Any]:
-    body = {"model": MODEL, "prompt": " ".join(["word"] * prompt_words), "max_tokens": max_tokens,
+    """A streaming completion of ``prompt_words`` tokens whose first word is unique (the virtual server's prefix
+    cache never serves one request's prompt to the next, as cardgen's request ids ensure)."""
+    words = [f"u{next(_UNIQUE)}"] + ["word"] * (prompt_words - 1)
+    body = {"model": MODEL, "prompt": " ".join(words), "max_tokens": max_tokens,
             "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}  # fmt: skip
     body.update(kw)
     return body

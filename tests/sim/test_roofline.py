@@ -9,7 +9,14 @@ import pytest
 
 from cardgen.errors import UsageError
 from cardgen.sim.perf import PerfModel, SeqWork
-from cardgen.sim.roofline import RooflinePerf, build_perf_model, list_engines, list_gpus, list_models
+from cardgen.sim.roofline import (
+    RooflinePerf,
+    build_perf_model,
+    find_engine,
+    list_engines,
+    list_gpus,
+    list_models,
+)
 
 
 def perf(
@@ -106,11 +113,46 @@ def test_moe_reads_only_routed_experts() -> None:
 
 
 def test_kv_capacity_from_memory_left() -> None:
-    p = perf()
-    budget = 0.9 * p.gpu.memory_bytes
-    free = budget - 6.738e9 * 2 - p.activation_bytes_per_gpu - p.engine.runtime_reserve_bytes
+    # vLLM 0.4 on CodeLlama-7b: 0.9 x total, less 13.48 GB of weights, the profiling step's activations (16384
+    # tokens x 2 bytes x (4 x 4096 + 4 x 11008)), the sampler (256 rows x 32016 logits x 24 bytes), 1.5 GiB
+    # outside PyTorch; CUDA graphs are captured after the KV cache, outside the budget
+    p = perf(engine="vllm-0.4")
+    m = p.memory
+    assert m.activation_peak == 16384 * 2 * (4 * 4096 + 4 * 11008)
+    assert m.sampler == 256 * 32016 * 24 and m.non_torch == 1.5 * 2**30 and not m.cuda_graph_in_budget
+    free = 0.9 * p.gpu.memory_bytes - 6.738e9 * 2 - m.activation_peak - m.sampler - m.non_torch
+    assert m.kv_cache == pytest.approx(free, rel=1e-3)
     assert p.kv_capacity_tokens == pytest.approx(free / (512 * 1024), abs=16)
     assert 100_000 < p.kv_capacity_tokens < 125_000
+
+
+def test_v1_subtracts_cuda_graphs_and_steps_in_chunks() -> None:
+    p = perf(engine="vllm")
+    m = p.memory
+    assert p.chunked_prefill and p.max_num_batched_tokens == 2048  # A100: vLLM keeps 2048-token steps
+    assert m.cuda_graph_in_budget and m.cuda_graph > 0
+    assert m.kv_cache == pytest.approx(m.budget - m.weights - m.activation_peak - m.sampler - m.non_torch
+                                       - m.cuda_graph)
+    h = perf(gpu="H100", engine="vllm")  # >= 70 GiB and not an A100: 8192-token steps, 1024 sequences
+    assert h.max_num_batched_tokens == 8192 and h.max_num_seqs == 1024
+
+
+def test_sglang_static_fraction_holds_weights_and_kv_only() -> None:
+    p = perf("Llama-3.1-8B", "H100", engine="sglang")
+    m = p.memory
+    assert not m.activations_in_budget and m.activation_peak > 0
+    assert m.kv_cache == pytest.approx(0.88 * p.gpu.memory_bytes - m.weights)
+    assert p.chunked_prefill and p.block_size == 1
+
+
+def test_long_context_profiling_step_costs_kv() -> None:
+    # vLLM 0.4 profiles a step as long as the context (no chunked prefill); 0.6 chunks above 32k
+    old, new = perf("Llama-3.1-8B", engine="vllm-0.4"), perf("Llama-3.1-8B", engine="vllm-0.6")
+    assert old.max_num_batched_tokens == 131072 and not old.chunked_prefill
+    assert new.max_num_batched_tokens == 512 and new.chunked_prefill
+    assert old.memory.activation_peak > 15e9 > 0.1e9 > new.memory.activation_peak
+    assert old.kv_capacity_tokens < 0.8 * new.kv_capacity_tokens
+    assert not perf("CodeLlama-7b", engine="vllm-0.6").chunked_prefill  # 16384 tokens: not long
 
 
 def test_tensor_parallel_splits_weights_and_kv() -> None:
@@ -136,7 +178,8 @@ def test_describe_is_plain_data() -> None:
     assert d["model"] == "CodeLlama-7b" and d["gpu"] == "A100-80GB" and d["tp"] == 1 and d["engine"] == "vllm"
     assert d["kv_bytes_per_token"] == 524288 and d["kv_capacity_tokens"] == perf().kv_capacity_tokens
     assert math.isclose(d["weight_gb"], 13.477, rel_tol=1e-3)
-    assert d["engine_profile"]["compute_efficiency"] == pytest.approx(0.56)
+    assert d["engine_profile"]["compute_efficiency"] == pytest.approx(find_engine("vllm").compute_efficiency)
+    assert d["memory_plan_gb_per_gpu"]["kv_cache"] == pytest.approx(perf().memory.kv_cache / 1e9, abs=1e-3)
 
 
 def test_model_config_path(tmp_path) -> None:
@@ -163,7 +206,7 @@ def test_model_config_path(tmp_path) -> None:
     [
         ({"model": "nonesuch-7b", "gpu": "A100"}, ["CodeLlama-7b", "OPT-1.3B"]),
         ({"model": "CodeLlama-7b", "gpu": "TPU-v5"}, ["A100-80GB", "L4", "H200"]),
-        ({"model": "CodeLlama-7b", "gpu": "A100", "engine": "sglang"}, ["vllm", "tgi"]),
+        ({"model": "CodeLlama-7b", "gpu": "A100", "engine": "trt-llm"}, ["vllm", "tgi", "sglang", "vllm-0.4"]),
         ({"model": None, "gpu": "A100"}, ["CodeLlama-7b"]),
     ],
 )

@@ -151,7 +151,7 @@ def test_metrics_parse_and_count(sim: SimHandle) -> None:
     assert labels["block_size"] == "16"
     assert labels["num_gpu_blocks"] == str(blocks)
     assert labels["kv_cache_size_tokens"] == str(FIXED["kv_capacity_tokens"])
-    assert labels["enable_prefix_caching"] == "False" and "gpu_memory_utilization" in labels
+    assert labels["enable_prefix_caching"] == "True" and "gpu_memory_utilization" in labels
     post(sim.url, "/v1/completions", completion(prompt_words=9, max_tokens=11))
     after = metrics(sim.url)
     for name in ("vllm:prompt_tokens_total", "vllm:generation_tokens_total"):

@@ -1,0 +1,81 @@
+"""The figures of the workloads people actually serve (pure): dataset-drawn serving tests
+(:mod:`cardgen.analysis.serving`), the prefix cache (:mod:`cardgen.analysis.prefixcache`), and their files in
+``tables/``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from cardgen.analysis.chat import ChatResult, chat_turns
+from cardgen.analysis.prefixcache import PrefixCacheResult, prefix_cache
+from cardgen.analysis.serving import (
+    NIGHTLY_JSON,
+    DatasetGroup,
+    LengthHistogram,
+    dataset_groups,
+    nightly_json,
+    nightly_serving_table,
+    sent_lengths,
+)
+from cardgen.rundir import write_text_atomic
+from cardgen.schemas.records import MetricSample
+from cardgen.schemas.run import RunInfo
+from cardgen.schemas.summary import ScenarioSummary
+
+
+@dataclass
+class Workloads:
+    """What the card's workload sections print."""
+
+    groups: list[DatasetGroup] = field(default_factory=list)
+    nightly: pd.DataFrame = field(default_factory=pd.DataFrame)  # seed 003's serving table
+    lengths: dict[str, LengthHistogram] = field(default_factory=dict)  # by dataset group
+    prefix: list[PrefixCacheResult] = field(default_factory=list)  # per shared-prefix point
+    chat: list[ChatResult] = field(default_factory=list)  # per chat point
+
+
+def _suite_points(info: RunInfo) -> list:
+    from pydantic import ValidationError
+
+    from cardgen.points import expand
+    from cardgen.suite import Suite
+
+    try:
+        return expand(Suite.model_validate(info.suite_spec or {}))
+    except ValidationError:
+        return []
+
+
+def workloads(info: RunInfo, scenarios: Sequence[ScenarioSummary], requests: pd.DataFrame,
+              metrics: Sequence[MetricSample] = ()) -> Workloads:
+    """The workload figures of a run."""
+    points = _suite_points(info)
+    chat = chat_turns(requests, metrics, engine=info.server.engine,
+                      points=[(p.name, p.group, p.fresh_history, p.parallel or 1, p.conversations, p.think_time_s)
+                              for p in points if p.kind == "chat"])
+    prefix = prefix_cache(requests, metrics, engine=info.server.engine,
+                          points=[(p.name, p.prefixes, p.prefix_tokens, p.suffix_tokens) for p in points
+                                  if p.kind == "prefix"])
+    groups = dataset_groups(info)
+    lengths = {}
+    for g in groups:
+        hist = sent_lengths(requests, g.points)
+        if hist is not None:
+            lengths[g.group] = hist
+    return Workloads(groups=groups, nightly=nightly_serving_table(scenarios, info), lengths=lengths,
+                     prefix=prefix, chat=chat)
+
+
+def write_workloads(w: Workloads | None, out_dir: Path) -> list[str]:
+    """``nightly_serving.json`` (and its CSV) when the run has a dataset serving table; the names written."""
+    if w is None or w.nightly.empty:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_dir / NIGHTLY_JSON, nightly_json(w.nightly) + "\n")
+    csv = NIGHTLY_JSON.replace(".json", ".csv")
+    write_text_atomic(out_dir / csv, w.nightly.to_csv(index=False, lineterminator="\n"))
+    return [NIGHTLY_JSON, csv]
