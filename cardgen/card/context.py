@@ -97,9 +97,9 @@ class CardContext(TypedDict):
     server_notes: list[str]
     scenarios: TableView | None
     saturation: SaturationRule
+    interactivity: TableView | None  # throughput against interactivity, Pareto fronts (issue 14): _interactivity
     workloads: WorkloadSections  # dataset serving tests, prefix cache, chat (issue 11): _workload_sections
     modelled_error: ModelledError | None  # a modelled run's expected error per headline (issue 12): _modelled_error
-    interactivity: TableView | None
 
 
 def card_date(info: RunInfo, *, environ: dict[str, str] | None = None) -> str:
@@ -845,6 +845,8 @@ def _modelled_error(s: Summary, info: RunInfo) -> ModelledError | None:
     table = TableView(["Headline", "Modelled", "Expected error (median)", "Real value likely in",
                        "Largest error seen", f"Within ±{float(record.get('target_pct', 15)):.0f} %"], rows)
     return ModelledError(table=table, target_pct=float(record.get("target_pct", 15)), recorded=recorded)
+
+
 def _interactivity(s: Summary) -> TableView | None:
     """Throughput against interactivity, point by point (the figure's data), with the Pareto fronts marked."""
     rows = []
@@ -898,7 +900,7 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         server_points=server_points, server_notes=server_notes, scenarios=_scenarios(s),
         saturation=SaturationRule(max_kv_usage=MAX_KV_USAGE, min_speed_tok_s=MIN_SPEED_TOK_S,
                                   wave_full_usage=WAVE_FULL_USAGE),
+        interactivity=_interactivity(s),
         workloads=_workload_sections(analysis),
         modelled_error=_modelled_error(s, analysis.info),
-        interactivity=_interactivity(s),
     )

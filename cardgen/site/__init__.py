@@ -1,7 +1,11 @@
 """The report site: every run's card, a leaderboard, per-model and per-GPU pages, comparisons and the
 methodology, built with MkDocs Material from ``mkdocs.yml`` (docs dir ``site_src/``).
 
-    gather_runs (runs.py) → plan_site (plan.py) → write_docs / pages.py → run_mkdocs (build.py) → serve.py
+    gather_runs (runs.py) → plan_site (plan.py) → write_docs (build.py: pages.py, compare.py + charts.py; the
+    run, model, GPU and comparison pages rendered on every core by pagerender.py) → run_mkdocs → link_assets
+    (build.py) → serve.py
+
+A site built before is rebuilt incrementally: only the pages whose text changed (see :mod:`cardgen.site.build`).
 
 Pages are made safe by :mod:`cardgen.site.sanitize` (a Markdown extension enabled in ``mkdocs.yml``).
 """

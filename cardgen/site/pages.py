@@ -26,7 +26,6 @@ HEADLINE_COLUMNS = (  # (headline key, column title, decimals)
     ("kv_cache_tokens", "KV cache (tokens)", 0),
 )
 CHART_X, CHART_Y = HEADLINE_COLUMNS[0], HEADLINE_COLUMNS[1]  # the leaderboard's chart
-SEARCHED = False  # generated pages other than the top ones stay out of the search index (see front_matter)
 
 
 def headline_value(run: PlannedRun, key: str) -> float | None:
@@ -211,7 +210,7 @@ class RunPage:
         """The page's source."""
         cut = self.split
         body = self.card[:cut] + "\n" + self.header + "\n" + self.card[cut:] if cut else self.header + "\n" + self.card
-        return front_matter(self.title, search=SEARCHED) + body.rstrip() + "\n" + self.raw
+        return front_matter(self.title, search=False) + body.rstrip() + "\n" + self.raw
 
 
 def run_page(r: PlannedRun, card_body: str, raw_files: Sequence[tuple[str, int]]) -> RunPage:
@@ -246,7 +245,7 @@ def group_page(group: Group, *, what: str, chart_html: Sequence[str] = ()) -> st
     """A model's or a GPU's page: for a model, its runs' curves overlaid first (``chart_html``), then its runs
     in a leaderboard (and a link to its Compare page)."""
     title = group.name
-    lines = [front_matter(title, hide=("toc",), search=SEARCHED), f"<h1>{escape(title)}</h1>\n\n"]
+    lines = [front_matter(title, hide=("toc",), search=False), f"<h1>{escape(title)}</h1>\n\n"]
     others = sorted({(r.gpu if what == "model" else r.model) for r in group.runs})
     other_word = "GPU" if what == "model" else "model"
     lines.append(
@@ -359,7 +358,7 @@ def compare_page(group: Group, tables: Sequence[ScaleTable], chart_html: Sequenc
     older = [r for r in group.runs if r not in runs]
     by_configuration = len({r.configuration for r in runs}) > 1
     parts = [
-        front_matter(f"Compare: {group.name}", search=SEARCHED),
+        front_matter(f"Compare: {group.name}", search=False),
         f"<h1>Compare: {escape(group.name)}</h1>\n\n",
         f"<p>{len(runs)} {'configurations' if by_configuration else 'runs'} of "
         f'<a href="{escape(href(here, group.page_dir))}">{escape(group.name)}</a>'

@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import os
 import pstats
+import resource
 import shutil
 import tempfile
 import time
@@ -58,11 +59,22 @@ def _changed(site: Path, since: float) -> int:
     return sum(1 for p in site.rglob("*") if p.is_file() and p.stat().st_mtime > since)
 
 
-def _line(label: str, build: SiteBuild, files: int | None = None) -> str:
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished children (the page workers): the build's own work, whatever
+    else the machine runs at the same time."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _build(label: str, runs: Path, site: Path, config: Path, *, files_since: float | None = None) -> SiteBuild:
+    cpu = _cpu_s()
+    build = build_site(runs, site_dir=site, config_file=config)
+    cpu = _cpu_s() - cpu
     stages = ", ".join(f"{k} {v:.1f}" for k, v in build.stages.items())
-    written = f", {files} files written" if files is not None else ""
-    return (f"{label}: {build.seconds:.1f} s ({stages}); {build.pages_rendered} of {build.pages_total} pages laid "
-            f"out{written}")
+    written = f", {_changed(site, files_since)} files written" if files_since is not None else ""
+    print(f"  {label}: {build.seconds:.1f} s ({stages}; {cpu:.0f} CPU s on {os.cpu_count()} cores, load average "
+          f"{os.getloadavg()[0]:.1f}); {build.pages_rendered} of {build.pages_total} pages laid out{written}")
+    return build
 
 
 def copies(work: Path) -> None:
@@ -75,22 +87,18 @@ def copies(work: Path) -> None:
     config = isolated_config(REPO / "mkdocs.yml", work)
     site = work / "site"
     profile = cProfile.Profile() if os.environ.get("CARDGEN_BENCH_PROFILE") else None
+    print(f"site of {COPIES} runs (copies of the fixture, 500 models):")
     if profile:
         profile.enable()
-    cold = build_site(work / "runs", site_dir=site, config_file=config)
+    _build("built from nothing (limit 60 s)", work / "runs", site, config)
     if profile:
         profile.disable()
         pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
-    pages = sum(1 for _ in site.rglob("*.html"))
-    print(f"site of {cold.runs} runs (copies of the fixture, 500 models): {pages} HTML pages")
-    print(_line("  built from nothing", cold) + " (limit 60 s)")
     mark = time.time()
-    again = build_site(work / "runs", site_dir=site, config_file=config)
-    print(_line("  built again, nothing changed", again, _changed(site, mark)))
+    _build("built again, nothing changed", work / "runs", site, config, files_since=mark)
     copy_run(template, work / "runs" / "model-000" / "20260923T141320Z", "org/model-000")
     mark = time.time()
-    one = build_site(work / "runs", site_dir=site, config_file=config)
-    print(_line("  after one new run", one, _changed(site, mark)))
+    _build("after one new run", work / "runs", site, config, files_since=mark)
 
 
 def make_run(root: Path, template: Path, m: int, g: int) -> Path:
@@ -117,9 +125,8 @@ def distinct(work: Path) -> None:
             make_run(work / "runs", templates[g], m, g)
     made = time.perf_counter() - t0
     config = isolated_config(REPO / "mkdocs.yml", work)
-    build = build_site(work / "runs", site_dir=work / "site", config_file=config)
-    print(f"site of {build.runs} distinct runs ({MODELS} models x {len(GPUS)} GPUs, made in {made:.0f} s):")
-    print(_line("  built from nothing", build))
+    print(f"site of {MODELS * len(GPUS)} distinct runs ({MODELS} models x {len(GPUS)} GPUs, made in {made:.0f} s):")
+    _build("built from nothing", work / "runs", work / "site", config)
 
 
 def main() -> None:
