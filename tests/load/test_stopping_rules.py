@@ -162,7 +162,10 @@ def test_run_saturated_runs_the_larger_counts_and_attempts_are_stamped(tmp_path,
     suite = write_suite("name: t\nscenarios:\n"
                         "- {kind: closed, prompt_tokens: 200, output_tokens: 8, parallel: [2, 24, 32], "
                         "min_requests: 4}\n")
-    with sim_server(tmp_path, fixed=SMALL_KV) as (sim, _):
+    # a prefill budget for both of the 2-user point's prompts at once: with 256 tokens a step, the second of two
+    # prompts sent in the same instant (every round of a closed loop in lockstep) waits one step, and in a point
+    # this short one scrape that sees it is "waiting in half the readings"; this test is about the KV cache
+    with sim_server(tmp_path, fixed={**SMALL_KV, "max_num_batched_tokens": 512}) as (sim, _):
         skipping = planrun(sim.url, suite, tmp_path / "a")
         running = planrun(sim.url, suite, tmp_path / "b", "--run-saturated",
                           "--attempts", json.dumps({"closed-in200-out8-p24": 2}))
