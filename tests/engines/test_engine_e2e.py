@@ -73,13 +73,13 @@ scenarios:
 """
 
 
-@pytest.fixture(scope="module")
-def quick_run(vllm_server, tmp_path_factory):
-    """``cardgen build`` with a small suite against the session's vLLM, with /metrics read around it."""
+def build_against(vllm_server, tmp_path_factory, name: str, suite_text: str) -> tuple[Path, str, str]:
+    """``cardgen build`` of ``suite_text`` against the session's vLLM, with /metrics read around it: the run
+    directory, and the metrics text before and after."""
     require_build_command()
-    out = tmp_path_factory.mktemp("e2e") / "run"
-    suite = out.parent / "e2e.yaml"
-    suite.write_text(E2E_SUITE)
+    out = tmp_path_factory.mktemp(name) / "run"
+    suite = out.parent / f"{name}.yaml"
+    suite.write_text(suite_text)
     with vllm_server.lock:
         before = metrics(vllm_server.url)
         done = cardgen("build", SERVED_NAME, "--url", vllm_server.url, "--suite", str(suite), "--out", str(out),
@@ -87,6 +87,12 @@ def quick_run(vllm_server, tmp_path_factory):
         after = metrics(vllm_server.url)
     assert done.returncode == 0, f"cardgen build failed ({done.returncode}):\n{done.stderr[-4000:]}"
     return out, before, after
+
+
+@pytest.fixture(scope="module")
+def quick_run(vllm_server, tmp_path_factory):
+    """``cardgen build`` with a small suite against the session's vLLM, with /metrics read around it."""
+    return build_against(vllm_server, tmp_path_factory, "e2e", E2E_SUITE)
 
 
 def test_run_json_names_the_engine(quick_run):

@@ -4,8 +4,7 @@ shared-prefix point through ``cardgen build``, checked against vLLM's own prefix
 from __future__ import annotations
 
 import pytest
-from engine_helpers import SERVED_NAME
-from test_engine_e2e import cardgen, metrics, require_build_command
+from test_engine_e2e import build_against
 
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import load_run
@@ -22,17 +21,7 @@ scenarios:
 
 @pytest.fixture(scope="module")
 def prefix_run(vllm_server, tmp_path_factory):
-    require_build_command()
-    out = tmp_path_factory.mktemp("prefix") / "run"
-    suite = out.parent / "prefix.yaml"
-    suite.write_text(SUITE)
-    with vllm_server.lock:
-        before = metrics(vllm_server.url)
-        done = cardgen("build", SERVED_NAME, "--url", vllm_server.url, "--suite", str(suite), "--out", str(out),
-                       "--scrape-interval", "0.25", "--quiet")
-        after = metrics(vllm_server.url)
-    assert done.returncode == 0, f"cardgen build failed ({done.returncode}):\n{done.stderr[-4000:]}"
-    return out, before, after
+    return build_against(vllm_server, tmp_path_factory, "prefix", SUITE)
 
 
 def test_vllm_serves_the_warm_prefixes_from_its_cache(prefix_run):
