@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from cardgen.analysis.stats import describe
+from cardgen.analysis.stats import bootstrap_medians, describe
 from cardgen.engines import counter, metric_names
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.summary import Distribution
@@ -55,9 +55,8 @@ class PrefixCacheResult:
 def _ratio_ci(cold: np.ndarray, warm: np.ndarray, *, seed: int = 0) -> tuple[float, float] | None:
     if len(cold) < 2 or len(warm) < 2:
         return None
-    rng = np.random.default_rng(seed)
-    c = np.median(rng.choice(cold, size=(RESAMPLES, len(cold))), axis=1)
-    w = np.median(rng.choice(warm, size=(RESAMPLES, len(warm))), axis=1)
+    c = bootstrap_medians(cold, resamples=RESAMPLES, seed=seed)
+    w = bootstrap_medians(warm, resamples=RESAMPLES, seed=seed + 1)
     ratio = c / np.where(w > 0, w, np.nan)
     ratio = ratio[np.isfinite(ratio)]
     if not len(ratio):
