@@ -138,14 +138,14 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
         ok, settled_from = _steady(summary, ok)
     summary.prompt_tokens_mean = _opt(ok["prompt_tokens"].mean()) if len(ok) else None
     summary.output_tokens_mean = _opt(ok["output_tokens"].mean()) if len(ok) else None
-    first_end = float(np.nanmin(every_ok["end_at"].to_numpy(dtype=float))) if len(every_ok) else math.nan
-    if kind == "closed" and summary.steady_state and settled_from is not None:  # after the requests still settling
-        first_end = settled_from
+    # the steady window opens at the first completion, or after the requests still settling
+    opens = (settled_from if settled_from is not None else
+             float(np.nanmin(every_ok["end_at"].to_numpy(dtype=float))) if len(every_ok) else math.nan)
     last_send = float(every_ok["sent_at"].max()) if len(every_ok) else math.nan
-    if summary.steady_state and last_send > first_end:
+    if summary.steady_state and last_send > opens:
         # the steady window: each successful request counts for the part of it inside the window
-        span = last_send - first_end
-        share = window_share(every_ok, first_end, last_send)
+        span = last_send - opens
+        share = window_share(every_ok, opens, last_send)
         good = meets_slo(every_ok, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s).to_numpy(dtype=bool)
         out_tokens = every_ok["output_tokens"].fillna(0).to_numpy(dtype=float)
         in_tokens = every_ok["prompt_tokens"].fillna(0).to_numpy(dtype=float)
