@@ -30,10 +30,11 @@ from locust import HttpUser, task
 from locust.exception import StopUser
 
 from cardgen.engines import counter, load_gauges, metric_names
+from cardgen.load.alarm import sleep_until
 from cardgen.load.client import build_payload, stream_once
 from cardgen.load.messages import AgentMessage, Assignment, Done, LoadgenTick, Ready, Setup
 from cardgen.load.prompts import PromptTemplate, request_id
-from cardgen.load.transport import Connection, Target
+from cardgen.load.transport import SENDS, Connection, Target
 from cardgen.points import Point
 from cardgen.precision import (
     MedianInterval,
@@ -56,6 +57,7 @@ from cardgen.schemas.run import (
 log = logging.getLogger("cardgen.load")
 
 LAG_TICK_S = 0.05
+SEND_LEAD_S = 0.02  # an open-loop request's greenlet waits this long before its time, ready to send
 LAG_REPORT_S = 1.0
 USER_CLASS_NAME = "CardgenUser"  # the master spawns users by class name: every agent's class has this one
 
@@ -182,6 +184,9 @@ class Agent:
         group.join()
 
     def _open(self, ctx: _PointContext, *, index: int, parts: int) -> None:
+        """Each request's greenlet is spawned ``SEND_LEAD_S`` before its scheduled time and sleeps until then
+        (``cardgen.load.alarm``, to the microsecond): the alarm switches straight into it, so it leaves without
+        waiting for a spawn, and the stream reads make way for it (``SENDS``)."""
         point = ctx.point
         group = Group()
         t0 = time.time() + 0.05
@@ -190,13 +195,29 @@ class Agent:
             if self.stopping:
                 break
             t = t0 + offset
-            delay = t - time.time()
+            delay = t - SEND_LEAD_S - time.time()
             if delay > 0:
                 gevent.sleep(delay)
             item = {"item": number} if point.dataset is not None else {}
-            group.spawn(ctx.send_fresh, scheduled_at=t, rate_rps=point.rate_rps, **item)
+            SENDS.add(t)
+            group.spawn(self._send_at, ctx, t, rate_rps=point.rate_rps, **item)
         group.join()
         ctx.stop = STOP_COMPLETE
+
+    def _send_at(self, ctx: _PointContext, at: float, **fields: Any) -> None:
+        """Prepare the request, then send it at ``at``: the wait is the last step before the send's clock."""
+
+        def wait() -> bool:
+            try:
+                sleep_until(at)
+            finally:
+                SENDS.remove(at)
+            return not self.stopping
+
+        try:
+            ctx.send_fresh(scheduled_at=at, wait=wait, **fields)
+        finally:
+            SENDS.remove(at)  # no-op once waited; a request that never reached its wait must not hold reads back
 
     def _waves(self, ctx: _PointContext, *, index: int, parts: int) -> None:
         """Waves of requests sent at once: :meth:`Point.wave_search` (``search: bisect``) told after each wave
@@ -399,7 +420,7 @@ class _PointContext:
         self._opened.clear()
         self._free.clear()
 
-    def send_fresh(self, **fields: Any) -> RequestRecord:
+    def send_fresh(self, **fields: Any) -> RequestRecord | None:
         """Send on a free session (open loop, waves): sessions are reused once their request ends."""
         s = self._free.pop() if self._free else self.session()
         try:
@@ -409,9 +430,11 @@ class _PointContext:
 
     def send(self, session: Connection, *, prompt_tokens: int | None = None,
              history: list[dict[str, str]] | None = None, on_prompt: Callable[[str], None] | None = None,
-             on_text: Callable[[str], None] | None = None, **fields: Any) -> RequestRecord:
+             on_text: Callable[[str], None] | None = None, wait: Callable[[], bool] | None = None,
+             **fields: Any) -> RequestRecord | None:
         """Send one request of the point; a chat turn passes its ``history`` (the new message is this request's
-        prompt, after it), and ``on_prompt`` / ``on_text`` to receive its message and the reply."""
+        prompt, after it), and ``on_prompt`` / ``on_text`` to receive its message and the reply. ``wait``: see
+        :func:`stream_once` (None only when it said not to send)."""
         agent, point, setup = self.agent, self.point, self.setup
         n = self.issued
         self.issued += 1
@@ -440,7 +463,7 @@ class _PointContext:
         agent.in_flight += 1
         try:
             return stream_once(session, endpoint=point.endpoint, payload=payload, record=record,
-                               timeout_s=point.timeout_s, report=self.report, on_text=on_text)
+                               timeout_s=point.timeout_s, report=self.report, on_text=on_text, wait=wait)
         finally:
             agent.in_flight -= 1
 

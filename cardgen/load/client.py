@@ -58,15 +58,20 @@ def _failure(ex: Exchange, parsed_ok: Callable[[], tuple[ErrorKind | None, str |
 
 
 def stream_once(conn: Connection, *, endpoint: str, payload: dict[str, Any], record: dict[str, Any],
-                timeout_s: float, report: Callable[..., Any],
-                on_text: Callable[[str], None] | None = None) -> RequestRecord:
+                timeout_s: float, report: Callable[..., Any], on_text: Callable[[str], None] | None = None,
+                wait: Callable[[], bool] | None = None) -> RequestRecord | None:
     """Send one streaming request and return its record (never raises for a server or network fault).
 
     ``record`` holds the point fields of the RequestRecord (scenario, kind, targets, ...); this adds timing,
     usage and errors. ``report`` is Locust's ``request`` event's ``fire``; ``on_text``, when given, receives the
-    reply's text after the stream (a chat turn's history needs it).
+    reply's text after the stream (a chat turn's history needs it). ``wait``, when given, is called once the
+    request is encoded, just before it is sent (an open loop's scheduled time); when it returns False the
+    request is not sent and there is no record (None).
     """
-    ex = conn.post(PATHS[endpoint], json.dumps(payload).encode(), timeout_s=timeout_s)
+    body = json.dumps(payload).encode()
+    if wait is not None and not wait():
+        return None
+    ex = conn.post(PATHS[endpoint], body, timeout_s=timeout_s)
     with _ONE_AT_A_TIME:
         return _finish(ex, endpoint=endpoint, record=record, report=report, on_text=on_text)
 

@@ -1,10 +1,11 @@
 """HTTP/1.1 streaming on gevent sockets: the load engine's read path, as cheap per chunk as Python allows.
 
-The clock that matters is the one taken when a chunk's bytes are read, and the CPU spent per chunk is what
-decides how many streams one process can time truly (a batching server answers all of them in the same
-instant). A general HTTP client (requests + urllib3, ~22 us per chunk) wraps every read in layers of
+The clock that matters is when a chunk's bytes arrived: on plain sockets under Linux the kernel stamps it
+(``SO_TIMESTAMPNS`` below), elsewhere the read does. The CPU spent per chunk decides how many streams one
+process can keep up with (a batching server answers all of them in the same instant). A general HTTP client (requests + urllib3, ~22 us per chunk) wraps every read in layers of
 buffering, decoding and checks; here, while a response streams, each network read costs one wait on the
-socket's watcher, one ``recv``, one clock reading and one ``append``. Everything else (the chunked framing,
+socket's watcher, one ``recvmsg`` (the bytes and the kernel's stamp of their arrival, see ``SO_TIMESTAMPNS``
+below) and one ``append``. Everything else (the chunked framing,
 the SSE events, JSON) is undone after the stream ended (:func:`body_reads`, then ``cardgen.load.sse``).
 
 A :class:`Connection` is one keep-alive connection (plain or TLS) that sends one request at a time; it
@@ -21,7 +22,11 @@ from __future__ import annotations
 import ipaddress
 import socket as _stdsocket
 import ssl
+import struct
+import sys
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from urllib.parse import urlsplit
@@ -35,6 +40,53 @@ from cardgen.schemas.records import ErrorKind
 READ_SIZE = 1 << 16
 MAX_HEAD_BYTES = 1 << 16
 _END_CANDIDATE = b"\r\n\r\n"  # a read that ends the chunked body ends so (the last chunk, then no trailers)
+
+# Linux's receive timestamps (socket(7) SO_TIMESTAMPNS): the kernel stamps each packet (CLOCK_REALTIME, the clock
+# of time.time()) when it reaches this host, and recvmsg hands over the stamp of the last packet a read took. A
+# read's time is then when its bytes arrived, not when this process got round to reading them: a busy event loop
+# (hundreds of streams answered in the same instant, an open loop's sends) no longer moves the stamps. Python
+# does not name the constants; these are asm-generic's (x86-64, arm64), where a timespec is two 64-bit fields.
+SO_TIMESTAMPNS = 35  # = SCM_TIMESTAMPNS
+KERNEL_STAMPS = sys.platform == "linux"
+_ANC_SIZE = _stdsocket.CMSG_SPACE(16) if KERNEL_STAMPS else 0
+_TIMESPEC = struct.Struct("qq").unpack_from
+
+
+class SendSchedule:
+    """The open loop's sends still to come, earliest first, that the stream reads make way for.
+
+    A batching server answers hundreds of streams in the same instant, and reading them all takes the event
+    loop milliseconds; a request scheduled inside that drain would leave late. Reads are stamped by the kernel
+    (their time does not depend on when they are read), so a read finding a send due leaves its bytes in the
+    socket for the next loop iteration, where the send's timer runs first (the reads' watchers have a lower
+    priority). A send overdue by more than ``MAX_DEFER_S`` no longer holds reads back (a sender that never came
+    must not starve them)."""
+
+    MAX_DEFER_S = 0.05
+
+    def __init__(self) -> None:
+        self.due: deque[float] = deque()
+
+    def add(self, at: float) -> None:
+        self.due.append(at)
+
+    def remove(self, at: float) -> None:
+        due = self.due
+        if due and due[0] == at:
+            due.popleft()
+        else:
+            try:
+                due.remove(at)
+            except ValueError:
+                pass
+
+    def send_due(self, now: float) -> bool:
+        due = self.due
+        return bool(due) and 0.0 <= now - due[0] < self.MAX_DEFER_S
+
+
+SENDS = SendSchedule()  # one event loop per process, one schedule
+READ_PRIORITY = -1  # libev: the reads' watchers run after timers that expired in the same loop iteration
 
 
 @dataclass(frozen=True)
@@ -130,7 +182,12 @@ class Connection:
             raise
         sock.setsockopt(_stdsocket.IPPROTO_TCP, _stdsocket.TCP_NODELAY, 1)
         if t.tls is not None:
-            sock = t.tls.wrap_socket(sock, server_hostname=t.host)
+            return t.tls.wrap_socket(sock, server_hostname=t.host)
+        if KERNEL_STAMPS:
+            try:
+                sock.setsockopt(_stdsocket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            except OSError:  # a kernel without it: reads are stamped when read (_stamped_reader's fallback)
+                pass
         return sock
 
     def post(self, path: str, body: bytes, *, timeout_s: float, max_error_body: int = 4096) -> Exchange:
@@ -175,10 +232,11 @@ class Connection:
             self.sock = self._connect()
         sock = self.sock
         sock.settimeout(timeout_s)
+        read = _stamped_reader(sock, kernel=self.target.tls is None)
         buf = b""
         try:
             sock.sendall(request)
-            data = sock.recv(READ_SIZE)
+            data, at = read()
         except (ConnectionError, BrokenPipeError):
             if ex.reused:
                 return None, b""
@@ -196,8 +254,8 @@ class Connection:
                 break
             if len(buf) > MAX_HEAD_BYTES:
                 raise ValueError("the response head is larger than 64 KiB")
-            data = sock.recv(READ_SIZE)
-        ex.headers_at = time.time()
+            data, at = read()
+        ex.headers_at = at
         lines = buf[:end].decode("latin-1").split("\r\n")
         status_line = lines[0].split(" ", 2)
         if len(status_line) < 2 or not status_line[0].startswith("HTTP/") or not status_line[1].isdigit():
@@ -306,6 +364,36 @@ class _Body:
         return None
 
 
+def _kernel_time(anc: list[tuple[int, int, bytes]]) -> float | None:
+    """The arrival time in a read's ancillary data (SO_TIMESTAMPNS), or None."""
+    for level, kind, data in anc:
+        if level == _stdsocket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            sec, nsec = _TIMESPEC(data)
+            return sec + nsec * 1e-9
+    return None
+
+
+def _stamped_reader(sock: socket.socket, *, kernel: bool) -> Callable[[], tuple[bytes, float]]:
+    """A cooperative read and its time: when the bytes arrived (the kernel's stamp) on a plain socket that has
+    them, else when the read returned (TLS: the records are decrypted above the socket, so the stamps are lost)."""
+    now = time.time
+    if kernel and KERNEL_STAMPS:
+        recvmsg = sock.recvmsg
+
+        def read_stamped() -> tuple[bytes, float]:
+            data, anc, _, _ = recvmsg(READ_SIZE, _ANC_SIZE)
+            return data, (_kernel_time(anc) if anc else None) or now()
+
+        return read_stamped
+    recv = sock.recv
+
+    def read() -> tuple[bytes, float]:
+        data = recv(READ_SIZE)
+        return data, now()
+
+    return read
+
+
 def _read_in_greenlet(sock: socket.socket, body: _Body) -> bool:
     """The body read by this greenlet, one ``recv`` after another (TLS sockets: their records need it)."""
     now = time.time
@@ -318,10 +406,17 @@ def _read_in_greenlet(sock: socket.socket, body: _Body) -> bool:
             return verdict
 
 
+def _recvmsg(raw: _stdsocket.socket) -> Callable[[int, int], tuple[bytes, list, int, object]]:
+    """``raw.recvmsg``, or on a platform without it a ``recv`` that says so (no ancillary data)."""
+    if hasattr(raw, "recvmsg"):
+        return raw.recvmsg
+    return lambda size, _anc: (raw.recv(size), [], 0, None)
+
+
 class _LoopReader:
     """The body read from inside gevent's event loop: a watcher on the socket calls a callback for each network
     read, which stamps and keeps it there, and the waiting greenlet is woken once, when the body is over. Per
-    chunk that is one callback, one ``recv``, one clock reading and one ``append``: no greenlet switch, no
+    chunk that is one callback, one ``recvmsg`` (with the arrival stamp) and one ``append``: no greenlet switch, no
     timeout object (gevent's socket ``recv`` costs both, ~13 us here). A read that may end the body (or breaks
     the deadline) goes to :meth:`_Body.take`. A timer checks every ``check_s`` that no read waited longer than
     the timeout."""
@@ -332,6 +427,10 @@ class _LoopReader:
         hub = get_hub()
         self.loop = hub.loop
         self.io = hub.loop.io(raw.fileno(), 1)
+        try:
+            self.io.priority = READ_PRIORITY
+        except (AttributeError, ValueError):  # a loop without priorities (libuv)
+            pass
         self.timer = hub.loop.timer(check_s, check_s)
         self.waiter = Waiter(hub)
         self.error: BaseException | None = None
@@ -339,19 +438,28 @@ class _LoopReader:
 
     def run(self) -> bool:
         body, end = self.body, self._end
-        recv, now, append, take = self.raw.recv, time.time, body.append, body.take
+        recvmsg, now, append, take = _recvmsg(self.raw), time.time, body.append, body.take
         deadline = body.deadline
         plain = body.tracker is not None and body.limit is None  # a streamed body: only its end is looked for
+        anc_size, timespec, stamp_kind = _ANC_SIZE, _TIMESPEC, SO_TIMESTAMPNS
+        due, defer = SENDS.due, SENDS.send_due
+        kernel = KERNEL_STAMPS
 
         def readable() -> None:
+            if due and kernel and defer(now()):  # an open-loop send is due: it goes first (SendSchedule)
+                return
             try:
-                data = recv(READ_SIZE)
+                data, anc, _, _ = recvmsg(READ_SIZE, anc_size)
             except BlockingIOError:  # a spurious wake-up
                 return
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting greenlet
                 end(None, exc)
                 return
-            t = now()
+            if anc and anc[0][1] == stamp_kind:  # when the bytes arrived (the only ancillary data asked for)
+                sec, nsec = timespec(anc[0][2])
+                t = sec + nsec * 1e-9
+            else:
+                t = now()
             if plain and t <= deadline and len(data) >= 5 and data[-4:] != _END_CANDIDATE:
                 append((t, data))
                 return

@@ -1,0 +1,136 @@
+"""When a chunk counts as arrived, and when an open-loop request leaves.
+
+Reads on plain sockets carry the kernel's receive stamp (SO_TIMESTAMPNS): a client whose event loop is held up
+still times every chunk when it reached the host. Open-loop sends wake on a timerfd alarm (not libev's
+millisecond poll), and stream reads make way for a send that is due (``SENDS``)."""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+import time
+
+import gevent
+import pytest
+from gevent.monkey import get_original
+from test_transport import SSE_HEAD, chunk, serving
+
+from cardgen.load import alarm
+from cardgen.load.transport import KERNEL_STAMPS, Connection, SendSchedule, Target, body_reads
+
+blocking_sleep = get_original("time", "sleep")
+
+
+@pytest.mark.skipif(not KERNEL_STAMPS, reason="receive stamps are Linux's (SO_TIMESTAMPNS)")
+def test_a_chunk_is_timed_when_it_arrived_even_while_the_client_was_busy():
+    sent: list[float] = []
+
+    def paced(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD)
+        for i in range(3):
+            time.sleep(0.1)
+            sent.append(time.time())
+            conn.sendall(chunk(b'data: {"choices":[{"text":"%d"}]}\n\n' % i))
+        conn.sendall(b"0\r\n\r\n")
+        return True
+
+    def hog() -> None:  # the event loop held up from ~70 to ~150 ms: the first chunk arrives meanwhile
+        gevent.sleep(0.07)
+        blocking_sleep(0.08)
+
+    with serving(paced) as server:
+        busy = gevent.spawn(hog)
+        ex = Connection(Target.from_url(f"http://127.0.0.1:{server.port}", {})).post("/v1/completions", b"{}",
+                                                                                      timeout_s=5)
+        busy.join()
+    pieces = body_reads(ex)
+    assert ex.status == 200 and len(pieces) == 3
+    errors_ms = [(t - s) * 1e3 for (t, _), s in zip(pieces, sent, strict=True)]
+    # a stamp taken when read would put the first chunk ~50 ms late (at the end of the hold-up)
+    assert all(-1 < e < 10 for e in errors_ms), errors_ms
+    assert ex.sent_at < ex.headers_at <= pieces[0][0]
+
+
+def test_the_alarm_wakes_every_sleeper_at_or_after_its_time_in_order():
+    start = time.time() + 0.03
+    targets = [start + i * 0.002 for i in range(25)]
+    shuffled = random.Random(7).sample(targets, len(targets))
+    woke: list[tuple[float, float]] = []
+
+    def sleeper(at: float) -> None:
+        alarm.sleep_until(at)
+        woke.append((at, time.time()))
+
+    gevent.joinall([gevent.spawn(sleeper, at) for at in shuffled])
+    assert [at for at, _ in woke] == targets
+    assert all(now >= at for at, now in woke)
+
+
+def test_a_killed_sleeper_does_not_disturb_the_others():
+    t = time.time()
+    woke: list[str] = []
+
+    def sleeper(name: str, at: float) -> None:
+        alarm.sleep_until(at)
+        woke.append(name)
+
+    first = gevent.spawn(sleeper, "first", t + 0.03)
+    second = gevent.spawn(sleeper, "second", t + 0.06)
+    gevent.sleep(0.01)
+    first.kill()
+    second.join(timeout=2)
+    assert woke == ["second"]
+    alarm.sleep_until(time.time() - 1)  # a time already past returns at once
+
+
+def test_reads_make_way_only_for_a_send_that_is_due_and_not_for_long():
+    s = SendSchedule()
+    assert not s.send_due(100.0)
+    s.add(100.0)
+    s.add(100.02)
+    assert not s.send_due(99.999)  # not yet due
+    assert s.send_due(100.0) and s.send_due(100.03)
+    assert not s.send_due(100.001 + SendSchedule.MAX_DEFER_S)  # a sender that never came holds nothing back
+    s.remove(100.0)
+    assert not s.send_due(100.01) and s.send_due(100.02)
+    s.remove(100.02)
+    s.remove(100.02)  # twice is harmless
+    assert not s.due
+
+
+def test_a_stream_still_completes_while_a_send_stays_due():
+    """A due entry nobody removes (a sender killed between its wait and its removal) delays reads by at most
+    ``MAX_DEFER_S`` past its time, never stalls them."""
+    from cardgen.load.transport import SENDS
+
+    def quick(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD + chunk(b'data: {"choices":[{"text":"a"}]}\n\n') + b"0\r\n\r\n")
+        return True
+
+    at = time.time()
+    SENDS.add(at)
+    try:
+        with serving(quick) as server:
+            ex = Connection(Target.from_url(f"http://127.0.0.1:{server.port}", {})).post("/v1/completions", b"{}",
+                                                                                          timeout_s=5)
+    finally:
+        SENDS.remove(at)
+    assert ex.status == 200 and ex.kind is None and len(body_reads(ex)) == 1
+
+
+def test_the_alarm_falls_back_to_gevent_sleep_without_timerfd(monkeypatch):
+    monkeypatch.setattr(alarm, "_alarm", None)
+    monkeypatch.setattr(alarm, "_alarm_failed", True)
+    at = time.time() + 0.02
+    alarm.sleep_until(at)
+    assert time.time() >= at
+
+
+def test_the_alarm_is_one_per_process_and_reused():
+    alarm.sleep_until(time.time() + 0.001)
+    first = alarm._alarm
+    alarm.sleep_until(time.time() + 0.001)
+    assert first is alarm._alarm
+    if threading.current_thread() is threading.main_thread() and alarm.sys.platform == "linux":
+        assert first is not None and first.fd >= 0
