@@ -286,6 +286,12 @@ def calibration_markdown(rows: list[dict[str, object]] | None = None) -> str:
            "`cardgen/sim/data/published.yaml` and `reference/published.md`. Rows marked **fit** set an engine "
            "profile's constants; **held-out** rows (other models, GPUs and engine versions) were never used "
            "to set one, and their error is what a modelled card states.", "",
+           "The France-Travail cards are every single-GPU, 16-bit card of "
+           "`France-Travail/results_benchmark_llm_serving` whose model cardgen knows and whose report names its "
+           "vLLM version. Their \"H100\" is the name the person running the benchmark gave (`gpu_name`); the "
+           "repositories publish no start-up log, `nvidia-smi` output or machine description that says which "
+           "H100 (SXM 80 GB, PCIe 80 GB or NVL 94 GB), so these rows are computed on the H100 SXM preset, and "
+           "their misses are reported as they are rather than removed by picking the variant that fits.", "",
            "| headline (held-out rows) | rows | median error | largest error | within ±15 % |",
            "|---|---:|---:|---:|---:|"]
     for e in expected_error(rows).values():

@@ -47,7 +47,7 @@ def test_long_context_kv_pays_for_the_profiling_run(rows) -> None:
     # Phi-3-mini-128k on vLLM 0.4.3 profiles a 131072-token step: ~12 GB of activations the KV cache loses
     perf = card_perf(next(c for c in published_cards() if c["id"] == "phi-3-mini-128k-a100-80"))
     assert perf.max_num_batched_tokens == 131072 and perf.memory.activation_peak > 10e9
-    row = _card_row(rows, "Phi-3-mini-128k", "kv_tokens")
+    row = _card_row(rows, "Phi-3-mini-128k, A100-80GB, vLLM 0.4.3", "kv_tokens")
     assert row["role"] == "held-out" and abs(float(row["error_pct"])) <= TARGET_ERROR_PCT  # type: ignore[arg-type]
 
 
