@@ -279,7 +279,8 @@ def calibration_markdown(rows: list[dict[str, object]] | None = None) -> str:
     out = ["The virtual server's KV cache is planned as vLLM plans it at start-up: of `gpu_memory_utilization` x "
            "the GPU's memory it takes away the weights, the activation peak of one profiling step of "
            "`max_num_batched_tokens` tokens (as long as the context without chunked prefill, so long-context "
-           "models lose KV to it), the sampler's buffers for `max_num_seqs` rows, the memory outside PyTorch, "
+           "models lose KV to it; vLLM V0 chunks a context above 32k by itself unless the model's config "
+           "declares a sliding window, as Phi-3-mini-128k's does), the sampler's buffers for `max_num_seqs` rows, the memory outside PyTorch, "
            "and, from vLLM 0.21, the CUDA graphs' memory. Engine profiles (`cardgen/sim/data/engines.yaml`) "
            "hold the version's defaults and a few speed constants.", "",
            "Every row below is recomputed by `cardgen.sim.calibration` from the published figures in "
