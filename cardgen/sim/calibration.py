@@ -289,10 +289,12 @@ def calibration_markdown(rows: list[dict[str, object]] | None = None) -> str:
            "to set one, and their error is what a modelled card states.", "",
            "The France-Travail cards are every single-GPU, 16-bit card of "
            "`France-Travail/results_benchmark_llm_serving` whose model cardgen knows and whose report names its "
-           "vLLM version. Their \"H100\" is the name the person running the benchmark gave (`gpu_name`); the "
-           "repositories publish no start-up log, `nvidia-smi` output or machine description that says which "
-           "H100 (SXM 80 GB, PCIe 80 GB or NVL 94 GB), so these rows are computed on the H100 SXM preset, and "
-           "their misses are reported as they are rather than removed by picking the variant that fits.", "",
+           "vLLM version. Their \"H100\" is computed as an H100 NVL (94 GB). The reason is not these rows: "
+           "the same repository's Phi-3-vision runs, with identical arguments on its \"H100\" and on its "
+           "A100-80GB, publish KV cache usage fractions whose denominators are the engine's GPU block counts "
+           "(10,286 and 10,279 against 8,160 and 8,154): 12.5 GiB more KV, so about 13.8 GiB more memory than "
+           "the A100's 79 GiB, which only the NVL has; and its 2 x \"H100\" Llama-3.3-70B run holds ~75k tokens "
+           "of KV, more than two 80 GB GPUs can (`data/published.yaml` gives the paths and the arithmetic).", "",
            "| headline (held-out rows) | rows | median error | largest error | within ±15 % |",
            "|---|---:|---:|---:|---:|"]
     for e in expected_error(rows).values():
