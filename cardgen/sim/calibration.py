@@ -279,13 +279,22 @@ def calibration_markdown(rows: list[dict[str, object]] | None = None) -> str:
     out = ["The virtual server's KV cache is planned as vLLM plans it at start-up: of `gpu_memory_utilization` x "
            "the GPU's memory it takes away the weights, the activation peak of one profiling step of "
            "`max_num_batched_tokens` tokens (as long as the context without chunked prefill, so long-context "
-           "models lose KV to it), the sampler's buffers for `max_num_seqs` rows, the memory outside PyTorch, "
+           "models lose KV to it; vLLM V0 chunks a context above 32k by itself unless the model's config "
+           "declares a sliding window, as Phi-3-mini-128k's does), the sampler's buffers for `max_num_seqs` rows, the memory outside PyTorch, "
            "and, from vLLM 0.21, the CUDA graphs' memory. Engine profiles (`cardgen/sim/data/engines.yaml`) "
            "hold the version's defaults and a few speed constants.", "",
            "Every row below is recomputed by `cardgen.sim.calibration` from the published figures in "
            "`cardgen/sim/data/published.yaml` and `reference/published.md`. Rows marked **fit** set an engine "
            "profile's constants; **held-out** rows (other models, GPUs and engine versions) were never used "
            "to set one, and their error is what a modelled card states.", "",
+           "The France-Travail cards are every single-GPU, 16-bit card of "
+           "`France-Travail/results_benchmark_llm_serving` whose model cardgen knows and whose report names its "
+           "vLLM version. Their \"H100\" is computed as an H100 NVL (94 GB). The reason is not these rows: "
+           "the same repository's Phi-3-vision runs, with identical arguments on its \"H100\" and on its "
+           "A100-80GB, publish KV cache usage fractions whose denominators are the engine's GPU block counts "
+           "(10,286 and 10,279 against 8,160 and 8,154): 12.5 GiB more KV, so about 13.8 GiB more memory than "
+           "the A100's 79 GiB, which only the NVL has; and its 2 x \"H100\" Llama-3.3-70B run holds ~75k tokens "
+           "of KV, more than two 80 GB GPUs can (`data/published.yaml` gives the paths and the arithmetic).", "",
            "| headline (held-out rows) | rows | median error | largest error | within ±15 % |",
            "|---|---:|---:|---:|---:|"]
     for e in expected_error(rows).values():

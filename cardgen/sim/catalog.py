@@ -56,6 +56,10 @@ class Architecture:
     weight_bits: int  # bits per weight of the linear layers (16, or 8/4 for a quantized checkpoint)
     dtype_bytes: int = 2  # activations, KV cache and non-quantized weights
     hf_id: str | None = None
+    # The config declares a sliding window (``sliding_window`` set, ``use_sliding_window`` not false), even one
+    # longer than the context (Phi-3-mini-128k's 262144) that ``sliding_window`` above drops: vLLM V0 reads the
+    # declaration, not its effect, when it picks its defaults.
+    declares_sliding_window: bool = False
 
     # ---- parameters -------------------------------------------------------------------------------------
     @property
@@ -285,6 +289,7 @@ def parse_hf_config(cfg: dict[str, Any], *, name: str, hf_id: str | None = None)
     window = cfg.get("sliding_window")
     if cfg.get("use_sliding_window") is False:
         window = None
+    declares_window = window is not None
     window = int(window) if isinstance(window, int | float) and window and window < max_len else None
     dtype = str(_first(cfg, "torch_dtype", "dtype") or "float16").lower().removeprefix("torch.")
     if dtype not in _DTYPE_BYTES:
@@ -295,6 +300,7 @@ def parse_hf_config(cfg: dict[str, Any], *, name: str, hf_id: str | None = None)
         gated_mlp=gated, biases=biases, qkv_bias=qkv_bias, learned_positions=learned, experts=experts,
         experts_per_token=experts_per_token, max_model_len=max_len, sliding_window=window,
         weight_bits=_weight_bits(cfg, source), dtype_bytes=_DTYPE_BYTES[dtype], hf_id=hf_id,
+        declares_sliding_window=declares_window,
     )
 
 

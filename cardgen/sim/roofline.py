@@ -33,7 +33,7 @@ __all__ = ["EngineProfile", "MemoryPlan", "RooflinePerf", "StepCost", "build_per
 
 CHUNKED_PREFILL = ("off", "on", "long_context")
 CUDA_GRAPHS = ("in_budget", "outside_budget", "none")
-LONG_CONTEXT = 32768  # vLLM 0.5-0.6 turn chunked prefill on by themselves above this served context
+LONG_CONTEXT = 32768  # vLLM 0.5.3-0.x V0 turn chunked prefill on by themselves above this served context
 LARGE_GPU_BYTES = 70 * GIB  # vLLM >= 0.9 picks larger step budgets on GPUs this large (A100s excepted)
 # The sampler of the profiling run, bytes per logit: the fp32 logits, probabilities and log-probabilities, the
 # sorted logits of the top-k/top-p path (fp32) and their int64 sort indices: 4 + 4 + 4 + 4 + 8.
@@ -68,6 +68,17 @@ class EngineProfile:
 
     def describe(self) -> dict[str, object]:
         return asdict(self)
+
+    def prefills_in_chunks(self, arch: Architecture, served_len: int) -> bool:
+        """Whether the engine prefills in chunks when serving ``served_len`` tokens of context of ``arch``.
+
+        ``long_context`` is vLLM V0's own default (``EngineArgs``, 0.5.3 to 0.x): chunked prefill comes on for a
+        served context above 32768 tokens, so that the start-up profiling step stays small, except for a model
+        whose config declares a sliding window (``ModelConfig.get_sliding_window()`` is not None) of any size.
+        Phi-3-mini-128k declares 262144, so vLLM profiles one step of its whole 131072-token context."""
+        if self.chunked_prefill != "long_context":
+            return self.chunked_prefill == "on"
+        return served_len > LONG_CONTEXT and not arch.declares_sliding_window
 
     def for_gpu(self, gpu: GPU) -> EngineProfile:
         """The profile as the engine configures itself on ``gpu`` (``large_gpu`` overrides on large GPUs)."""
@@ -197,8 +208,7 @@ class RooflinePerf:
         max_len = min(arch.max_model_len, engine.max_model_len or arch.max_model_len)
         while True:
             self.max_model_len = max_len
-            self.chunked_prefill = engine.chunked_prefill == "on" or (
-                engine.chunked_prefill == "long_context" and max_len > LONG_CONTEXT)
+            self.chunked_prefill = engine.prefills_in_chunks(arch, max_len)
             if self.chunked_prefill:
                 self.max_num_batched_tokens = engine.chunked_batched_tokens
             else:
@@ -360,14 +370,14 @@ def _architecture(model: str | None, model_config: Path | None) -> Architecture:
 
 def profile_chunked_prefill(*, engine: str, model: str | None, model_config: Path | None,
                             max_model_len: int | None = None) -> bool:
-    """Whether the ``engine`` profile prefills ``model`` in chunks: ``on``, or ``long_context`` with a served
-    context (``max_model_len``, else the model's) above 32768 tokens."""
+    """Whether the ``engine`` profile prefills ``model`` in chunks at a served context of ``max_model_len``
+    (else the model's): :meth:`EngineProfile.prefills_in_chunks`."""
     profile = find_engine(engine)
     if profile.chunked_prefill != "long_context":
         return profile.chunked_prefill == "on"
     arch = _architecture(model, model_config)
     served = min(max_model_len or arch.max_model_len, profile.max_model_len or arch.max_model_len)
-    return served > LONG_CONTEXT
+    return profile.prefills_in_chunks(arch, served)
 
 
 def build_perf_model(*, model: str | None, model_config: Path | None, gpu: str, tp: int = 1,

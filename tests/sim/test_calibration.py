@@ -16,6 +16,7 @@ from cardgen.sim.calibration import (
     published_cards,
 )
 from cardgen.sim.catalog import read_data
+from cardgen.sim.hardware import GIB, find_gpu
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +48,11 @@ def test_long_context_kv_pays_for_the_profiling_run(rows) -> None:
     # Phi-3-mini-128k on vLLM 0.4.3 profiles a 131072-token step: ~12 GB of activations the KV cache loses
     perf = card_perf(next(c for c in published_cards() if c["id"] == "phi-3-mini-128k-a100-80"))
     assert perf.max_num_batched_tokens == 131072 and perf.memory.activation_peak > 10e9
-    row = _card_row(rows, "Phi-3-mini-128k", "kv_tokens")
+    row = _card_row(rows, "Phi-3-mini-128k, A100-80GB, vLLM 0.4.3", "kv_tokens")
     assert row["role"] == "held-out" and abs(float(row["error_pct"])) <= TARGET_ERROR_PCT  # type: ignore[arg-type]
+    # vLLM 0.6.0 does the same: the model declares a sliding window, so no chunked prefill by default
+    v060 = card_perf(next(c for c in published_cards() if c["id"] == "phi-3-mini-128k-a100-80-v060"))
+    assert not v060.chunked_prefill and v060.kv_capacity_tokens == perf.kv_capacity_tokens
 
 
 def test_held_out_rows_exist_for_every_headline_and_are_never_fit(rows) -> None:
@@ -123,3 +127,17 @@ def test_the_model_describes_its_expected_error() -> None:
     perf = card_perf(published_cards()[0])
     err = perf.describe()["expected_error"]
     assert set(err["figures"]) >= {k for k, _, _ in HEADLINES}  # type: ignore[index]
+
+
+def test_the_france_travail_h100_is_the_gpu_its_block_counts_imply() -> None:
+    # Same model and arguments on the reports' "H100" and on an A100-80GB: the extra KV blocks are extra memory
+    # (x gpu_memory_utilization). An 80 GB H100 would show the A100's count; the NVL's 94 GB shows ~2,100 more.
+    (ev,) = read_data("published.yaml")["gpu_evidence"]
+    control = find_gpu(ev["control"]).memory_bytes
+    for h100_blocks, control_blocks in ev["blocks"].values():
+        extra = (h100_blocks - control_blocks) * ev["block_size"] * ev["kv_bytes_per_token"]
+        implied = control + extra / ev["gpu_memory_utilization"]
+        assert abs(implied - find_gpu(ev["preset"]).memory_bytes) < 1.0 * GIB
+        assert implied - find_gpu("H100").memory_bytes > 10 * GIB and implied - find_gpu("H100-PCIe").memory_bytes > 10 * GIB
+    h100_cards = [c for c in published_cards() if " H100/" in str(c["source"])]
+    assert len(h100_cards) >= 3 and {c["gpu"] for c in h100_cards} == {ev["preset"]}

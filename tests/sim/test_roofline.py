@@ -8,6 +8,8 @@ import math
 import pytest
 
 from cardgen.errors import UsageError
+from cardgen.sim.catalog import parse_hf_config
+from cardgen.sim.hardware import find_gpu
 from cardgen.sim.perf import PerfModel, SeqWork
 from cardgen.sim.roofline import (
     RooflinePerf,
@@ -153,6 +155,21 @@ def test_long_context_profiling_step_costs_kv() -> None:
     assert old.memory.activation_peak > 15e9 > 0.1e9 > new.memory.activation_peak
     assert old.kv_capacity_tokens < 0.8 * new.kv_capacity_tokens
     assert not perf("CodeLlama-7b", engine="vllm-0.6").chunked_prefill  # 16384 tokens: not long
+
+
+def test_a_declared_sliding_window_keeps_vllm_v0_from_chunking() -> None:
+    # vLLM V0 chunks long contexts only when ModelConfig.get_sliding_window() is None; Phi-3-mini-128k declares
+    # 262144 (longer than its context), so vLLM 0.6 still profiles one 131072-token step
+    phi = perf("Phi-3-mini-128k", engine="vllm-0.6")
+    assert phi.arch.declares_sliding_window and phi.arch.sliding_window is None
+    assert not phi.chunked_prefill and phi.max_num_batched_tokens == 131072
+    assert phi.kv_capacity_tokens == perf("Phi-3-mini-128k", engine="vllm-0.4").kv_capacity_tokens
+    assert perf("Phi-3-mini-128k", engine="vllm").chunked_prefill  # V1 always chunks
+    cfg = {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+           "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+           "max_position_embeddings": 131072, "sliding_window": 131072, "use_sliding_window": False}
+    qwen = RooflinePerf(parse_hf_config(cfg, name="qwen"), find_gpu("A100-80GB"), find_engine("vllm-0.6"))
+    assert not qwen.arch.declares_sliding_window and qwen.chunked_prefill  # use_sliding_window: false
 
 
 def test_tensor_parallel_splits_weights_and_kv() -> None:
