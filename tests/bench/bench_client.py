@@ -37,15 +37,20 @@ from __future__ import annotations
 import json
 import os
 import resource
+import select
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from cardgen.load.transport import SO_TIMESTAMPNS
 from cardgen.sim.launch import running_sim
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,12 +96,18 @@ def _stamps(path: Path) -> dict[str, list[float]]:
     return out
 
 
+# the cores the clients run on (None: any); set by ``pinned`` (every child of a client inherits them)
+CLIENT_CPUS: set[int] | None = None
+
+
 def _timed(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900) -> tuple[float, str]:
     """Run a client to its end (in ``cwd``: ``python -m`` puts the working directory first on the path, which
     must not be a checkout other than the one meant); its process tree's CPU seconds and, when it failed, its
     last words."""
     cpu0 = _children_cpu()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    cpus = CLIENT_CPUS
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
+                          preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     cpu = _children_cpu() - cpu0
     tail = "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
     return cpu, tail
@@ -223,6 +234,82 @@ def errors_ms(pairs: list[tuple[list[float], list[float]]]) -> dict[str, float]:
             "abs_p50": float(np.percentile(a, 50)), "abs_p99": float(np.percentile(a, 99)), "matched": len(absolute)}
 
 
+def _set_cores(pid: int, cpus: set[int]) -> None:
+    """Every thread of process ``pid`` onto ``cpus``."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), cpus)
+
+
+@contextmanager
+def pinned(server_pid: int) -> Iterator[bool]:
+    """The server on core 0 and the clients (with their workers and scraper) on core 1 while the block runs:
+    a machine where they do not share cores, as near as a 2-core one gets (the kernel's own work, interrupts
+    and the loopback, still lands on either). Yields False, pinning nothing, with fewer than 2 cores."""
+    global CLIENT_CPUS
+    every = os.sched_getaffinity(0)
+    if len(every) < 2 or not hasattr(os, "sched_setaffinity"):
+        yield False
+        return
+    server, client = min(every), sorted(every)[1]
+    _set_cores(server_pid, {server})
+    CLIENT_CPUS = {client}
+    try:
+        yield True
+    finally:
+        CLIENT_CPUS = None
+        _set_cores(server_pid, every)
+
+
+def read_floor(streams: int = 256, steps: int = 200) -> tuple[float, float, int]:
+    """What one read costs with nothing else in the way: a bare Python epoll loop (this process) reading
+    ``streams`` loopback connections, to each of which a forked sender writes one 205-byte chunk every 20 ms,
+    ``recvmsg`` with the receive stamp as cardgen reads. CPU per read: user and kernel microseconds, reads."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(streams)
+    port = listener.getsockname()[1]
+    pid = os.fork()
+    if pid == 0:  # the sender
+        try:
+            outs = [socket.create_connection(("127.0.0.1", port)) for _ in range(streams)]
+            message = b"c8\r\n" + b"x" * 200 + b"\r\n"
+            t = time.time() + 0.2
+            for _ in range(steps):
+                t += STEP_S
+                time.sleep(max(0.0, t - time.time()))
+                for out in outs:
+                    out.send(message)
+            for out in outs:
+                out.close()
+        finally:
+            os._exit(0)
+    conns = [listener.accept()[0] for _ in range(streams)]
+    listener.close()
+    poller, by_fd = select.epoll(), {}
+    for conn in conns:
+        conn.setblocking(False)
+        conn.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        poller.register(conn.fileno(), select.EPOLLIN)
+        by_fd[conn.fileno()] = conn
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    reads, still_open = 0, streams
+    while still_open:
+        for fd, _ in poller.poll():
+            data, _, _, _ = by_fd[fd].recvmsg(65536, 32)
+            if data:
+                reads += 1
+            else:
+                poller.unregister(fd)
+                still_open -= 1
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    os.waitpid(pid, 0)
+    poller.close()
+    for conn in conns:
+        conn.close()
+    return ((after.ru_utime - before.ru_utime) / reads * 1e6, (after.ru_stime - before.ru_stime) / reads * 1e6,
+            reads)
+
+
 def _closed(parallel: int, requests: int) -> str:
     return (f"{{kind: closed, prompt_tokens: {PROMPT_TOKENS}, output_tokens: {OUTPUT_TOKENS}, parallel: {parallel}, "
             f"min_requests: {requests}}}")
@@ -245,6 +332,15 @@ def _row(client: str, streams: str, pairs: list[tuple[Run, Run]], load: str) -> 
     return (f"| {client} | {streams} | {float(np.median(cpus)):.1f} ({each}; {pairs[0][1].chunks - pairs[0][0].chunks} "
             f"chunks{f'; {failed} failed' if failed else ''}) | {e['gap_p50']:.2f} / {e['gap_p99']:.2f} | "
             f"{e['abs_p50']:.2f} / {e['abs_p99']:.2f} | {sum(long.chunks for long in longs)} | {load} |")
+
+
+def _timing_row(client: str, streams: str, run: Run, load: str) -> str:
+    """A row of timing errors alone (one run: its CPU includes start-up, so none is shown)."""
+    if not run.pairs:
+        return f"| {client} | {streams} | failed: {(run.errors or ['no request matched'])[0][:90]} | | | | {load} |"
+    e = errors_ms(run.pairs)
+    return (f"| {client} | {streams} | – | {e['gap_p50']:.2f} / {e['gap_p99']:.2f} | {e['abs_p50']:.2f} / "
+            f"{e['abs_p99']:.2f} | {run.chunks} | {load} |")
 
 
 def main() -> None:
@@ -287,13 +383,31 @@ def main() -> None:
                         pairs[client].append((runs[0], runs[1]))
                 for client in clients:
                     print(_row(client, str(parallel), pairs[client], _load()), flush=True)
-            open_run = run_cardgen(sim.url, stamps, f"{{kind: open, prompt_tokens: {PROMPT_TOKENS}, output_tokens: "
-                                                    f"{OUTPUT_TOKENS}, rates: [{OPEN_RATE:g}], num_requests: "
-                                                    f"{OPEN_REQUESTS}}}", tmp, "open")
-            lag = open_run.send_lag_p99_s
-            print(f"open loop, cardgen, {OPEN_RATE:g} req/s Poisson, {OPEN_REQUESTS} requests: send lag p99 "
-                  + (f"{lag * 1e3:.2f} ms" if lag is not None else f"unknown ({open_run.errors[:1]})")
-                  + f"; {len(open_run.errors)} failed; load avg {_load()}", flush=True)
+            with pinned(sim.process.pid) as pin:
+                if pin:  # timing only: one long run per client and level
+                    for parallel in levels:
+                        rounds = ROUNDS.get(parallel, (2, 6))[1]
+                        for client in clients:
+                            tag = f"{'c' if client == 'cardgen' else 'v'}{parallel}pin"
+                            run = (run_cardgen(sim.url, stamps, _closed(parallel, parallel * rounds), tmp, tag)
+                                   if client == "cardgen" else
+                                   run_vllm(sim.url, stamps, parallel, parallel * rounds, tmp, tag))
+                            print(_timing_row(client, f"{parallel}, own core", run, _load()), flush=True)
+            for cores in ("shared cores", "own core"):
+                with pinned(sim.process.pid) as pin:
+                    if cores == "own core" and not pin:
+                        continue
+                    open_run = run_cardgen(sim.url, stamps, f"{{kind: open, prompt_tokens: {PROMPT_TOKENS}, "
+                                                            f"output_tokens: {OUTPUT_TOKENS}, rates: [{OPEN_RATE:g}], "
+                                                            f"num_requests: {OPEN_REQUESTS}}}", tmp, f"open{cores[0]}")
+                lag = open_run.send_lag_p99_s
+                print(f"open loop, cardgen, {OPEN_RATE:g} req/s Poisson, {OPEN_REQUESTS} requests, {cores}: send lag "
+                      "p99 " + (f"{lag * 1e3:.2f} ms" if lag is not None else f"unknown ({open_run.errors[:1]})")
+                      + f"; {len(open_run.errors)} failed; load avg {_load()}", flush=True)
+    user, kernel, reads = read_floor()
+    print(f"floor: a bare Python epoll loop reading 256 loopback streams (recvmsg with the receive stamp, nothing "
+          f"else): {user + kernel:.1f} us CPU per read ({user:.1f} user, {kernel:.1f} kernel; {reads} reads)",
+          flush=True)
 
 
 if __name__ == "__main__":
