@@ -534,17 +534,6 @@ def _during(point: PointOutcome, times: Sequence[float], values: Sequence[float]
     return [v for t, v in zip(times, values, strict=True) if start <= t <= end]
 
 
-def _stalled_points(recorder: Recorder, points: Sequence[PointOutcome]) -> list[str]:
-    """The points whose client-side timings the load generator's stalls may have made late: those in which the
-    event loop lagged over :data:`LOOP_LAG_WARN_S` in more than 1 second in 20."""
-    out = []
-    for p in filter(_judged, points):
-        p95 = _pct(_during(p, recorder.loop_lag_times, recorder.loop_lags_s), 95)
-        if p95 is not None and p95 > LOOP_LAG_WARN_S:
-            out.append(f"{p.name} ({p95 * 1000:.0f} ms)")
-    return out
-
-
 def _judge_client(recorder: Recorder, point: PointOutcome) -> PointOutcome:
     """``point`` with whether the load generator kept up while it ran (:func:`client_verdict` on the samples of
     every process taken between its start and end)."""
@@ -557,7 +546,8 @@ def _judge_client(recorder: Recorder, point: PointOutcome) -> PointOutcome:
 
 
 def _loadgen_report(recorder: Recorder, points: Sequence[PointOutcome] = ()) -> tuple[dict[str, Any], list[str]]:
-    """Percentiles of event-loop lag, send lag and CPU, and warnings when the client was the bottleneck."""
+    """Percentiles of event-loop lag, send lag and CPU, and warnings when the client was the bottleneck: per
+    point, the verdict :func:`_judge_client` gave it (``points`` are judged); without points, the whole run's."""
     lags, cpus, send_lags = recorder.loop_lags_s, recorder.cpu_percents, recorder.send_lags_s
     report = {
         "loop_lag_p50_s": _pct(lags, 50), "loop_lag_p95_s": _pct(lags, 95), "loop_lag_p99_s": _pct(lags, 99),
@@ -567,12 +557,12 @@ def _loadgen_report(recorder: Recorder, points: Sequence[PointOutcome] = ()) -> 
         "samples": len(lags),
     }
     warnings = []
-    stalled = _stalled_points(recorder, points) if points else None
-    if stalled:
-        warnings.append(f"the load generator's event loop stalled in more than 1 second in 20 during {len(stalled)} "
-                        f"point(s), whose client-side timings may be late: {', '.join(stalled)} (p95 stall); use "
-                        "--workers N to spread the load, or a machine where the server does not share the cores")
-    elif stalled is None and report["loop_lag_p95_s"] is not None and report["loop_lag_p95_s"] > LOOP_LAG_WARN_S:
+    behind = [f"{p.name} ({p.client})" for p in points if p.client_kept_up is False] if points else None
+    if behind:
+        warnings.append(f"the load generator fell behind during {len(behind)} point(s), whose client-side timings "
+                        f"may be late: {'; '.join(behind)}; use --workers N to spread the load, or a machine where "
+                        "the server does not share the cores")
+    elif behind is None and report["loop_lag_p95_s"] is not None and report["loop_lag_p95_s"] > LOOP_LAG_WARN_S:
         warnings.append(f"the load generator's event loop stalled over {report['loop_lag_p95_s'] * 1000:.0f} ms in "
                         "more than 1 second in 20: client-side timings may be late; use --workers N to spread "
                         "the load")

@@ -86,7 +86,7 @@ def test_stalls_are_blamed_on_the_points_they_happened_in_and_not_on_waves(tmp_p
         import locust
         from pathlib import Path
         from cardgen.load.recorder import Recorder
-        from cardgen.load.stage import _loadgen_report
+        from cardgen.load.stage import _judge_client, _loadgen_report
         from cardgen.schemas.records import LoadgenSample
         from cardgen.schemas.run import PointOutcome
 
@@ -96,12 +96,13 @@ def test_stalls_are_blamed_on_the_points_they_happened_in_and_not_on_waves(tmp_p
         rec.close()
         calm = PointOutcome(name="closed-p4", kind="closed", started_unix=0.0, ended_unix=19.5)
         waves = PointOutcome(name="waves", kind="waves", started_unix=19.5, ended_unix=40.0)
-        _, warnings = _loadgen_report(rec, [calm, waves])
-        assert not any("stalled" in w for w in warnings), warnings  # waves read the server, not client timings
+        judged = lambda points: [_judge_client(rec, p) for p in points]
+        _, warnings = _loadgen_report(rec, judged([calm, waves]))
+        assert not any("fell behind" in w for w in warnings), warnings  # waves read the server, not client timings
         stalling = PointOutcome(name="closed-p64", kind="closed", started_unix=19.5, ended_unix=40.0)
-        _, warnings = _loadgen_report(rec, [calm, stalling])
-        (warning,) = [w for w in warnings if "stalled" in w]
-        assert "closed-p64 (30 ms)" in warning and "closed-p4" not in warning, warning
+        _, warnings = _loadgen_report(rec, judged([calm, stalling]))
+        (warning,) = [w for w in warnings if "fell behind" in w]
+        assert "closed-p64 (fell behind: event-loop lag p95 30.0 ms" in warning and "closed-p4" not in warning, warning
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
