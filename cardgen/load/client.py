@@ -18,7 +18,7 @@ import gevent
 from gevent.lock import Semaphore
 
 from cardgen.load.sse import parse_stream
-from cardgen.load.transport import Connection, Exchange, body_reads, body_text
+from cardgen.load.transport import SENDS, Connection, Exchange, body_reads, body_text
 from cardgen.schemas.records import ErrorKind, RequestRecord
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -80,11 +80,13 @@ def stream_once(conn: Connection, *, endpoint: str, payload: dict[str, Any], rec
 # a batching server ends many streams in the same instant, and their parsing must not delay the stamps of the
 # streams still running (nor an open loop's next send) by more than one stream's parsing.
 _ONE_AT_A_TIME = Semaphore()
+PARSE_ROOM_S = 0.001  # parsing and recording a stream takes ~0.5 ms: not started when an open-loop send is that near
 
 
 def _finish(ex: Exchange, *, endpoint: str, record: dict[str, Any], report: Callable[..., Any],
             on_text: Callable[[str], None] | None = None) -> RequestRecord:
     gevent.idle()
+    SENDS.wait_clear(PARSE_ROOM_S)
     parsed = parse_stream(body_reads(ex)) if ex.status == 200 else None
     if on_text is not None:
         on_text(parsed.text if parsed is not None else "")

@@ -31,10 +31,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from urllib.parse import urlsplit
 
+import gevent
 from gevent import socket
 from gevent import ssl as gevent_ssl
 from gevent.hub import Waiter, get_hub
 
+from cardgen.load.alarm import sleep_until
 from cardgen.schemas.records import ErrorKind
 
 READ_SIZE = 1 << 16
@@ -83,6 +85,14 @@ class SendSchedule:
     def send_due(self, now: float) -> bool:
         due = self.due
         return bool(due) and 0.0 <= now - due[0] < self.MAX_DEFER_S
+
+    def wait_clear(self, room_s: float) -> None:
+        """Return once no send is due within ``room_s``: work that holds the loop that long goes after it."""
+        due = self.due
+        while due and -self.MAX_DEFER_S < (ahead := due[0] - time.time()) < room_s:
+            if ahead > 0:
+                sleep_until(due[0])
+            gevent.sleep(0)  # its sender, woken by the alarm, leaves first
 
 
 SENDS = SendSchedule()  # one event loop per process, one schedule

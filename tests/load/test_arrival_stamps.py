@@ -134,3 +134,21 @@ def test_the_alarm_is_one_per_process_and_reused():
     assert first is alarm._alarm
     if threading.current_thread() is threading.main_thread() and alarm.sys.platform == "linux":
         assert first is not None and first.fd >= 0
+
+
+def test_work_that_holds_the_loop_waits_for_a_send_about_to_leave():
+    s = SendSchedule()
+    s.wait_clear(0.001)  # nothing scheduled: at once
+    soon = time.time() + 0.02
+    s.add(soon)
+    gevent.spawn_later(0.03, s.remove, soon)  # its sender leaves (a little late)
+    s.wait_clear(0.05)
+    assert time.time() >= soon and not s.due
+    later = time.time() + 5
+    s.add(later)
+    t = time.time()
+    s.wait_clear(0.001)  # not within the room: at once
+    overdue = SendSchedule()
+    overdue.add(time.time() - 1)
+    overdue.wait_clear(0.001)  # overdue past MAX_DEFER_S (its sender never came): holds nothing
+    assert time.time() - t < 1
