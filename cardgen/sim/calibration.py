@@ -283,6 +283,15 @@ def calibration_markdown(rows: list[dict[str, object]] | None = None) -> str:
            "declares a sliding window, as Phi-3-mini-128k's does), the sampler's buffers for `max_num_seqs` rows, the memory outside PyTorch, "
            "and, from vLLM 0.21, the CUDA graphs' memory. Engine profiles (`cardgen/sim/data/engines.yaml`) "
            "hold the version's defaults and a few speed constants.", "",
+           "A compute-bound step runs at the GPU's datasheet peak times the engine's compute efficiency on that "
+           "GPU's architecture. vLLM V0 (0.4-0.6) prefills with FlashAttention-2, written for Ampere: it reaches "
+           "50-73 % of an A100's peak but 35 % of an H100's (FlashAttention-3, arXiv 2407.08608; vLLM took "
+           "Hopper kernels for attention up in January 2025, after 0.6). Its efficiency, set on an A100, is "
+           "therefore scaled on Hopper GPUs by one factor, 0.80, fitted on the ingestion of one H100 card "
+           "(Codestral-22B, vLLM 0.6.1.post2); the other V0 rows on H100 are held out. Documented kernel "
+           "figures account for about half of the 20 % it takes off: attention is 6-7 % of these prompts' FLOPs, and "
+           "Hopper's matrix multiplies reach 80 % of its peak against an A100's 86 % (maximum achievable "
+           "matmul FLOPS, stas00/ml-engineering).", "",
            "Every row below is recomputed by `cardgen.sim.calibration` from the published figures in "
            "`cardgen/sim/data/published.yaml` and `reference/published.md`. Rows marked **fit** set an engine "
            "profile's constants; **held-out** rows (other models, GPUs and engine versions) were never used "

@@ -28,6 +28,7 @@ class GPU:
     link_name: str
     link_bandwidth_bytes_s: float  # per direction, per GPU
     link_latency_s: float  # one small all-reduce
+    arch: str = ""  # architecture generation (ampere, ada, hopper, ...): which kernels an engine has for it
 
     def allreduce_s(self, nbytes: float, tp: int) -> float:
         """Seconds of one ring all-reduce of ``nbytes`` over ``tp`` GPUs (0 for one GPU)."""
@@ -64,7 +65,7 @@ def find_gpu(name: str) -> GPU:
 
 # A GPU file: the three required numbers, and what may be said besides (anything else is a typo: an error).
 _REQUIRED = ("memory_gb", "bandwidth_gb_s", "peak_tflops")
-_OPTIONAL = ("name", "description", "memory_gib", "link")
+_OPTIONAL = ("name", "description", "memory_gib", "link", "arch")
 _LINK_KEYS = ("name", "bandwidth_gb_s", "latency_us")
 # Without a link: PCIe 4.0 x16, the slowest link of the presets.
 _DEFAULT_LINK = {"name": "PCIe 4.0 x16 (assumed)", "bandwidth_gb_s": 25, "latency_us": 25}
@@ -78,6 +79,7 @@ def load_gpu_file(path: Path) -> GPU:
         bandwidth_gb_s: 4000      # memory bandwidth, 1e9 bytes/s
         peak_tflops: 900          # dense 16-bit tensor peak
         memory_gib: 94.5          # optional: what CUDA reports (default: memory_gb in GiB)
+        arch: hopper              # optional: the architecture, for engine profiles' arch_compute_factor
         link: {name: ..., bandwidth_gb_s: ..., latency_us: ...}   # optional (default: PCIe 4.0 x16)
 
     Raises :class:`UsageError` (one line) for a missing file, bad YAML, unknown keys or non-positive numbers."""
@@ -125,4 +127,5 @@ def _gpu(name: str, g: dict[str, Any], *, source: str) -> GPU:
         link_name=str(link["name"]),
         link_bandwidth_bytes_s=_number(link, "bandwidth_gb_s", source) * 1e9,
         link_latency_s=_number(link, "latency_us", source) * 1e-6,
+        arch=str(g.get("arch", "")).lower(),
     )

@@ -5,7 +5,9 @@ One engine step computes some prompt chunks and one token for each decoding sequ
     max(compute time, memory time) + all-reduce time + step overhead + per-sequence overhead x sequences
 
 - compute time: FLOPs (2 per active weight per token, attention over the context, logits for the sampled
-  positions) / (tp x peak x compute efficiency). Long prefills are bound here.
+  positions) / (tp x peak x compute efficiency). Long prefills are bound here. The efficiency is the engine's
+  on the GPU's architecture: kernels written before an architecture reach less of its peak
+  (:meth:`EngineProfile.compute_efficiency_on`).
 - memory time: bytes read per GPU (the weights once per step, only the experts some token picked for MoE;
   the resident KV cache of every sequence in the step; the new KV written) / (bandwidth x bandwidth
   efficiency). Decode is bound here.
@@ -19,7 +21,7 @@ hardware in ``data/gpus.yaml``; the architecture in ``data/models.yaml`` or any 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from cardgen.errors import UsageError
@@ -65,6 +67,7 @@ class EngineProfile:
     large_gpu: dict[str, int]
     max_model_len: int | None  # cap on the served context length
     activations_in_budget: bool = True  # False: the budget holds weights and KV only (SGLang's static fraction)
+    arch_compute_factor: dict[str, float] = field(default_factory=dict)  # GPU architecture -> factor on it
 
     def describe(self) -> dict[str, object]:
         return asdict(self)
@@ -85,6 +88,18 @@ class EngineProfile:
         if not self.large_gpu or gpu.memory_bytes < LARGE_GPU_BYTES or "a100" in gpu.name.lower():
             return self
         return replace(self, **self.large_gpu)
+
+    def compute_efficiency_on(self, gpu: GPU) -> float:
+        """The fraction of ``gpu``'s peak a compute-bound step reaches: ``compute_efficiency`` times the profile's
+        factor for the GPU's architecture (1 without one).
+
+        Why a factor per architecture: the datasheet peak of a new architecture is only reached by kernels
+        written for it. vLLM 0.4-0.6 (V0) prefill with FlashAttention-2, which reaches 50-73 % of an A100's peak
+        (arXiv 2307.08691) but 35 % of an H100's: Hopper needs wgmma and TMA, which FlashAttention-3 uses
+        (arXiv 2407.08608) and vLLM took up in January 2025 (PR #12093), after 0.6. A V0 efficiency fitted on
+        A100s would overstate the same engine's prefill on Hopper. The factor itself is fitted on one H100 card
+        (``data/engines.yaml`` says how much of it the documented kernel figures account for)."""
+        return self.compute_efficiency * self.arch_compute_factor.get(gpu.arch, 1.0)
 
 
 def list_engines() -> list[str]:
@@ -127,6 +142,7 @@ def find_engine(name: str) -> EngineProfile:
         large_gpu={str(k): int(v) for k, v in (e.get("large_gpu") or {}).items()},
         max_model_len=None if e.get("max_model_len") is None else int(e["max_model_len"]),
         activations_in_budget=bool(e.get("activations_in_budget", True)),
+        arch_compute_factor={str(k).lower(): float(v) for k, v in (e.get("arch_compute_factor") or {}).items()},
     )
 
 
@@ -239,7 +255,8 @@ class RooflinePerf:
         self._window = arch.sliding_window or math.inf
         dense = arch.layers * (arch.dense_layer_bytes + (arch.expert_bytes if arch.experts == 1 else 0.0))
         self._dense_read_bytes = (dense + arch.lm_head_params * arch.dtype_bytes) / tp
-        self._flop_s = gpu.peak_flops * engine.compute_efficiency
+        self.compute_efficiency = engine.compute_efficiency_on(gpu)
+        self._flop_s = gpu.peak_flops * self.compute_efficiency
         self._byte_s = gpu.bandwidth_bytes_s * engine.bandwidth_efficiency
 
     def _activation_bytes_per_token(self) -> float:
@@ -332,8 +349,10 @@ class RooflinePerf:
             "tp": self.tp,
             "engine": self.engine.name,
             "engine_profile": self.engine.describe(),
+            "compute_efficiency": self.compute_efficiency,  # the profile's, on this GPU's architecture
             "gpu_spec": {
                 "description": g.description,
+                "arch": g.arch,
                 "peak_tflops": g.peak_flops / 1e12,
                 "bandwidth_gb_s": g.bandwidth_bytes_s / 1e9,
                 "memory_gib": g.memory_bytes / GIB,

@@ -172,6 +172,38 @@ def test_a_declared_sliding_window_keeps_vllm_v0_from_chunking() -> None:
     assert not qwen.arch.declares_sliding_window and qwen.chunked_prefill  # use_sliding_window: false
 
 
+def test_v0_prefill_efficiency_is_scaled_on_hopper_only(tmp_path) -> None:
+    # vLLM V0 prefills with FlashAttention-2, written for Ampere (35 % of an H100's peak, 50-73 % of an A100's):
+    # its A100-fitted compute efficiency is scaled on Hopper GPUs, by one factor both V0 profiles share. V1
+    # (FlashAttention-3 on Hopper, fitted on an H100 NVL), SGLang and TGI keep theirs everywhere.
+    assert {g for g in list_gpus() if find_gpu(g).arch == "hopper"} == {"H100", "H100-PCIe", "H200", "H100-NVL"}
+    factors = set()
+    for name in list_engines():
+        e = find_engine(name)
+        for g in list_gpus():
+            gpu = find_gpu(g)
+            ratio = e.compute_efficiency_on(gpu) / e.compute_efficiency
+            if name in ("vllm-0.4", "vllm-0.6") and gpu.arch == "hopper":
+                factors.add(ratio)
+            else:
+                assert ratio == 1.0, (name, g)
+    (factor,) = factors
+    assert 0.5 < factor < 0.95
+    # the step model uses it: a compute-bound prefill is slower than the peak-FLOPs ratio says, by the factor
+    a100 = perf("Codestral-22B", "A100-80GB", engine="vllm-0.6")
+    nvl = perf("Codestral-22B", "H100-NVL", engine="vllm-0.6")
+    ratio = a100.cost([SeqWork(4000, 0)], []).compute_s / nvl.cost([SeqWork(4000, 0)], []).compute_s
+    assert ratio == pytest.approx(835 / 312 * factor)
+    assert nvl.describe()["compute_efficiency"] == pytest.approx(0.56 * factor)
+    v1 = perf("Codestral-22B", "H100-NVL", engine="vllm")
+    assert v1.compute_efficiency == find_engine("vllm").compute_efficiency
+    # a GPU of one's own is scaled when its file names the architecture
+    (tmp_path / "mine.yaml").write_text("memory_gb: 96\nbandwidth_gb_s: 4000\npeak_tflops: 900\narch: Hopper\n")
+    mine = build_perf_model(model="CodeLlama-7b", model_config=None, gpu=str(tmp_path / "mine.yaml"),
+                            engine="vllm-0.6")
+    assert isinstance(mine, RooflinePerf) and mine.compute_efficiency == pytest.approx(0.56 * factor)
+
+
 def test_tensor_parallel_splits_weights_and_kv() -> None:
     one, two = perf("Llama-2-13b", tp=1), perf("Llama-2-13b", tp=2)
     assert two.weight_bytes_per_gpu == pytest.approx(one.weight_bytes_per_gpu / 2)
