@@ -1,8 +1,9 @@
 """When the server is saturated: the one rule the load runner, the virtual-time driver and the card share.
 
 A closed-loop point saturates the server when, during the point, the KV cache is (nearly) full, a request
-was preempted, requests were left waiting (in at least half of the server's readings: all users' prompts
-arriving in the same instant wait a step or two for the per-step token budget, which is not saturation), or the
+was preempted, requests were left waiting (in at least half of the server's readings, and in two of them at
+least: all users' prompts arriving in the same instant wait a step or two for the per-step token budget, and
+one reading of a short point can catch a request between two steps, neither of which is saturation), or the
 median request's speed from start fell below the speed a user still accepts. The larger parallel counts of the same prompt/output pair then measure only queueing, so a
 suite with ``stop_at_saturation`` does not run them (the card lists them as not run).
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 MAX_KV_USAGE = 0.95  # the analysis' default capacity bound (AnalysisOptions.max_kv_usage)
 MIN_SPEED_TOK_S = 20.0  # the analysis' default slowest acceptable speed (AnalysisOptions.min_speed_tok_s)
 PERSISTENT_WAITING = 0.5  # requests waiting in at least this share of readings are "left waiting"
+MIN_WAITING_READINGS = 2  # ... and in at least this many: one reading is a request caught between two steps
 WAVE_FULL_USAGE = 0.9  # a wave that queues below this usage is limited by something other than the KV cache
 
 
@@ -29,6 +31,7 @@ class LoadSeen:
     preemptions: float | None = None  # the increase of the server's preemption counter
     waiting_max: float | None = None
     waiting_fraction: float | None = None  # the share of readings with a request waiting (None: count waiting_max)
+    waiting_readings: int | None = None  # how many readings saw a request waiting
     median_speed_tok_s: float | None = None
 
 
@@ -55,14 +58,16 @@ def closed_load_seen(readings: Sequence[Reading], *, started: float, ended: floa
     if counters:
         base = before[-1].preemptions if before and before[-1].preemptions is not None else counters[0]
         preemptions = max(counters[-1] - base, 0.0)
-    waiting_max = waiting_fraction = None
+    waiting_max = waiting_fraction = waiting_readings = None
     if first_round_end is not None:
         after = [r.waiting for r in inside if r.t >= first_round_end and r.waiting is not None]
         if after:
             waiting_max = max(after)
-            waiting_fraction = sum(1 for w in after if w > 0) / len(after)
+            waiting_readings = sum(1 for w in after if w > 0)
+            waiting_fraction = waiting_readings / len(after)
     return LoadSeen(kv_usage_max=max(usage) if usage else None, preemptions=preemptions, waiting_max=waiting_max,
-                    waiting_fraction=waiting_fraction, median_speed_tok_s=median_speed_tok_s)
+                    waiting_fraction=waiting_fraction, waiting_readings=waiting_readings,
+                    median_speed_tok_s=median_speed_tok_s)
 
 
 def point_saturation(seen: LoadSeen, *, max_kv_usage: float = MAX_KV_USAGE,
@@ -73,7 +78,8 @@ def point_saturation(seen: LoadSeen, *, max_kv_usage: float = MAX_KV_USAGE,
         reasons.append(f"KV cache {seen.kv_usage_max:.0%} full")
     if seen.preemptions:
         reasons.append(f"{seen.preemptions:g} preemptions")
-    persistent = seen.waiting_fraction is None or seen.waiting_fraction >= PERSISTENT_WAITING
+    persistent = seen.waiting_fraction is None or (seen.waiting_fraction >= PERSISTENT_WAITING
+                                                   and (seen.waiting_readings or 0) >= MIN_WAITING_READINGS)
     if seen.waiting_max and persistent:
         share = "" if seen.waiting_fraction is None else f" in {seen.waiting_fraction:.0%} of readings"
         reasons.append(f"up to {seen.waiting_max:g} requests waiting{share}")

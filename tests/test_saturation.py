@@ -14,7 +14,10 @@ def test_a_point_saturates_on_any_signal_and_says_which():
     assert "2 preemptions" in point_saturation(LoadSeen(preemptions=2))
     assert "3 requests waiting" in point_saturation(LoadSeen(waiting_max=3))
     assert point_saturation(LoadSeen(waiting_max=7, waiting_fraction=0.1)) is None  # a start-up burst
-    assert "in 80% of readings" in point_saturation(LoadSeen(waiting_max=7, waiting_fraction=0.8))
+    assert "in 80% of readings" in point_saturation(LoadSeen(waiting_max=7, waiting_fraction=0.8, waiting_readings=8))
+    # a short point's one reading after its first round caught a request between two steps: not saturation
+    assert point_saturation(LoadSeen(waiting_max=1, waiting_fraction=1.0, waiting_readings=1)) is None
+    assert "in 100% of readings" in point_saturation(LoadSeen(waiting_max=1, waiting_fraction=1.0, waiting_readings=2))
     assert "below 20" in point_saturation(LoadSeen(median_speed_tok_s=12.5))
     assert point_saturation(LoadSeen(median_speed_tok_s=12.5), min_speed_tok_s=10) is None
 
