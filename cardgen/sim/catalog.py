@@ -304,15 +304,23 @@ def parse_hf_config(cfg: dict[str, Any], *, name: str, hf_id: str | None = None)
     )
 
 
+def read_user_file(path: Path, what: str) -> str:
+    """The text of a file the user named (``what``: what the messages call it, e.g. "model config"); a one-line
+    :class:`UsageError` when it is missing or cannot be read as UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{what} {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc}") from None
+
+
 def load_model_config(path: Path, *, name: str | None = None) -> Architecture:
     """Read a Hugging Face ``config.json`` file (``--model-config``)."""
     path = Path(path)
+    text = read_user_file(path, "model config")
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"model config {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read model config {path}: {exc}") from None
+        cfg = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"model config {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
     label = name or (str(cfg.get("_name_or_path") or "") if isinstance(cfg, dict) else "")

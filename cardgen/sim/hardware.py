@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from cardgen.errors import UsageError
-from cardgen.sim.catalog import read_data, resolve
+from cardgen.sim.catalog import read_data, read_user_file, resolve
 
 GIB = 2**30
 
@@ -83,12 +83,9 @@ def load_gpu_file(path: Path) -> GPU:
         link: {name: ..., bandwidth_gb_s: ..., latency_us: ...}   # optional (default: PCIe 4.0 x16)
 
     Raises :class:`UsageError` (one line) for a missing file, bad YAML, unknown keys or non-positive numbers."""
+    text = read_user_file(path, "GPU file")
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"GPU file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read GPU file {path}: {exc}") from None
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise UsageError(f"GPU file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
