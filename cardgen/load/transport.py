@@ -451,7 +451,7 @@ class _LoopReader:
         recvmsg, now, append, take = _recvmsg(self.raw), time.time, body.append, body.take
         deadline = body.deadline
         plain = body.tracker is not None and body.limit is None  # a streamed body: only its end is looked for
-        anc_size, timespec, stamp_kind = _ANC_SIZE, _TIMESPEC, SO_TIMESTAMPNS
+        anc_size, kernel_time = _ANC_SIZE, _kernel_time
         due, defer = SENDS.due, SENDS.send_due
         kernel = KERNEL_STAMPS
 
@@ -465,11 +465,7 @@ class _LoopReader:
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting greenlet
                 end(None, exc)
                 return
-            if anc and anc[0][1] == stamp_kind:  # when the bytes arrived (the only ancillary data asked for)
-                sec, nsec = timespec(anc[0][2])
-                t = sec + nsec * 1e-9
-            else:
-                t = now()
+            t = (kernel_time(anc) if anc else None) or now()  # when the bytes arrived, else now
             if plain and t <= deadline and len(data) >= 5 and data[-4:] != _END_CANDIDATE:
                 append((t, data))
                 return
