@@ -315,32 +315,36 @@ def _closed(parallel: int, requests: int) -> str:
             f"min_requests: {requests}}}")
 
 
+def _table_row(client: str, streams: str, cpu: str, timed: list[tuple[list[float], list[float]]], chunks: int,
+               errors: list[str], load: str) -> str:
+    """One row of the table: the timing errors of the ``timed`` requests; failed when none was matched."""
+    if not timed:
+        return f"| {client} | {streams} | failed: {(errors or ['no request matched'])[0][:90]} | | | | {load} |"
+    e = errors_ms(timed)
+    return (f"| {client} | {streams} | {cpu} | {e['gap_p50']:.2f} / {e['gap_p99']:.2f} | {e['abs_p50']:.2f} / "
+            f"{e['abs_p99']:.2f} | {chunks} | {load} |")
+
+
 def _row(client: str, streams: str, pairs: list[tuple[Run, Run]], load: str) -> str:
     """One table row from repeated (short, long) runs: the median marginal CPU (each repeat's in brackets), the
     timing errors of every long run pooled."""
     longs = [long for _, long in pairs]
-    if not any(long.pairs for long in longs):
-        errors = [e for short, long in pairs for e in long.errors + short.errors] or ["no request matched"]
-        return f"| {client} | {streams} | failed: {errors[0][:90]} | | | | {load} |"
     cpus = []
     for short, long in pairs:
         extra = long.chunks - short.chunks
         cpus.append((long.cpu_s - short.cpu_s) / extra * 1e6 if extra > 0 else float("nan"))
-    e = errors_ms([p for long in longs for p in long.pairs])
     failed = sum(len(long.errors) for long in longs)
     each = ", ".join(f"{c:.1f}" for c in cpus)
-    return (f"| {client} | {streams} | {float(np.median(cpus)):.1f} ({each}; {pairs[0][1].chunks - pairs[0][0].chunks} "
-            f"chunks{f'; {failed} failed' if failed else ''}) | {e['gap_p50']:.2f} / {e['gap_p99']:.2f} | "
-            f"{e['abs_p50']:.2f} / {e['abs_p99']:.2f} | {sum(long.chunks for long in longs)} | {load} |")
+    cpu = (f"{float(np.median(cpus)):.1f} ({each}; {pairs[0][1].chunks - pairs[0][0].chunks} chunks"
+           f"{f'; {failed} failed' if failed else ''})")
+    return _table_row(client, streams, cpu, [p for long in longs for p in long.pairs],
+                      sum(long.chunks for long in longs),
+                      [e for short, long in pairs for e in long.errors + short.errors], load)
 
 
 def _timing_row(client: str, streams: str, run: Run, load: str) -> str:
     """A row of timing errors alone (one run: its CPU includes start-up, so none is shown)."""
-    if not run.pairs:
-        return f"| {client} | {streams} | failed: {(run.errors or ['no request matched'])[0][:90]} | | | | {load} |"
-    e = errors_ms(run.pairs)
-    return (f"| {client} | {streams} | – | {e['gap_p50']:.2f} / {e['gap_p99']:.2f} | {e['abs_p50']:.2f} / "
-            f"{e['abs_p99']:.2f} | {run.chunks} | {load} |")
+    return _table_row(client, streams, "–", run.pairs, run.chunks, run.errors, load)
 
 
 def main() -> None:
