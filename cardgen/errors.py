@@ -67,3 +67,8 @@ class NewerSchemaError(RunFileError):
         super().__init__(f"{path} was written by a newer cardgen (schema {found}; this one reads up to {known}): "
                          "upgrade cardgen", path=path)
         self.found, self.known = found, known
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception as one short line (its type's name when it says nothing)."""
+    return " ".join(str(exc).split())[:limit] or type(exc).__name__

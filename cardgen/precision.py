@@ -221,13 +221,6 @@ def closed_figures(records: Sequence[object], *, parallel: int = 1, running: boo
     return speeds[cut:], ttfts[cut:]
 
 
-def closed_precise(records: Sequence[object], *, target: float, parallel: int) -> bool:
-    """Whether a running closed-loop point's median speed from start and median TTFT are both known within
-    ``target`` (the stopping rule of a point with ``target_ci``)."""
-    speeds, ttfts = closed_figures(records, parallel=parallel)
-    return precision_reached([speeds, ttfts], target=target, parallel=parallel)
-
-
 def ingest_interval(records: Sequence[object]) -> MedianInterval | None:
     """An ingestion sweep's slope (TTFT seconds per prompt token) and its 95 % t interval
     (:func:`slope_interval`) over the points the card's robust line keeps
@@ -246,8 +239,13 @@ def ingest_interval(records: Sequence[object]) -> MedianInterval | None:
 
 def ingest_precise(records: Sequence[object], *, target: float) -> bool:
     """Whether an ingestion sweep's slope (:func:`ingest_interval`) is positive and known within ``target``."""
-    interval = ingest_interval(records)
-    return interval is not None and interval.median > 0 and interval.relative <= target
+    return within_target(ingest_interval(records), target, positive=True)
+
+
+def within_target(interval: MedianInterval | None, target: float, *, positive: bool = False) -> bool:
+    """Whether ``interval`` is known within ``target`` (a fraction of its centre; ``positive``: and its centre is
+    above 0, as a slope must be)."""
+    return interval is not None and (not positive or interval.median > 0) and interval.relative <= target
 
 
 def round_decode_speed(records: Sequence[object]) -> float | None:
@@ -263,8 +261,7 @@ def round_decode_speed(records: Sequence[object]) -> float | None:
 def batch_precise(round_speeds: Sequence[float | None], *, target: float) -> bool:
     """Whether the measured rounds' mean decode speeds (:func:`round_decode_speed`) give a mean known within
     ``target`` (:func:`mean_interval`)."""
-    interval = mean_interval([s for s in round_speeds if s is not None])
-    return interval is not None and interval.relative <= target
+    return within_target(mean_interval([s for s in round_speeds if s is not None]), target)
 
 
 def mean_interval(values: Sequence[float]) -> MedianInterval | None:

@@ -1,26 +1,26 @@
-"""The agent: one per load-generating process (the local runner, or each Locust worker).
+"""The agent: one per load-generating process (the local runner, or each Locust worker), the load engine's
+interpreter of the scenario programs (:mod:`cardgen.scenarios`) in real time.
 
-It owns the process's single Locust user, which executes the process's share of each point with a pool of
-greenlets, one keep-alive connection (``cardgen.load.transport``) per concurrent slot. The user reaches its agent through its class:
-:meth:`Agent.user_class` makes a :class:`CardgenUser` subclass bound to this agent. Records leave through
-Locust's ``request`` event, whose subscriber is the process's record sink (``cardgen.load.sink``). The agent
-also measures the load generator itself (event-loop lag, CPU, requests in flight) until :meth:`Agent.stop`.
-Everything else it says goes out as typed messages (``cardgen.load.messages``) through ``send``.
+It owns the process's single Locust user, which runs the process's share of each point: the point's program
+(:func:`cardgen.scenarios.program_for`) says what to send and when, and the agent sends it on gevent, one
+keep-alive connection (``cardgen.load.transport``) per user of the program (``slot``), and tells the program what
+came back. The user reaches its agent through its class: :meth:`Agent.user_class` makes a :class:`CardgenUser`
+subclass bound to this agent. Records leave through Locust's ``request`` event, whose subscriber is the
+process's record sink (``cardgen.load.sink``). The agent also measures the load generator itself (event-loop
+lag, CPU, requests in flight) until :meth:`Agent.stop`. Everything else it says goes out as typed messages
+(``cardgen.load.messages``) through ``send``: its ``Done`` says why the program stopped sending.
 
-Each executor obeys the point's rules (``cardgen.points``) and says, in its ``Done``, why it stopped sending.
-A closed loop stops on precision when the master says so (:meth:`Agent.stop_point`): precision is judged on
-the records of every agent, which meet only at the master. Barrier kinds (waves, ingestion, batch) run in one
-process, which sees all their records, so they decide here: waves search for the saturating size with the
-saturation watcher's verdict per wave, ingestion and batch stop once their interval is within ``target_ci``.
+What needs every agent's records (a closed loop's precision) is judged at the master, which meets them all
+(:mod:`cardgen.load.runner`), and comes back as :meth:`Agent.stop_point`. A wave's saturation is watched here
+(:class:`_SaturationWatcher`), by polling the server's ``/metrics`` while the wave runs.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import gevent
 import psutil
@@ -36,28 +36,27 @@ from cardgen.load.messages import AgentMessage, Assignment, Done, LoadgenTick, R
 from cardgen.load.prompts import PromptTemplate, request_id
 from cardgen.load.transport import SENDS, Connection, Target
 from cardgen.points import Point
-from cardgen.precision import (
-    MedianInterval,
-    batch_precise,
-    ingest_interval,
-    ingest_precise,
-    mean_interval,
-    round_decode_speed,
-)
 from cardgen.promtext import parse_metrics
 from cardgen.saturation import wave_saturated
-from cardgen.schemas.records import LoadgenSample, RequestRecord
-from cardgen.schemas.run import (
-    STOP_COMPLETE,
-    STOP_INTERRUPTED,
-    STOP_PRECISION,
-    STOP_SATURATED,
+from cardgen.scenarios import (
+    Command,
+    EndWatch,
+    Program,
+    Send,
+    Verdict,
+    Watch,
+    program_for,
+    record_fields,
+    runs_on,
 )
+from cardgen.schemas.records import LoadgenSample, RequestRecord
+from cardgen.schemas.run import STOP_COMPLETE, STOP_INTERRUPTED
 
 log = logging.getLogger("cardgen.load")
 
 LAG_TICK_S = 0.05
-SEND_LEAD_S = 0.02  # an open-loop request's greenlet waits this long before its time, ready to send
+SEND_LEAD_S = 0.02  # a timed request's greenlet starts this long before its time, ready to send
+START_LEAD_S = 0.05  # a point that starts with timed requests starts this much later: the first is prepared
 LAG_REPORT_S = 1.0
 USER_CLASS_NAME = "CardgenUser"  # the master spawns users by class name: every agent's class has this one
 
@@ -76,7 +75,7 @@ class Agent:
         self.index = 0
         self._user_claimed = False
         self._id_counter = 0
-        self._precise: set[str] = set()  # points the master found precise (StopPoint)
+        self._current: _PointContext | None = None
         self._lag_greenlet: gevent.Greenlet | None = None
 
     def user_class(self) -> type[CardgenUser]:
@@ -106,17 +105,26 @@ class Agent:
         self.queue.put(assignment)
 
     def stop_point(self, point: str) -> None:
-        """The master found ``point``'s figures precise (``StopPoint``): send no more of its requests."""
-        self._precise.add(point)
+        """The master found ``point``'s figures precise (``StopPoint``): its program sends no more."""
+        ctx = self._current
+        if ctx is not None and ctx.point.name == point and ctx.program is not None:
+            ctx.program.told_precise()
 
     def stop(self) -> None:
         """Stop taking points and stop measuring: after this the agent sends nothing more (records of requests
         still in flight excepted), so whoever writes what it sends may close."""
         self.stopping = True
         self.queue.put(None)
+        if self._current is not None:
+            self._current.cancel_waiting()
         if self._lag_greenlet is not None:
             self._lag_greenlet.kill()
             self._lag_greenlet = None
+
+    def next_request_id(self) -> str:
+        assert self.setup_msg is not None
+        self._id_counter += 1
+        return request_id(self.setup_msg.nonce, self.index, self._id_counter)
 
     # -- the user's task -----------------------------------------------------------------------------------
     def serve(self, user: CardgenUser) -> None:
@@ -132,237 +140,16 @@ class Agent:
             point = assignment.point
             started = time.time()
             ctx = _PointContext(self, user, point, attempt=assignment.attempt)
+            self._current = ctx
             try:
-                self.run_point(ctx, index=assignment.index, parts=assignment.parts)
+                ctx.run(index=assignment.index, parts=assignment.parts)
             finally:
+                self._current = None
                 self.send(Done(point=point.name, worker=self.worker, sent=ctx.issued, started_unix=started,
                                ended_unix=time.time(), stop=STOP_INTERRUPTED if self.stopping else ctx.stop,
                                detail=ctx.detail))
             ctx.close()  # not when the point was cut short: its streams in flight are not to be failed by it
         raise StopUser()
-
-    # -- scenario executors ------------------------------------------------------------------------------
-    def run_point(self, ctx: _PointContext, *, index: int, parts: int) -> None:
-        """Run this process's share of ``ctx.point``; ``ctx.stop`` and ``ctx.detail`` then say why it stopped."""
-        runner = {
-            "closed": self._closed, "open": self._open, "waves": self._waves, "ingest": self._ingest,
-            "batch": self._batch, "prefix": self._prefix, "chat": self._chat,
-        }[ctx.point.kind]
-        if not ctx.point.runs_on(index):
-            ctx.stop = STOP_COMPLETE
-            return
-        runner(ctx, index=index, parts=parts)
-
-    def _closed(self, ctx: _PointContext, *, index: int, parts: int) -> None:
-        point = ctx.point
-        slots = point.closed_slots(index, parts)
-        quota = point.closed_quota(index, parts)
-        cap = point.closed_cap(index, parts)
-        t0 = time.time()
-
-        def more() -> bool:
-            if ctx.stop is not None:
-                return False
-            if self.stopping:
-                ctx.stop = STOP_INTERRUPTED
-                return False
-            elapsed = time.time() - t0
-            precise = point.name in self._precise
-            if point.closed_continues(issued=ctx.issued, quota=quota, elapsed_s=elapsed, cap=cap, precise=precise):
-                return True
-            ctx.stop, _ = point.closed_stop(issued=ctx.issued, cap=cap, elapsed_s=elapsed, precise=precise)
-            return False
-
-        def slot() -> None:
-            session = ctx.session()
-            while more():
-                ctx.send(session, parallel=point.parallel)
-
-        group = Group()
-        for _ in range(slots):
-            group.spawn(slot)
-        group.join()
-
-    def _open(self, ctx: _PointContext, *, index: int, parts: int) -> None:
-        """Each request's greenlet is spawned ``SEND_LEAD_S`` before its scheduled time and sleeps until then
-        (``cardgen.load.alarm``, to the microsecond): the alarm switches straight into it, so it leaves without
-        waiting for a spawn, and the stream reads make way for it (``SENDS``)."""
-        point = ctx.point
-        group = Group()
-        t0 = time.time() + 0.05
-        numbers = point.request_numbers(index, parts)
-        for number, offset in zip(numbers, point.arrival_offsets(index, parts), strict=True):
-            if self.stopping:
-                break
-            t = t0 + offset
-            delay = t - SEND_LEAD_S - time.time()
-            if delay > 0:
-                gevent.sleep(delay)
-            item = {"item": number} if point.dataset is not None else {}
-            SENDS.add(t)
-            group.spawn(self._send_at, ctx, t, rate_rps=point.rate_rps, **item)
-        group.join()
-        ctx.stop = STOP_COMPLETE
-
-    def _send_at(self, ctx: _PointContext, at: float, **fields: Any) -> None:
-        """Prepare the request, then send it at ``at``: the wait is the last step before the send's clock."""
-
-        def wait() -> bool:
-            try:
-                sleep_until(at)
-            finally:
-                SENDS.remove(at)
-            return not self.stopping
-
-        try:
-            ctx.send_fresh(scheduled_at=at, wait=wait, **fields)
-        finally:
-            SENDS.remove(at)  # no-op once waited; a request that never reached its wait must not hold reads back
-
-    def _waves(self, ctx: _PointContext, *, index: int, parts: int) -> None:
-        """Waves of requests sent at once: :meth:`Point.wave_search` (``search: bisect``) told after each wave
-        whether it saturated the server, or :meth:`Point.wave_sizes` (``step``) until one saturates."""
-        point = ctx.point
-        search = point.wave_search() if point.search == "bisect" else None
-        watcher = (_SaturationWatcher(ctx.base_url, ctx.headers, ctx.setup.engine)
-                   if search is not None or point.stop_at_saturation else None)
-        sizes = iter(point.wave_sizes())
-        calm, saturating = 0, None  # the largest wave seen calm, the saturating one (step)
-        while not self.stopping:
-            wave = search.next_size() if search is not None else next(sizes, None)
-            if wave is None:
-                break
-            if watcher:
-                watcher.start()
-            group = Group()
-            for _ in range(wave):
-                group.spawn(ctx.send_fresh, wave=wave, parallel=wave)
-            group.join()
-            saturated = watcher.stop() if watcher else False
-            if search is not None:
-                search.report(wave, saturated)
-            elif saturated and point.stop_at_saturation:
-                saturating = wave
-                log.info("waves: the server queued or preempted at wave %d; stopping", wave)
-                break
-            elif not saturated:
-                calm = wave
-        if search is not None and search.bracketed:
-            ctx.stop = STOP_SATURATED
-            ctx.detail = f"between waves of {search.low} and {search.high}"
-        elif saturating is not None:
-            ctx.stop = STOP_SATURATED
-            ctx.detail = f"wave of {saturating}"
-        else:
-            ctx.stop = STOP_COMPLETE
-            largest = search.low if search is not None else calm
-            if watcher is None:
-                ctx.detail = "saturation not watched"
-            elif not watcher.available:
-                ctx.detail = "saturation unknown: the server's /metrics did not answer"
-            else:
-                ctx.detail = f"no wave up to {largest} saturated the server"
-
-    def _ingest(self, ctx: _PointContext, *, index: int, parts: int) -> None:
-        """One prompt at a time in :meth:`Point.ingest_order`; with a ``target_ci``, after each full sweep
-        stop once the slope of TTFT on prompt tokens is that precise (``repeats`` is then the most sweeps)."""
-        point = ctx.point
-        session = ctx.session()
-        sweep = len(point.lengths)
-        sent: list[RequestRecord] = []
-        for n, (length, rep) in enumerate(point.ingest_order(), start=1):
-            if self.stopping:
-                return
-            sent.append(ctx.send(session, prompt_tokens=length, repeat=rep, parallel=1))
-            if point.target_ci is not None and sweep and n % sweep == 0:
-                interval = ingest_interval(sent)
-                precise = ingest_precise(sent, target=point.target_ci)
-                ctx.detail = _interval_words("the slope", interval, point.target_ci, f"{n // sweep} sweeps")
-                if not point.more_sweeps(n // sweep, precise=precise):
-                    ctx.stop = STOP_PRECISION if precise else STOP_COMPLETE
-                    return
-        ctx.stop = STOP_COMPLETE
-
-    def _prefix(self, ctx: _PointContext, *, index: int, parts: int) -> None:
-        """Shared prefixes, one request at a time in :meth:`Point.prefix_order`: a cold pass, then warm ones."""
-        session = ctx.session()
-        for n, (prefix, phase) in enumerate(ctx.point.prefix_order()):
-            if ctx.point.pause_before(n):
-                gevent.sleep(ctx.point.pause_before(n))
-            if self.stopping:
-                return
-            ctx.send(session, item=prefix, prefix=prefix, phase=phase, parallel=1)
-        ctx.stop = STOP_COMPLETE
-
-    def _chat(self, ctx: _PointContext, *, index: int, parts: int) -> None:
-        """Each user holds its conversations (:meth:`Point.chat_conversations`) one after another: every turn
-        sends the history with the model's own replies and a new message, then waits ``think_time_s``."""
-        point = ctx.point
-
-        def user(slot: int) -> None:
-            session = ctx.session()
-            for conversation in point.chat_conversations(slot):
-                history: list[dict[str, str]] = []
-                for turn in range(1, point.turns + 1):
-                    if self.stopping:
-                        return
-                    message: list[str] = []
-                    reply: list[str] = []
-                    if point.fresh_history and history:  # a new id at the head: no prefix the server saw
-                        self._id_counter += 1
-                        fresh = request_id(ctx.setup.nonce, self.index, self._id_counter)
-                        history = [{**history[0], "content": f"{fresh} {history[0]['content']}"}, *history[1:]]
-                    rec = ctx.send(session, prompt_tokens=point.chat_message_tokens(turn), history=history,
-                                   on_prompt=message.append, on_text=reply.append, conversation=conversation,
-                                   turn=turn, parallel=point.parallel)
-                    if not rec.ok:
-                        break  # the conversation cannot go on without its reply
-                    history = [*history, {"role": "user", "content": message[0]},
-                               {"role": "assistant", "content": "".join(reply)}]
-                    if turn < point.turns and point.think_time_s:
-                        gevent.sleep(point.think_time_s)
-
-        group = Group()
-        for slot in range(point.parallel or 1):
-            group.spawn(user, slot)
-        group.join()
-        ctx.stop = STOP_COMPLETE
-
-    def _batch(self, ctx: _PointContext, *, index: int, parts: int) -> None:
-        """Rounds of ``parallel`` simultaneous requests (:meth:`Point.batch_rounds`); with a ``target_ci``,
-        more measured rounds after them until the mean decode speed of a round is that precise, at most
-        ``max_runs``."""
-        point = ctx.point
-        size = point.parallel or 1
-        sessions = [ctx.session() for _ in range(size)]
-        speeds: list[float] = []  # each measured round's mean decode speed
-
-        def one_round(repeat: int, warm: bool) -> None:
-            group = Group()
-            greenlets = [group.spawn(ctx.send, s, repeat=repeat, warmup=warm, parallel=size) for s in sessions]
-            group.join()
-            if not warm:
-                speed = round_decode_speed([g.value for g in greenlets if g.value is not None])
-                speeds.append(math.nan if speed is None else speed)
-
-        for repeat, warm in point.batch_rounds():
-            if self.stopping:
-                return
-            one_round(repeat, warm)
-        if point.target_ci is None:
-            ctx.stop = STOP_COMPLETE
-            return
-        while True:
-            interval = mean_interval(speeds)
-            precise = batch_precise(speeds, target=point.target_ci)
-            ctx.detail = _interval_words("the mean decode speed", interval, point.target_ci,
-                                         f"{len(speeds)} rounds")
-            if not point.more_batch_rounds(len(speeds), precise=precise):
-                ctx.stop = STOP_PRECISION if precise else STOP_COMPLETE
-                return
-            if self.stopping:
-                return
-            one_round(len(speeds), False)
 
     # -- measuring the load generator -------------------------------------------------------------------
     def _measure_loop(self) -> None:
@@ -383,14 +170,11 @@ class Agent:
                 window_start = time.perf_counter()
 
 
-def _interval_words(figure: str, interval: MedianInterval | None, target: float, over: str) -> str:
-    if interval is None:
-        return f"{figure}: no interval yet after {over} (target +-{target * 100:g}%)"
-    return f"{figure} +-{interval.relative:.1%} after {over} (target +-{target * 100:g}%)"
 
 
 class _PointContext:
-    """Per-point state shared by the point's greenlets in one process; ``stop`` and ``detail`` say why the
+    """One point's program in this process, and what its requests need: a connection per user (``slot``) or
+    from a pool, the conversations of a chat, the saturation watcher. ``stop`` and ``detail`` say why the
     process stopped sending (``Done``)."""
 
     def __init__(self, agent: Agent, user: CardgenUser, point: Point, *, attempt: int = 0) -> None:
@@ -398,6 +182,8 @@ class _PointContext:
         self.agent, self.user, self.point = agent, user, point
         self.setup: Setup = agent.setup_msg
         self.attempt = attempt
+        self.program: Program | None = None
+        self.t0 = time.time()
         self.issued = 0
         self.stop: str | None = None
         self.detail: str | None = None
@@ -405,11 +191,105 @@ class _PointContext:
         self.headers = dict(self.setup.headers)
         self.target = Target.from_url(self.base_url, self.headers)
         self.report = user.environment.events.request.fire
+        self.group = Group()
+        self.slots: dict[int, Connection] = {}
         self._free: list[Connection] = []
         self._opened: list[Connection] = []
+        self.chats: dict[int, list[dict[str, str]]] = {}  # conversation -> its messages so far
+        self.watcher: _SaturationWatcher | None = None
+        self.waiting: set[gevent.Greenlet] = set()  # timed requests not sent yet
 
-    def session(self) -> Connection:
-        """A connection of its own for one slot (kept alive from request to request)."""
+    # -- running the program -------------------------------------------------------------------------------
+    def run(self, *, index: int, parts: int) -> None:
+        """Run this process's share of the point: the program's commands until it asks for nothing more and no
+        request is under way (or the agent stops)."""
+        if not runs_on(self.point, index):
+            self.stop = STOP_COMPLETE
+            return
+        program = self.program = program_for(self.point, index=index, parts=parts)
+        first = program.start()
+        timed = any(isinstance(c, Send) and c.at is not None for c in first)
+        self.t0 = time.time() + (START_LEAD_S if timed else 0.0)
+        self.dispatch(first)
+        self.group.join()
+        self.stop, self.detail = program.stop, program.detail
+
+    def now(self) -> float:
+        """Seconds since the point's start."""
+        return time.time() - self.t0
+
+    def dispatch(self, commands: Sequence[Command]) -> None:
+        """Carry out the program's commands, in order: a watch starts (or ends) before the sends after it."""
+        for command in commands:
+            if isinstance(command, Send):
+                self._spawn(command)
+            elif isinstance(command, Watch):
+                if self.watcher is None:
+                    self.watcher = _SaturationWatcher(self.base_url, self.headers, self.setup.engine)
+                self.watcher.start()
+            elif isinstance(command, EndWatch):
+                assert self.watcher is not None and self.program is not None
+                verdict = Verdict(saturated=self.watcher.stop(), readable=self.watcher.available)
+                self.dispatch(self.program.watched(verdict, self.now()))
+
+    def _spawn(self, send: Send) -> None:
+        """A greenlet of its own for the request: at once, or ``SEND_LEAD_S`` before its time (the alarm then
+        wakes it to the microsecond, and the stream reads make way for it: ``SENDS``)."""
+        if send.at is None:
+            self.group.spawn(self._user, send)
+            return
+        greenlet = gevent.Greenlet(self._user, send)
+        self.group.add(greenlet)
+        self.waiting.add(greenlet)
+        greenlet.start_later(max(0.0, self.t0 + send.at - SEND_LEAD_S - time.time()))
+
+    def cancel_waiting(self) -> None:
+        """The agent stops: the timed requests that have not left yet never will (those under way finish)."""
+        waiting, self.waiting = list(self.waiting), set()
+        gevent.killall(waiting, block=False)
+
+    def _user(self, send: Send | None) -> None:
+        """Send, tell the program, and send what it asks next on the same user's connection here and now (a
+        closed loop's next request leaves without waiting for a new greenlet); the rest go to
+        :meth:`dispatch`."""
+        while send is not None and not self.agent.stopping:
+            record = self._send_timed(send) if send.at is not None else self.send(send)
+            if record is None or self.program is None:
+                return
+            commands = self.program.ended(send, record, self.now())
+            follow = next((c for c in commands if isinstance(c, Send) and c.at is None and c.slot == send.slot
+                           and send.slot is not None), None)
+            self.dispatch([c for c in commands if c is not follow])
+            send = follow
+
+    def _send_timed(self, send: Send) -> RequestRecord | None:
+        """Prepare the request, then send it at its time: the wait is the last step before the send's clock."""
+        at = self.t0 + (send.at or 0.0)
+        SENDS.add(at)
+
+        def wait() -> bool:
+            try:
+                sleep_until(at)
+            finally:
+                SENDS.remove(at)
+            self.waiting.discard(gevent.getcurrent())
+            return not self.agent.stopping
+
+        try:
+            return self.send(send, wait=wait, scheduled_at=at if send.scheduled else None)
+        finally:
+            SENDS.remove(at)  # no-op once waited; a request that never reached its wait must not hold reads back
+
+    # -- connections -----------------------------------------------------------------------------------------
+    def _connection(self, slot: int | None) -> Connection:
+        """The user's own connection (kept alive from request to request), or a free one from the pool."""
+        if slot is not None:
+            if slot not in self.slots:
+                self.slots[slot] = self._open()
+            return self.slots[slot]
+        return self._free.pop() if self._free else self._open()
+
+    def _open(self) -> Connection:
         conn = Connection(self.target)
         self._opened.append(conn)
         return conn
@@ -419,53 +299,54 @@ class _PointContext:
             conn.close()
         self._opened.clear()
         self._free.clear()
+        self.slots.clear()
 
-    def send_fresh(self, **fields: Any) -> RequestRecord | None:
-        """Send on a free session (open loop, waves): sessions are reused once their request ends."""
-        s = self._free.pop() if self._free else self.session()
-        try:
-            return self.send(s, **fields)
-        finally:
-            self._free.append(s)
-
-    def send(self, session: Connection, *, prompt_tokens: int | None = None,
-             history: list[dict[str, str]] | None = None, on_prompt: Callable[[str], None] | None = None,
-             on_text: Callable[[str], None] | None = None, wait: Callable[[], bool] | None = None,
-             **fields: Any) -> RequestRecord | None:
-        """Send one request of the point; a chat turn passes its ``history`` (the new message is this request's
-        prompt, after it), and ``on_prompt`` / ``on_text`` to receive its message and the reply. ``wait``: see
-        :func:`stream_once` (None only when it said not to send)."""
+    # -- one request -----------------------------------------------------------------------------------------
+    def send(self, send: Send, *, wait: Callable[[], bool] | None = None,
+             scheduled_at: float | None = None) -> RequestRecord | None:
+        """Send one request of the point: its prompt (a sized template, or the point's own sample) marked with a
+        fresh request id; a chat turn with its conversation so far. ``wait``: see :func:`stream_once` (None only
+        when it said not to send)."""
         agent, point, setup = self.agent, self.point, self.setup
         n = self.issued
         self.issued += 1
-        output_tokens = point.output_tokens
-        if point.dataset is not None or point.kind == "prefix":  # its own prompts (cardgen.datasets.resolve)
-            number = fields["item"]
-            length, output_tokens = point.item_lengths(number)
-            template = PromptTemplate(tokens=length, text=setup.dataset_texts[point.text_key()][number])
+        if send.item is not None:  # its own prompts (cardgen.datasets.resolve)
+            template = PromptTemplate(tokens=send.prompt_tokens, text=setup.dataset_texts[point.text_key()][send.item])
         else:
-            length = prompt_tokens if prompt_tokens is not None else point.prompt_tokens
-            template = agent.templates[(point.endpoint, length)]
-        agent._id_counter += 1
-        rid = request_id(setup.nonce, agent.index, agent._id_counter)
-        prompt = template.render(rid)
-        if on_prompt is not None:
-            on_prompt(prompt)
+            template = agent.templates[(point.endpoint, send.prompt_tokens)]
+        prompt = template.render(agent.next_request_id())
         payload = build_payload(endpoint=point.endpoint, model=setup.model, prompt=prompt,
-                                output_tokens=output_tokens)
+                                output_tokens=send.output_tokens)
+        history = self._history(send) if send.conversation is not None else None
+        reply: list[str] = []
         if history is not None:
             payload["messages"] = [*history, {"role": "user", "content": prompt}]
-        record = {
-            "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
-            "prompt_tokens_target": template.tokens, "output_tokens_target": output_tokens,
-            "worker": agent.worker, "index": n, "attempt": self.attempt, **fields,
-        }
+        record = record_fields(point, send, worker=agent.worker, index=n, attempt=self.attempt)
+        if scheduled_at is not None:
+            record["scheduled_at"] = scheduled_at
+        conn = self._connection(send.slot)
         agent.in_flight += 1
         try:
-            return stream_once(session, endpoint=point.endpoint, payload=payload, record=record,
-                               timeout_s=point.timeout_s, report=self.report, on_text=on_text, wait=wait)
+            rec = stream_once(conn, endpoint=point.endpoint, payload=payload, record=record,
+                              timeout_s=point.timeout_s, report=self.report,
+                              on_text=reply.append if history is not None else None, wait=wait)
         finally:
             agent.in_flight -= 1
+            if send.slot is None:
+                self._free.append(conn)
+        if history is not None and rec is not None and rec.ok:
+            self.chats[send.conversation or 0] = [*history, {"role": "user", "content": prompt},
+                                                  {"role": "assistant", "content": "".join(reply)}]
+        return rec
+
+    def _history(self, send: Send) -> list[dict[str, str]]:
+        """A chat turn's conversation so far (none for its first turn); with ``fresh_history``, a new id at its
+        head every turn, so the server has no prefix to reuse."""
+        history = self.chats.get(send.conversation or 0, []) if (send.turn or 1) > 1 else []
+        if self.point.fresh_history and history:
+            fresh = self.agent.next_request_id()
+            history = [{**history[0], "content": f"{fresh} {history[0]['content']}"}, *history[1:]]
+        return history
 
 
 class _SaturationWatcher:

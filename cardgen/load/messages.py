@@ -22,6 +22,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cardgen.errors import one_line
 from cardgen.points import Point
 from cardgen.schemas.records import LoadgenSample, RequestRecord
 
@@ -128,8 +129,3 @@ def listen(runner: Any, kind: type[M], handler: Callable[[M, str], None], *,
             on_error(f"{kind.__name__} message from {msg.node_id}: {type(exc).__name__}: {one_line(exc)}")
 
     runner.register_message(kind.topic, listener)
-
-
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    """An exception as one short line."""
-    return " ".join(str(exc).split())[:limit] or type(exc).__name__

@@ -6,18 +6,11 @@ the processes say to each other are the typed messages of ``cardgen.load.message
 reach the disk (the local sink, a worker's sink, the master's recorder) stops the run: the outcome's
 ``fatal`` says why.
 
-The master is also where every agent's records meet, so it decides what needs all of them:
-
-- a closed-loop point with a ``target_ci`` stops (``StopPoint`` to every agent) once the median speed from
-  start and the median TTFT of its steady records are that precise (:mod:`cardgen.precision`), checked once
-  per ``parallel`` records after ``min_requests``;
-- a closed-loop point saturated the server (:func:`cardgen.saturation.point_saturation`) when the scraper's
-  readings during it (:class:`~cardgen.load.scraper.ScrapeLog`) or its median speed say so; waiting requests
-  count only when they persist, in at least half of the readings after the first round ended (all users
-  start at once, so their prefills queue briefly at the start of every point). The larger counts it skips
-  (:meth:`Point.skips_after_saturation`) are not run unless ``run_saturated``;
-- every point of the plan ends as a :class:`~cardgen.schemas.run.PointOutcome`: why it stopped (the agents
-  say why they stopped sending), its records, its saturation, or why it was skipped.
+The master is where every agent's records meet: it is the load engine's interpreter for the controller
+(:func:`cardgen.scenarios.run_points`, which sequences the points as it does for the virtual-time driver). Each
+point's records go to its judge here (a closed loop's precision, judged on every agent's records, stops every
+agent: ``StopPoint``), and the scraper's readings during a point (:class:`~cardgen.load.scraper.ScrapeLog`) are
+what the controller judges a closed loop's saturation on.
 """
 
 from __future__ import annotations
@@ -27,7 +20,6 @@ import logging
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -40,7 +32,7 @@ import gevent
 from gevent.event import Event
 from locust.env import Environment
 
-from cardgen.errors import RunError
+from cardgen.errors import RunError, one_line
 from cardgen.load import messages
 from cardgen.load.agent import Agent, CardgenUser
 from cardgen.load.messages import (
@@ -58,20 +50,10 @@ from cardgen.load.recorder import Recorder
 from cardgen.load.scraper import ScrapeLog
 from cardgen.load.sink import RecordSink, fault_from_env
 from cardgen.points import Point
-from cardgen.precision import closed_figures, median_interval, precision_reached
-from cardgen.saturation import closed_load_seen, point_saturation
+from cardgen.saturation import Reading
+from cardgen.scenarios import Judge, Ran, Said, run_points
 from cardgen.schemas.records import ErrorKind, RequestRecord
-from cardgen.schemas.run import (
-    STOP_COMPLETE,
-    STOP_INTERRUPTED,
-    STOP_MAX_DURATION,
-    STOP_MAX_REQUESTS,
-    STOP_MINIMUM,
-    STOP_PRECISION,
-    STOP_SATURATED,
-    STOP_SKIPPED,
-    PointOutcome,
-)
+from cardgen.schemas.run import PointOutcome
 
 log = logging.getLogger("cardgen.load")
 
@@ -175,81 +157,6 @@ class _Dones:
             self.event.set()
 
 
-class _PointWatch:
-    """The records of the point under way as they reach the recorder (in distributed mode, every agent's):
-    their count, when its first round ended, and whether a closed loop's figures are as precise as its
-    ``target_ci`` (then ``on_precise``, once)."""
-
-    def __init__(self, point: Point, *, started: float, on_precise: Callable[[str], None]) -> None:
-        self.point, self.started, self.on_precise = point, started, on_precise
-        self.parallel = point.parallel or 1
-        self.requests = 0
-        self.first_round_end: float | None = None
-        self.precise = False
-        self.evidence: str | None = None  # the intervals when the point was found precise
-        self._checked_at = 0
-        self.done: list[RequestRecord] = []  # its successful records, in arrival order
-
-    def on_record(self, rec: RequestRecord) -> None:
-        point = self.point
-        if rec.scenario != point.name:
-            return
-        self.requests += 1
-        if self.requests == self.parallel:
-            self.first_round_end = rec.end_at
-        if rec.ok:
-            self.done.append(rec)
-        if (point.kind == "closed" and point.target_ci is not None and not self.precise
-                and self.requests >= point.min_requests and self.requests - self._checked_at >= self.parallel
-                and time.time() - self.started >= point.min_duration_s):
-            self._checked_at = self.requests
-            if precision_reached(closed_figures(self.done, parallel=self.parallel), target=point.target_ci, parallel=self.parallel):
-                self.precise = True
-                self.evidence = self._intervals()
-                self.on_precise(point.name)
-
-    def median_speed_tok_s(self) -> float | None:
-        """The median speed from start of every successful record (the saturation rule's speed)."""
-        speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in self.done
-                  if r.end_at is not None and r.end_at > r.sent_at]
-        return statistics.median(speeds) if speeds else None
-
-    def closed_detail(self, stop: str) -> str:
-        """The words behind a closed loop's stop: the intervals reached (with a target), or the minimum."""
-        point = self.point
-        if point.target_ci is None:
-            if stop == STOP_MINIMUM:
-                return f"min_requests {point.min_requests}" + (
-                    f" and min_duration_s {point.min_duration_s:g}" if point.min_duration_s else "") + " reached"
-            return _cap_words(point, stop)
-        if stop == STOP_PRECISION and self.evidence is not None:
-            return self.evidence
-        return f"{_cap_words(point, stop)} first: {self._intervals()}"
-
-    def _intervals(self) -> str:
-        speeds, ttfts = closed_figures(self.done, parallel=self.parallel)
-        parts = []
-        for name, values in (("speed from start", speeds), ("TTFT", ttfts)):
-            interval = median_interval(values, parallel=self.parallel)
-            parts.append(f"{name} +-{interval.relative:.1%}" if interval is not None else f"{name} not yet known")
-        return (f"{', '.join(parts)} over {len(speeds)} steady requests of {self.requests} "
-                f"(target +-{self.point.target_ci * 100:g}%)")
-
-
-def _cap_words(point: Point, stop: str) -> str:
-    if stop == STOP_MAX_DURATION:
-        return f"max_duration_s {point.max_duration_s:g} reached"
-    if stop == STOP_MAX_REQUESTS:
-        return f"max_requests {point.max_requests} reached"
-    return stop
-
-
-# the reason a point stopped when its agents say different things: the first of these that any says (an agent
-# that had nothing to do says "complete")
-_STOP_ORDER = (STOP_INTERRUPTED, STOP_SATURATED, STOP_MAX_DURATION, STOP_MAX_REQUESTS, STOP_PRECISION, STOP_MINIMUM,
-               STOP_COMPLETE)
-
-
 class _ServerGone:
     """Notices a server that stopped answering (it died, or the network to it went): every request for
     :data:`GONE_AFTER_S` seconds, at least :data:`GONE_AFTER_REQUESTS` of them, failed to connect and none
@@ -274,97 +181,77 @@ GONE_AFTER_S = 5.0
 GONE_AFTER_REQUESTS = 5
 
 
-def _agents_stop(dones: Sequence[Done]) -> Done | None:
-    said = [d for d in dones if d.stop is not None]
-    return min(said, key=lambda d: (_STOP_ORDER.index(d.stop) if d.stop in _STOP_ORDER else len(_STOP_ORDER),
-                                    d.detail is None), default=None)
+class _LoadInterpreter:
+    """The load engine as the controller's :class:`~cardgen.scenarios.Interpreter`: a point is assigned to every
+    agent and runs until each says it is done (or the run stops); its records reach the point's judge here, where
+    every agent's meet, and the judge's verdict goes back to every agent (``stop_point``). A server that stopped
+    answering (:class:`_ServerGone`) stops the run as cut off."""
+
+    def __init__(self, plan: RunPlan, *, recorder: Recorder, assign: Callable[[Point, int], None],
+                 stop_point: Callable[[str], None], dones: _Dones, stop: _Stop,
+                 check: Callable[[], None] | None) -> None:
+        self.assign, self.stop_point, self.dones, self.stop, self.check = assign, stop_point, dones, stop, check
+        self.scrapes = ScrapeLog(plan.server_metrics, plan.setup.engine) if plan.server_metrics is not None else None
+        self.current: tuple[Point, Judge, float] | None = None
+        self.gone = _ServerGone()
+        recorder.listeners.append(self.on_record)
+
+    def on_record(self, rec: RequestRecord) -> None:
+        current = self.current
+        if current is not None and rec.scenario == current[0].name:
+            point, judge, started = current
+            if judge.record(rec, time.time() - started):
+                self.stop_point(point.name)
+        if self.gone.gone(rec) and not self.stop.event.is_set():
+            self.stop.fail(f"the server stopped answering ({self.gone.count} requests in {GONE_AFTER_S:g} s or more "
+                           "could not connect, none succeeded): continue the run with 'cardgen resume' once it is "
+                           "back")
+
+    def run_point(self, point: Point, *, attempt: int, judge: Judge, started: Callable[[float], None]) -> Ran:
+        t = time.time()
+        self.current = (point, judge, t)
+        started(t)
+        self.dones.clear()
+        try:
+            self.assign(point, attempt)
+            finished = _wait(self.dones.event, self.stop, check=self.check)
+        finally:
+            self.current = None
+        if not finished:
+            return Ran(started_unix=t, ended_unix=time.time(), cut_off=self.stop.fatal or "interrupted")
+        return Ran(started_unix=t, ended_unix=time.time(),
+                   said=[Said(stop=d.stop, detail=d.detail) for d in self.dones.by_node.values()])
+
+    def readings(self, started: float, ended: float) -> Sequence[Reading]:
+        return self.scrapes.read() if self.scrapes is not None else []
 
 
 def _run_points(plan: RunPlan, outcome: RunOutcome, *, recorder: Recorder, assign: Callable[[Point, int], None],
                 stop_point: Callable[[str], None], dones: _Dones, stop: _Stop,
                 check: Callable[[], None] | None = None) -> None:
-    """Run the plan's points one after another: assign, wait until done (or stopped); skip what a saturated
-    point rules out; report every point's outcome (see :class:`RunPlan`)."""
-    scrapes = ScrapeLog(plan.server_metrics, plan.setup.engine) if plan.server_metrics is not None else None
-    watch: _PointWatch | None = None
-    gone = _ServerGone()
-
-    def on_record(rec: RequestRecord) -> None:
-        if watch is not None:
-            watch.on_record(rec)
-        if gone.gone(rec) and not stop.event.is_set():
-            stop.fail(f"the server stopped answering ({gone.count} requests in {GONE_AFTER_S:g} s or more could "
-                      "not connect, none succeeded): continue the run with 'cardgen resume' once it is back")
+    """Run the plan's points in the controller's order (:func:`cardgen.scenarios.run_points`); report every
+    point's outcome (see :class:`RunPlan`)."""
+    interpreter = _LoadInterpreter(plan, recorder=recorder, assign=assign, stop_point=stop_point, dones=dones,
+                                   stop=stop, check=check)
 
     def ended(point: Point, result: PointOutcome) -> None:
         outcome.points.append(result)
         if plan.on_point_end:
             plan.on_point_end(point, result)
 
-    skipped: dict[str, str] = {}
-    recorder.listeners.append(on_record)
     try:
-        for i, point in enumerate(plan.points):
-            attempt = plan.attempts.get(point.name, 0)
-            if point.name in skipped:
-                ended(point, PointOutcome(name=point.name, kind=point.kind, stop=STOP_SKIPPED,
-                                          detail=skipped[point.name], attempt=attempt))
-                continue
-            started = time.time()
-            result = PointOutcome(name=point.name, kind=point.kind, started_unix=started, attempt=attempt)
-            if plan.on_point_start:
-                plan.on_point_start(point, result)
-            watch = _PointWatch(point, started=started, on_precise=stop_point)
-            dones.clear()
-            try:
-                assign(point, attempt)
-                finished = _wait(dones.event, stop, check=check)
-            except BaseException as exc:
-                ended(point, result.model_copy(update={"requests": watch.requests, "stop": STOP_INTERRUPTED,
-                                                       "detail": messages.one_line(exc)}))
-                raise
-            if not finished:
-                outcome.interrupted = True
-                ended(point, result.model_copy(update={"requests": watch.requests, "stop": STOP_INTERRUPTED,
-                                                       "detail": stop.fatal or "interrupted"}))
-                return
-            result = _point_outcome(point, watch, result, list(dones.by_node.values()), ended_unix=time.time(),
-                                    scrapes=scrapes)
-            outcome.points_done.append(point.name)
-            if result.saturation and point.stop_at_saturation and not plan.run_saturated:
-                why = f"not run: the server saturated at {point.parallel or 1} parallel ({result.saturation})"
-                for later in plan.points[i + 1:]:
-                    if point.skips_after_saturation(later):
-                        skipped.setdefault(later.name, why)
-            ended(point, result)
+        sequenced = run_points(plan.points, interpreter, attempts=plan.attempts, run_saturated=plan.run_saturated,
+                               on_start=plan.on_point_start, on_end=ended)
     finally:
-        watch = None
-        recorder.listeners.remove(on_record)
-
-
-def _point_outcome(point: Point, watch: _PointWatch, started: PointOutcome, dones: list[Done], *,
-                   ended_unix: float, scrapes: ScrapeLog | None) -> PointOutcome:
-    """How a point that ran ended: why it stopped, in words, its records, and (closed loop) its saturation."""
-    said = _agents_stop(dones)
-    stop = said.stop if said is not None else STOP_COMPLETE
-    detail = said.detail if said is not None else None
-    saturation = None
-    if point.kind == "closed":
-        detail = watch.closed_detail(stop)
-        readings = scrapes.read() if scrapes is not None else []
-        seen = closed_load_seen(readings, started=started.started_unix or ended_unix, ended=ended_unix,
-                                first_round_end=watch.first_round_end,
-                                median_speed_tok_s=watch.median_speed_tok_s())
-        saturation = point_saturation(seen)  # said beside the stop, which stays why the point stopped sending
-    return started.model_copy(update={"ended_unix": ended_unix, "requests": watch.requests, "stop": stop,
-                                      "detail": detail, "saturation": saturation})
+        recorder.listeners.remove(interpreter.on_record)
+    outcome.interrupted = outcome.interrupted or sequenced.cut_off
 
 
 def _record(recorder: Recorder, stop: _Stop, record: Callable[[], None], what: str) -> None:
     try:
         record()
     except Exception as exc:  # noqa: BLE001 - a record that cannot be written stops the run, loudly
-        stop.fail(f"{what} could not be written: {type(exc).__name__}: {messages.one_line(exc)}")
+        stop.fail(f"{what} could not be written: {type(exc).__name__}: {one_line(exc)}")
 
 
 def run_local(plan: RunPlan, recorder: Recorder) -> RunOutcome:

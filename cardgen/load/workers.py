@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cardgen.points import BARRIER_KINDS, Point
+from cardgen.points import Point
+from cardgen.scenarios import runs_on
 
 CLIENT_CPU_PER_CHUNK_S = 20e-6  # client CPU per chunk, all its processes: 17-19 us measured at 256 streams (bench_client)
 STREAM_CHUNKS_S = 100.0  # assumed chunks per second of one stream: 10 ms between tokens
@@ -45,7 +46,7 @@ class WorkerChoice:
 
 def peak_streams(point: Point) -> int:
     """The most streams ``point`` keeps open at once over all processes (0 for the kinds that never split)."""
-    if point.kind in BARRIER_KINDS:
+    if not runs_on(point, 1):  # a barrier kind: never split
         return 0
     if point.kind == "closed":
         return point.parallel or 1

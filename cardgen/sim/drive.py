@@ -1,21 +1,19 @@
-"""The virtual-time driver: the points of a suite run on one :class:`~cardgen.sim.virtual.VirtualServer`, in
-virtual time, by the load engine's own rules (:mod:`cardgen.points`), with no sleeping and no sockets.
+"""The virtual-time driver: a suite's points run on one :class:`~cardgen.sim.virtual.VirtualServer` on a
+virtual clock, with no sleeping and no sockets: the second interpreter of the scenario programs
+(:mod:`cardgen.scenarios`), the load engine being the first.
 
-What the load engine does in real time, the driver does on a virtual clock: closed-loop users send again the
-moment their last request ends until :meth:`Point.closed_continues` says stop; open-loop requests leave at
-:meth:`Point.arrival_offsets`; waves grow by :meth:`Point.wave_sizes` or :meth:`Point.wave_search` and stop at
-saturation (:func:`cardgen.saturation.wave_saturated`, read from the server while each wave runs); ingestion
-prompts go one at a time in :meth:`Point.ingest_order`; batch rounds follow :meth:`Point.batch_rounds`. A
-closed-loop point that saturates the server (:func:`cardgen.saturation.point_saturation`, read at every scrape)
-leaves out the points :meth:`Point.skips_after_saturation` names. Points run one after another, ``pause_s``
-apart; each ends with its stop reason, as ``run.json`` records it (:class:`~cardgen.schemas.PointOutcome`).
+The controller (:func:`cardgen.scenarios.run_points`) sequences the points, as it does for the load engine;
+this module runs each point's program: a :class:`~cardgen.scenarios.Send` leaves at its time, crosses the
+network, is served by the virtual server step by step, and its record (send time, headers, every chunk's
+arrival, usage) goes to the point's judge, then to the program as ``ended``. A ``Watch`` reads the server at
+every step until ``EndWatch``, by the rule of the load engine's watcher (:func:`cardgen.saturation.wave_saturated`).
+The server's own ``/metrics`` (:class:`~cardgen.sim.metrics.SimMetrics`) is scraped every
+``scrape_interval_s``, from before the first request to after the last, as a real run's scraper does; those
+readings are what the controller judges a closed loop's saturation on.
 
-What it records is what a real run records: a :class:`~cardgen.schemas.RequestRecord` per request (send time,
-headers, every chunk's arrival, usage) and a :class:`~cardgen.schemas.MetricSample` per scrape of the
-virtual server's own ``/metrics`` (:class:`~cardgen.sim.metrics.SimMetrics`), every ``scrape_interval_s``,
-from before the first request to after the last. :func:`simulate_run` adds ``run.json`` as the virtual
-server's probe would fill it and :func:`write_run` writes the raw run directory, ready for ``cardgen render``.
-Every time is anchored at ``start_unix``, and every draw is seeded: the same arguments give the same bytes.
+:func:`simulate_run` adds ``run.json`` as a probe of the virtual server would fill it, and :func:`write_run`
+writes the raw run directory, ready for ``cardgen render``. Every time is anchored at ``start_unix``, and every
+draw is seeded: the same arguments give the same bytes.
 
 Between the load generator and the server sits a network of ``network_s`` each way, plus up to
 ``read_jitter_s`` on each chunk's read; ``step_jitter`` makes each step's duration vary by that relative
@@ -38,31 +36,42 @@ import itertools
 import json
 import math
 import random
-import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cardgen.points import Point, expand, fit_context
-from cardgen.precision import batch_precise, closed_precise, ingest_precise, round_decode_speed
-from cardgen.saturation import Reading, closed_load_seen, point_saturation, wave_saturated
-from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
-from cardgen.schemas.run import (
-    STOP_COMPLETE,
-    STOP_PRECISION,
-    STOP_SATURATED,
-    STOP_SKIPPED,
+from cardgen.saturation import Reading, wave_saturated
+from cardgen.scenarios import (
+    Command,
+    EndWatch,
+    Judge,
+    Program,
+    Ran,
+    Said,
+    Send,
+    Verdict,
+    Watch,
+    program_for,
+    record_fields,
+    run_points,
 )
+from cardgen.scenarios.waves import WavesProgram
+from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
+from cardgen.schemas.run import STOP_SKIPPED
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel, SeqWork
+from cardgen.sim.scheduler import block_hashes
+from cardgen.sim.tokenizer import CHAT_MESSAGE_OVERHEAD, CHAT_REPLY_OVERHEAD
 from cardgen.sim.virtual import VirtualRequest, VirtualServer
 from cardgen.suite import Suite
 
 T0 = 1_790_000_000.0  # 2026-09-21T14:13:20Z: the default start, so that a virtual run is reproducible
 URL = "http://127.0.0.1:8000"  # where the virtual server would listen
 SCRAPE_S = 0.001  # how long one scrape of /metrics takes
+CHAT_OVERHEAD = CHAT_MESSAGE_OVERHEAD + CHAT_REPLY_OVERHEAD  # a one-message conversation's tokens beyond its words
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,12 +111,13 @@ class PointRun:
     skipped: str | None = None  # why it was not run
     stop: str | None = None  # why it stopped: one of cardgen.schemas.run's STOP_* reasons
     detail: str | None = None  # the words behind ``stop``
+    attempt: int = 0
 
     def outcome(self) -> PointOutcome:
         """What ``run.json`` says of the point."""
         return PointOutcome(name=self.name, kind=self.kind, started_unix=self.started_unix,
                             ended_unix=self.ended_unix, requests=self.requests, stop=self.stop, detail=self.detail,
-                            saturation=self.saturated if self.kind == "closed" else None)
+                            saturation=self.saturated if self.kind == "closed" else None, attempt=self.attempt)
 
     @property
     def duration_s(self) -> float:
@@ -164,7 +174,7 @@ class SimulatedRun:
         return write_run(run_dir, self.info, self.drive.records, self.drive.scrapes)
 
 
-# --- the driver ------------------------------------------------------------------------------------------
+# --- the clock, the network and the server -------------------------------------------------------------------
 
 
 class _Jitter:
@@ -185,52 +195,20 @@ class _Jitter:
         return self.perf.describe()
 
 
-@dataclass(eq=False)
-class _Request:
-    """One request on the client's side while it is under way."""
+class _Clock:
+    """The virtual clock: client events, the server's steps and the scrapes of its ``/metrics``, in time
+    order."""
 
-    state: _PointState
-    fields: dict[str, Any]  # the RequestRecord fields the point fixes (scenario, kind, targets, index...)
-    prompt_tokens: int
-    output_tokens: int
-    sent: float
-    on_done: Callable[[float], None]
-    block_ids: list[int] | None = None  # the prompt's token ids where they matter (prefix caching)
-
-
-@dataclass(eq=False)
-class _PointState:
-    point: Point
-    run: PointRun
-    t0: float
-    issued: int = 0
-    in_flight: int = 0
-    more: bool = True  # more requests may still be sent
-    precise: bool = False  # closed loop: once judged precise, the whole point stops (as the runner tells agents)
-    checked_at: int = 0  # closed loop: how many requests had ended when precision was last judged
-    finished: bool = False
-    done: list[DrivenRequest] = field(default_factory=list)
-
-    def check(self) -> None:
-        if not self.more and self.in_flight == 0:
-            self.finished = True
-
-
-class _Driver:
-    def __init__(self, server: VirtualServer, metrics: SimMetrics | None, options: DriveOptions,
-                 chat: Callable[[Point], bool]) -> None:
+    def __init__(self, server: VirtualServer, metrics: SimMetrics | None, options: DriveOptions) -> None:
         self.server, self.metrics, self.opts = server, metrics, options
-        self.rng = random.Random(f"client:{options.seed}")
         self.events: list[tuple[float, int, Callable[[], None]]] = []
         self.order = itertools.count()
         self.next_scrape = options.start_unix
         self.scrapes: list[MetricSample] = []
-        self.readings: list[tuple[float, float, int, int]] = []  # (t, kv usage, waiting, preemptions), per scrape
-        self.requests: list[DrivenRequest] = []
-        self.on_step: Callable[[], None] | None = None
-        self.chat = chat
+        self.readings: list[Reading] = []  # every scrape's gauges, for the saturation rule
+        self.on_step: Callable[[], None] | None = None  # called as each step starts (a watched wave)
+        self.delivered: Callable[[VirtualRequest], None] = lambda served: None
 
-    # -- events -------------------------------------------------------------------------------------------
     def at(self, t: float, action: Callable[[], None]) -> None:
         heapq.heappush(self.events, (t, next(self.order), action))
 
@@ -258,12 +236,13 @@ class _Driver:
                 blocked = False
             else:
                 for served in srv.finish_step():
-                    self._delivered(served)
+                    self.delivered(served)
 
     def scrape(self) -> None:
         t = self.next_scrape
         sched = self.server.scheduler
-        self.readings.append((t, sched.kv_usage, len(sched.waiting), sched.num_preemptions))
+        self.readings.append(Reading(t=t, usage=sched.kv_usage, waiting=len(sched.waiting),
+                                     preemptions=sched.num_preemptions))
         if self.opts.scrapes and self.metrics is not None:
             self.scrapes.append(MetricSample(t=t, t_end=t + SCRAPE_S, samples=self.metrics.samples(sched)))
         self.next_scrape = t + self.opts.scrape_interval_s
@@ -273,53 +252,146 @@ class _Driver:
         while self.next_scrape <= t:
             self.scrape()
 
-    # -- one request ----------------------------------------------------------------------------------------
-    def send(self, state: _PointState, t: float, on_done: Callable[[float], None], *,
-             prompt_tokens: int | None = None, block_ids: list[int] | None = None, **fields: Any) -> None:
-        """The load engine's ``send``: the record fields it fixes, then the request leaves at ``t``."""
-        point = state.point
-        length = point.prompt_tokens if prompt_tokens is None else prompt_tokens
-        output_tokens = point.output_tokens
-        if point.dataset is not None or point.kind == "prefix":  # its own lengths (cardgen.datasets.resolve)
-            length, output_tokens = point.item_lengths(fields["item"])
-        record = {
-            "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
-            "prompt_tokens_target": length, "output_tokens_target": output_tokens,
-            "worker": "local", "index": state.issued, **fields,
-        }
-        state.issued += 1
-        state.in_flight += 1
-        request = _Request(state, record, length, output_tokens, t, on_done, block_ids)
-        self.at(t + self.opts.network_s, lambda: self._arrive(request))
+
+# --- one point: its program's requests on the virtual server ------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Request:
+    """One request on the client's side while it is under way."""
+
+    run: _PointRun
+    send: Send
+    fields: dict[str, Any]  # the RequestRecord fields the point and the send fix (cardgen.scenarios.record_fields)
+    sent: float
+    prompt_tokens: int  # as the server counts them (a chat turn: its whole conversation)
+    block_hashes: tuple[int, ...] = ()
+
+
+@dataclass(eq=False)
+class _PointRun:
+    point: Point
+    program: Program
+    judge: Judge
+    attempt: int
+    t0: float
+    issued: int = 0
+    in_flight: int = 0
+    watched: dict[str, Any] | None = None  # a Watch under way: the preemption counter then, and the verdict
+    done: list[DrivenRequest] = field(default_factory=list)
+    chats: dict[int, list[tuple[str, int]]] = field(default_factory=dict)  # conversation -> (role, words)
+
+    @property
+    def idle(self) -> bool:
+        return self.in_flight == 0
+
+
+class VirtualInterpreter:
+    """Runs scenario programs on the virtual server (:class:`~cardgen.scenarios.Interpreter`): one process, no
+    network but ``network_s``, the next point ``pause_s`` after the last one ended."""
+
+    def __init__(self, clock: _Clock, options: DriveOptions) -> None:
+        self.clock, self.opts = clock, options
+        self.rng = random.Random(f"client:{options.seed}")
+        self.requests: list[DrivenRequest] = []
+        self.programs: dict[str, Program] = {}
+        self.t = options.start_unix + options.lead_s  # when the next point may start
+        self.last_end: float | None = None
+        clock.delivered = self._delivered
+
+    # -- the controller's side -------------------------------------------------------------------------------
+    def run_point(self, point: Point, *, attempt: int, judge: Judge, started: Callable[[float], None]) -> Ran:
+        t0 = self.t if self.last_end is None else self.last_end + self.opts.pause_s
+        self.clock.scrape_until(t0)
+        program = program_for(point)
+        self.programs[point.name] = program
+        run = _PointRun(point, program, judge, attempt, t0)
+        started(t0)
+        self._execute(run, program.start(), t0)
+        self.clock.run_until(lambda: run.idle)
+        ended = max((d.record.end_at or t0 for d in run.done), default=t0)
+        self.last_end = ended
+        return Ran(started_unix=t0, ended_unix=ended, said=[Said(stop=program.stop, detail=program.detail)])
+
+    def readings(self, started: float, ended: float) -> Sequence[Reading]:
+        self.clock.scrape_until(ended)
+        return self.clock.readings
+
+    # -- the program's commands ------------------------------------------------------------------------------
+    def _execute(self, run: _PointRun, commands: Sequence[Command], now: float) -> None:
+        for command in commands:
+            if isinstance(command, Send):
+                self._send(run, command, now if command.at is None else run.t0 + command.at)
+            elif isinstance(command, Watch):
+                sched = self.clock.server.scheduler
+                run.watched = {"preempted": sched.num_preemptions, "saturated": False}
+                self.clock.on_step = lambda: self._reading(run)
+            elif isinstance(command, EndWatch):
+                verdict = Verdict(saturated=bool(run.watched and run.watched["saturated"]))
+                run.watched, self.clock.on_step = None, None
+                self._execute(run, run.program.watched(verdict, now - run.t0), now)
+
+    def _reading(self, run: _PointRun) -> None:
+        """The server as a step of a watched wave starts."""
+        sched, watched = self.clock.server.scheduler, run.watched
+        if watched is not None and wave_saturated(preempted=sched.num_preemptions > watched["preempted"],
+                                                  waiting=len(sched.waiting), kv_usage=sched.kv_usage):
+            watched["saturated"] = True
+
+    def _send(self, run: _PointRun, send: Send, t: float) -> None:
+        """The request leaves at ``t``: it reaches the server ``network_s`` later."""
+        fields = record_fields(run.point, send, worker="local", index=run.issued, attempt=run.attempt)
+        if send.scheduled:
+            fields["scheduled_at"] = t
+        run.issued += 1
+        run.in_flight += 1
+        tokens, hashes = self._prompt(run, send)
+        request = _Request(run, send, fields, t, tokens, hashes)
+        self.clock.at(t + self.opts.network_s, lambda: self._arrive(request))
 
     def _arrive(self, request: _Request) -> None:
         arrival = request.sent + self.opts.network_s
-        seq = self.server.arrive(request.prompt_tokens, request.output_tokens, at=arrival, tag=request,
-                                 block_hashes=self._block_hashes(request))
+        seq = self.clock.server.arrive(request.prompt_tokens, request.send.output_tokens, at=arrival,
+                                       tag=request, block_hashes=request.block_hashes)
         if seq is None:  # a fault answered at once
             back = arrival + self.opts.network_s
-            self.at(back, lambda: self._complete(request, None, [], back))
+            self.clock.at(back, lambda: self._complete(request, None, [], back))
 
-    def _block_hashes(self, request: _Request) -> tuple[int, ...]:
-        """What the virtual server hashes of a prompt's blocks (its text is not modelled here): a shared-prefix
+    def _prompt(self, run: _PointRun, send: Send) -> tuple[int, tuple[int, ...]]:
+        """The prompt as the virtual server sees it (its text is not modelled): its tokens, and the hashes of its
+        blocks. A chat turn's are its conversation's messages, in order (:meth:`_chat_ids`); a shared-prefix
         request's first ``prefix_tokens`` tokens are its prefix's, the rest its own, as the load engine's prompts
         (``cardgen.load.prompts.prefix_templates``); every other prompt is unique from its first token (the
         request id), so shares no block."""
-        point = request.state.point
-        from cardgen.sim.scheduler import block_hashes
+        point, size = run.point, self.clock.server.scheduler.block_size
+        if send.conversation is not None:
+            ids = self._chat_ids(run, send)
+            return len(ids), block_hashes(ids, size)
+        if point.kind != "prefix" or send.prefix is None:
+            return send.prompt_tokens, ()
+        shared = min(point.prefix_tokens, send.prompt_tokens)
+        unique = next(self.clock.order)
+        ids = [hash(("prefix", point.name, send.prefix, j)) for j in range(shared)]
+        ids += [hash(("request", unique, j)) for j in range(send.prompt_tokens - shared)]
+        return send.prompt_tokens, block_hashes(ids, size)
 
-        if request.block_ids is not None:
-            return block_hashes(request.block_ids, self.server.scheduler.block_size)
-        if point.kind != "prefix":
-            return ()
+    @staticmethod
+    def _chat_ids(run: _PointRun, send: Send) -> list[int]:
+        """A chat turn's prompt as token ids: the conversation so far and the new message (its words less the
+        chat template's overhead), each message framed as the virtual server's template frames it
+        (``cardgen.sim.tokenizer.count_chat``); the model's replies are ``output_tokens`` words."""
+        point, conversation, turn = run.point, send.conversation or 0, send.turn or 1
+        messages = run.chats[conversation] = [] if turn == 1 else run.chats[conversation]
+        messages.append(("user", max(1, send.prompt_tokens - CHAT_OVERHEAD)))
+        if point.fresh_history and turn > 1:  # a new id at the head of the history: one more word
+            messages[0] = ("user", messages[0][1] + 1)
+        salt = turn if point.fresh_history else 0  # a fresh history shares no block with the last turn's
+        ids: list[int] = []
+        for i, (role, words) in enumerate(messages):
+            ids += [1, hash(role), 2] + [hash((point.name, conversation, salt, i, j)) for j in range(words)] + [3]
+        return ids + [1, hash("assistant"), 2]
 
-        prefix = request.fields["prefix"]
-        shared = min(point.prefix_tokens, request.prompt_tokens)
-        unique = next(self.order)
-        ids = [hash(("prefix", point.name, prefix, j)) for j in range(shared)]
-        ids += [hash(("request", unique, j)) for j in range(request.prompt_tokens - shared)]
-        return block_hashes(ids, self.server.scheduler.block_size)
-
+    # -- what happened -------------------------------------------------------------------------------------------
     def _delivered(self, served: VirtualRequest) -> None:
         """The server sent a request's last token: its chunks reach the client over the network."""
         request: _Request = served.tag
@@ -328,14 +400,11 @@ class _Driver:
         for t in served.times:
             arrival = t + net + (self.rng.random() * jitter if jitter else 0.0)
             arrivals.append(max(arrival, arrivals[-1]) if arrivals else arrival)
-        self.at(arrivals[-1], lambda: self._complete(request, served, arrivals, arrivals[-1]))
+        self.clock.at(arrivals[-1], lambda: self._complete(request, served, arrivals, arrivals[-1]))
 
-    def _complete(self, request: _Request, served: VirtualRequest | None, chunks: list[float],
-                  end: float) -> None:
-        state = request.state
-        point = state.point
-        chat = self.chat(point)
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{self.rng.getrandbits(128):032x}"
+    def _complete(self, request: _Request, served: VirtualRequest | None, chunks: list[float], end: float) -> None:
+        run, send = request.run, request.send
+        rid = f"{'chatcmpl' if run.point.endpoint == 'chat' else 'cmpl'}-{self.rng.getrandbits(128):032x}"
         headers = request.sent + 2 * self.opts.network_s  # the server answers with headers as the request arrives
         if served is None:  # HTTP 500 with the server's JSON error body, as the load engine records it
             from cardgen.sim.server import error_body
@@ -349,281 +418,27 @@ class _Driver:
                                    first_token_at=chunks[0], chunk_times=chunks, end_at=end, response_id=rid,
                                    status=200, prompt_tokens=served.prompt_tokens,
                                    output_tokens=served.output_tokens, finish_reason="length")
+        if send.conversation is not None and record.ok:
+            run.chats[send.conversation].append(("assistant", send.output_tokens))
         driven = DrivenRequest(record, served)
         self.requests.append(driven)
-        state.done.append(driven)
-        state.in_flight -= 1
-        request.on_done(end)
-        state.check()
-
-
-# --- the scenario kinds ------------------------------------------------------------------------------------
-
-
-def _closed(drv: _Driver, state: _PointState) -> None:
-    point, t0 = state.point, state.t0
-    quota, cap = point.closed_quota(0, 1), point.closed_cap(0, 1)
-    users = point.closed_slots(0, 1)
-
-    def user(t: float) -> None:
-        nonlocal users
-        if (point.target_ci is not None and not state.precise and state.issued >= quota
-                and t - t0 >= point.min_duration_s and len(state.done) >= state.checked_at + (point.parallel or 1)):
-            state.checked_at = len(state.done)  # judged once a round, as the load runner does
-            state.precise = _precise(state)
-        precise = state.precise
-        if point.closed_continues(issued=state.issued, quota=quota, elapsed_s=t - t0, cap=cap, precise=precise):
-            drv.send(state, t, user, parallel=point.parallel)
-            return
-        users -= 1
-        state.more = users > 0
-        if state.run.stop is None:  # why the first user stopped
-            state.run.stop, state.run.detail = point.closed_stop(issued=state.issued, elapsed_s=t - t0, cap=cap,
-                                                                 precise=precise)
-
-    for _ in range(users):
-        user(t0)
-    state.check()
-
-
-def _precise(state: _PointState) -> bool:
-    """Whether the point's figures are as precise as its target (:func:`cardgen.precision.closed_precise`)."""
-    return closed_precise([d.record for d in state.done], target=state.point.target_ci or 0.0,
-                          parallel=state.point.parallel or 1)
-
-
-def _open(drv: _Driver, state: _PointState) -> None:
-    point, t0 = state.point, state.t0
-    offsets = point.arrival_offsets(0, 1)
-    left = len(offsets)
-    state.more = left > 0
-
-    def fire(t: float, number: int) -> None:
-        nonlocal left
-        left -= 1
-        state.more = left > 0
-        item = {"item": number} if point.dataset is not None else {}
-        drv.send(state, t, lambda end: None, scheduled_at=t, rate_rps=point.rate_rps, **item)
-
-    for number, offset in zip(point.request_numbers(0, 1), offsets, strict=True):
-        t = t0 + offset
-        drv.at(t, lambda t=t, number=number: fire(t, number))
-    state.check()
-
-
-def _waves(drv: _Driver, state: _PointState) -> None:
-    point = state.point
-    search = point.wave_search() if point.search == "bisect" else None
-    sizes = iter(point.wave_sizes())
-    sched = drv.server.scheduler
-
-    def next_wave(t: float) -> None:
-        size = search.next_size() if search is not None else next(sizes, None)
-        if size is None:
-            state.more = False
-            drv.on_step = None
-            if search is not None and search.bracketed:
-                state.run.stop, state.run.detail = STOP_SATURATED, f"between waves of {search.low} and {search.high}"
-            return
-        state.run.waves.append(size)
-        preempted0 = sched.num_preemptions
-        seen = {"saturated": False, "left": size}
-
-        def reading() -> None:  # the server while a step of this wave runs
-            if wave_saturated(preempted=sched.num_preemptions > preempted0, waiting=len(sched.waiting),
-                              kv_usage=sched.kv_usage):
-                seen["saturated"] = True
-
-        def one_done(end: float) -> None:
-            seen["left"] -= 1
-            if seen["left"]:
-                return
-            saturated = bool(seen["saturated"])
-            if saturated and state.run.saturated is None:
-                state.run.saturated = f"wave of {size}"
-            if search is not None:
-                search.report(size, saturated)
-            elif saturated and point.stop_at_saturation:
-                state.more = False
-                drv.on_step = None
-                state.run.stop, state.run.detail = STOP_SATURATED, f"wave of {size}"
-                return
-            next_wave(end)
-
-        drv.on_step = reading
-        for _ in range(size):
-            drv.send(state, t, one_done, wave=size, parallel=size)
-
-    next_wave(state.t0)
-    state.check()
-
-
-def _ingest(drv: _Driver, state: _PointState) -> None:
-    point = state.point
-    order = iter(point.ingest_order())
-    per_sweep = len(point.lengths)
-
-    def next_prompt(t: float) -> None:
-        sent = state.issued
-        if sent and sent % per_sweep == 0:  # a sweep is complete: another only if the slope is not yet known
-            precise = point.target_ci is not None and ingest_precise([d.record for d in state.done],
-                                                                     target=point.target_ci)
-            if not point.more_sweeps(sent // per_sweep, precise=precise):
-                state.more = False
-                if precise:
-                    state.run.stop, state.run.detail = STOP_PRECISION, f"slope within +-{point.target_ci:.0%}"
-                return
-        item = next(order, None)
-        if item is None:
-            state.more = False
-            return
-        length, repeat = item
-        drv.send(state, t, next_prompt, prompt_tokens=length, repeat=repeat, parallel=1)
-
-    next_prompt(state.t0)
-    state.check()
-
-
-def _batch(drv: _Driver, state: _PointState) -> None:
-    point = state.point
-    size = point.parallel or 1
-    planned = point.batch_rounds()
-    round_speeds: list[float | None] = []  # the measured rounds' mean decode speeds
-    rounds = {"done": 0}
-
-    def next_round(t: float) -> None:
-        if rounds["done"] < len(planned):
-            repeat, warmup = planned[rounds["done"]]
-        else:
-            precise = point.target_ci is not None and batch_precise(round_speeds, target=point.target_ci)
-            if not point.more_batch_rounds(len(round_speeds), precise=precise):
-                state.more = False
-                if precise:
-                    state.run.stop, state.run.detail = STOP_PRECISION, f"round means within +-{point.target_ci:.0%}"
-                return
-            repeat, warmup = len(round_speeds), False
-        left = {"n": size}
-        mine: list[RequestRecord] = []
-
-        def one_done(end: float) -> None:
-            left["n"] -= 1
-            mine.append(state.done[-1].record)
-            if not left["n"]:
-                rounds["done"] += 1
-                if not warmup:
-                    round_speeds.append(round_decode_speed(mine))
-                next_round(end)
-
-        for _ in range(size):
-            drv.send(state, t, one_done, repeat=repeat, warmup=warmup, parallel=size)
-
-    next_round(state.t0)
-    state.check()
-
-
-def _prefix(drv: _Driver, state: _PointState) -> None:
-    """Shared prefixes, one request at a time in :meth:`Point.prefix_order`."""
-    point = state.point
-    order = iter(enumerate(point.prefix_order()))
-
-    def next_request(t: float) -> None:
-        item = next(order, None)
-        if item is None:
-            state.more = False
-            return
-        n, (prefix, phase) = item
-        drv.send(state, t + point.pause_before(n), next_request, item=prefix, prefix=prefix, phase=phase,
-                 parallel=1)
-
-    next_request(state.t0)
-    state.check()
-
-
-def _chat(drv: _Driver, state: _PointState) -> None:
-    """Users hold their conversations (:meth:`Point.chat_conversations`) one after another: each turn sends
-    the history and a new message, the next follows ``think_time_s`` after the reply ends. The prompt is what
-    the virtual server's chat template counts (``cardgen.sim.tokenizer.count_chat``): every message's words and
-    its overhead; the model's replies are ``output_tokens`` words."""
-    from cardgen.sim.tokenizer import CHAT_MESSAGE_OVERHEAD, CHAT_REPLY_OVERHEAD
-
-    point = state.point
-    users = point.parallel or 1
-    overhead = CHAT_MESSAGE_OVERHEAD + CHAT_REPLY_OVERHEAD  # a one-message conversation's tokens beyond its words
-    active = {"users": users}
-
-    def run_user(slot: int, t: float) -> None:
-        todo = iter(point.chat_conversations(slot))
-
-        def next_conversation(t: float) -> None:
-            conversation = next(todo, None)
-            if conversation is None:
-                active["users"] -= 1
-                state.more = active["users"] > 0
-                return
-            messages: list[tuple[str, int]] = []  # (role, words) of the history
-
-            def turn(n: int, t: float) -> None:
-                if n > point.turns:
-                    next_conversation(t)
-                    return
-                messages.append(("user", max(1, point.chat_message_tokens(n) - overhead)))
-                if point.fresh_history and n > 1:  # a new id at the head of the history: one more word
-                    messages[0] = ("user", messages[0][1] + 1)
-                salt = n if point.fresh_history else 0  # a fresh history shares no block with the last turn's
-                ids: list[int] = []
-                for i, (role, words) in enumerate(messages):
-                    ids += [1, hash(role), 2] + [hash((point.name, conversation, salt, i, j))
-                                                 for j in range(words)] + [3]
-                ids += [1, hash("assistant"), 2]
-
-                def done(end: float) -> None:
-                    if not state.done[-1].record.ok:
-                        next_conversation(end)
-                        return
-                    messages.append(("assistant", point.output_tokens))
-                    wait = point.think_time_s if n < point.turns else 0.0
-                    turn(n + 1, end + wait)
-
-                drv.send(state, t, done, prompt_tokens=len(ids), conversation=conversation, turn=n,
-                         parallel=point.parallel, block_ids=ids)
-
-            turn(1, t)
-
-        next_conversation(t)
-
-    for slot in range(users):
-        run_user(slot, state.t0)
-    state.check()
-
-
-_KINDS: dict[str, Callable[[_Driver, _PointState], None]] = {
-    "closed": _closed, "open": _open, "waves": _waves, "ingest": _ingest, "batch": _batch, "prefix": _prefix,
-    "chat": _chat,
-}
-
-
-def _closed_saturation(drv: _Driver, state: _PointState) -> str | None:
-    """Why a closed-loop point saturated the server (:func:`cardgen.saturation.closed_load_seen`), from what
-    its scrapes showed and its requests' speed."""
-    run = state.run
-    ends = sorted(d.record.end_at for d in state.done if d.record.end_at is not None)
-    parallel = state.point.parallel or 1
-    speeds = [(d.record.output_tokens or 0) / (d.record.end_at - d.record.sent_at)  # type: ignore[operator]
-              for d in state.done if d.record.ok]
-    seen = closed_load_seen([Reading(t=t, usage=u, waiting=w, preemptions=p) for t, u, w, p in drv.readings],
-                            started=run.started_unix or 0.0, ended=run.ended_unix or 0.0,
-                            first_round_end=ends[parallel - 1] if len(ends) >= parallel else None,
-                            median_speed_tok_s=statistics.median(speeds) if speeds else None)
-    return point_saturation(seen)
+        run.done.append(driven)
+        run.in_flight -= 1
+        now = end - run.t0
+        if run.judge.record(record, now):
+            run.program.told_precise()
+        self._execute(run, run.program.ended(send, record, now), end)
 
 
 # --- entry points --------------------------------------------------------------------------------------------
 
 
 def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None = None,
-          options: DriveOptions | None = None) -> Drive:
+          options: DriveOptions | None = None, run_saturated: bool = False,
+          attempts: Mapping[str, int] | None = None) -> Drive:
     """Run ``points`` one after another on one virtual server configured like ``cardgen serve-sim`` would be by
-    ``config`` (``perf`` overrides the performance model it builds), in virtual time."""
+    ``config`` (``perf`` overrides the performance model it builds), in virtual time, as the controller
+    sequences them for the load engine (skipping after saturation unless ``run_saturated``)."""
     opts = options or DriveOptions()
     base = build_perf(config) if perf is None else perf
     sample_datasets(points, config, base)
@@ -634,41 +449,32 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
         metrics = SimMetrics(model_name=config.model_name, cache_config=cache)
     server = VirtualServer(model, chunked_prefill=config.chunked_prefill, metrics=metrics, faults=config.faults)
     server.now = opts.start_unix
-    drv = _Driver(server, metrics, opts, chat=lambda p: p.endpoint == "chat")
-    runs = [PointRun(name=p.name, kind=p.kind) for p in points]
-    t = opts.start_unix + opts.lead_s
-    last: float | None = None
-    for i, (point, run) in enumerate(zip(points, runs, strict=True)):
-        if run.skipped is not None:
-            continue
-        if last is not None:
-            t = last + opts.pause_s
-        drv.scrape_until(t)
-        state = _PointState(point, run, t)
-        run.started_unix = t
-        drv.at(t, lambda start=_KINDS[point.kind], state=state: start(drv, state))
-        drv.run_until(lambda state=state: state.finished)
-        last = run.ended_unix = max((d.record.end_at or t for d in state.done), default=t)
-        run.requests = len(state.done)
-        run.failed = sum(1 for d in state.done if not d.record.ok)
-        run.output_tokens = sum(d.record.output_tokens or 0 for d in state.done if d.record.ok)
-        if point.kind == "closed":
-            drv.scrape_until(last)
-            run.saturated = _closed_saturation(drv, state)
-            if run.saturated:
-                for later, later_run in zip(points[i + 1:], runs[i + 1:], strict=True):
-                    if point.skips_after_saturation(later) and later_run.skipped is None:
-                        later_run.skipped = (f"not run: the server saturated at {point.parallel} parallel "
-                                             f"({run.saturated})")
-                        later_run.stop, later_run.detail = STOP_SKIPPED, later_run.skipped
-        run.stop = run.stop or STOP_COMPLETE
-    end = (t if last is None else last) + 0.1  # the scraper's last scrape, once the load has ended
-    drv.scrape_until(end)
-    if not drv.readings or drv.readings[-1][0] < end:
-        drv.next_scrape = end
-        drv.scrape()
-    return Drive(points=runs, requests=drv.requests, scrapes=drv.scrapes, started_unix=opts.start_unix,
+    clock = _Clock(server, metrics, opts)
+    interpreter = VirtualInterpreter(clock, opts)
+    outcomes = run_points(points, interpreter, attempts=attempts, run_saturated=run_saturated).points
+    end = (interpreter.t if interpreter.last_end is None else interpreter.last_end) + 0.1  # the scraper's last
+    clock.scrape_until(end)
+    if not clock.readings or clock.readings[-1].t < end:
+        clock.next_scrape = end
+        clock.scrape()
+    runs = [_point_run(outcome, interpreter) for outcome in outcomes]
+    return Drive(points=runs, requests=interpreter.requests, scrapes=clock.scrapes, started_unix=opts.start_unix,
                  ended_unix=end + SCRAPE_S, server=server)
+
+
+def _point_run(outcome: PointOutcome, interpreter: VirtualInterpreter) -> PointRun:
+    records = [d.record for d in interpreter.requests if d.record.scenario == outcome.name]
+    program = interpreter.programs.get(outcome.name)
+    run = PointRun(name=outcome.name, kind=outcome.kind, started_unix=outcome.started_unix,
+                   ended_unix=outcome.ended_unix, requests=outcome.requests, stop=outcome.stop,
+                   detail=outcome.detail, saturated=outcome.saturation, attempt=outcome.attempt,
+                   failed=sum(1 for r in records if not r.ok),
+                   output_tokens=sum(r.output_tokens or 0 for r in records if r.ok),
+                   skipped=outcome.detail if outcome.stop == STOP_SKIPPED else None)
+    if isinstance(program, WavesProgram):
+        run.waves = list(program.sizes)
+        run.saturated = f"wave of {program.first_saturated}" if program.first_saturated is not None else None
+    return run
 
 
 def sample_datasets(points: Sequence[Point], config: SimConfig, perf: PerfModel) -> None:

@@ -9,6 +9,7 @@ from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import load_run
 from cardgen.card.render import render_card
 from cardgen.points import expand
+from cardgen.scenarios.chat import ChatProgram
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import simulate_run
 from cardgen.suite import parse_suite
@@ -33,9 +34,9 @@ def test_a_chat_entry_expands_to_a_cached_point_and_its_no_cache_twin():
     assert (cached.name, fresh.name) == ("chat-u2-t4-in1024+64-out32", "chat-u2-t4-in1024+64-out32-nocache")
     assert cached.endpoint == fresh.endpoint == "chat" and (cached.fresh_history, fresh.fresh_history) == (False, True)
     assert cached.expected_requests() == 8 and cached.prompt_lengths() == [64, 1024]
-    assert [cached.chat_conversations(u) for u in (0, 1)] == [[0], [1]]
+    assert [ChatProgram(cached).conversations(u) for u in (0, 1)] == [[0], [1]]
     more = expand(parse_suite(SUITE.replace("conversations: 2", "conversations: 5"), source="x"))[0]
-    assert [more.chat_conversations(u) for u in (0, 1)] == [[0, 2, 4], [1, 3]]
+    assert [ChatProgram(more).conversations(u) for u in (0, 1)] == [[0, 2, 4], [1, 3]]
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,9 @@ import pytest
 from cardgen.card import render_run
 from cardgen.points import Point, expand
 from cardgen.promtext import parse_metrics
+from cardgen.scenarios.batch import BatchProgram
+from cardgen.scenarios.ingest import IngestProgram
+from cardgen.scenarios.openloop import OpenProgram
 from cardgen.schemas import RunInfo
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions, drive, simulate_run
@@ -68,7 +71,7 @@ def test_open_loop_sends_at_the_points_arrival_offsets():
     run = drive(points(suite), CONFIG, perf=P, options=JITTERY)
     for point, pr in zip(points(suite), run.points, strict=True):
         recs = sorted(by_point(run, point.name), key=lambda r: r.index)
-        offsets = point.arrival_offsets()
+        offsets = OpenProgram(point).arrival_offsets()
         assert [r.scheduled_at - pr.started_unix for r in recs] == pytest.approx(offsets, abs=1e-6)
         assert all(r.sent_at == r.scheduled_at and r.rate_rps == point.rate_rps for r in recs)
     rates = {r.rate_rps for r in run.records}
@@ -99,10 +102,10 @@ def test_ingest_one_at_a_time_in_order_and_batch_rounds():
     ingest, batch = points(suite)
     run = drive([ingest, batch], CONFIG, perf=P, options=JITTERY)
     recs = sorted(by_point(run, "ingest"), key=lambda r: r.index)
-    assert [(r.prompt_tokens_target, r.repeat) for r in recs] == ingest.ingest_order()
+    assert [(r.prompt_tokens_target, r.repeat) for r in recs] == IngestProgram(ingest).ingest_order()
     assert all(b.sent_at == a.end_at for a, b in zip(recs, recs[1:], strict=False))
     rounds = sorted(by_point(run, batch.name), key=lambda r: r.sent_at)
-    assert [(r.repeat, r.warmup) for r in rounds[::3]] == batch.batch_rounds()
+    assert [(r.repeat, r.warmup) for r in rounds[::3]] == BatchProgram(batch).batch_rounds()
     for k in range(1, 3):
         assert {r.sent_at for r in rounds[3 * k:3 * k + 3]} == {max(r.end_at for r in rounds[3 * k - 3:3 * k])}
     assert run.points[1].started_unix == pytest.approx(run.points[0].ended_unix + JITTERY.pause_s)

@@ -1,0 +1,16 @@
+"""Scenario programs: every scenario kind written once, with no clock and no socket, and the controller that
+sequences a run's points. The load engine (:mod:`cardgen.load`) and the virtual-time driver
+(:mod:`cardgen.sim.drive`) interpret the same programs; see :mod:`cardgen.scenarios.program` for the language.
+
+    program.py      the commands (Send, Watch, EndWatch), the events, Program and Judge
+    closed.py ...   one module per kind: closed, openloop, waves, ingest, batch, prefix, chat
+    kinds.py        each kind's program and judge by name
+    controller.py   the points in order: outcomes, stop reasons, skipping after saturation, attempts
+"""
+
+from cardgen.scenarios.controller import Interpreter, Ran, Said, Sequenced, run_points, skips_after_saturation
+from cardgen.scenarios.kinds import judge_for, program_for, runs_on
+from cardgen.scenarios.program import Command, EndWatch, Judge, Program, Send, Verdict, Watch, record_fields
+
+__all__ = ["Command", "EndWatch", "Interpreter", "Judge", "Program", "Ran", "Said", "Send", "Sequenced", "Verdict",
+           "Watch", "judge_for", "program_for", "record_fields", "run_points", "runs_on", "skips_after_saturation"]

@@ -1,0 +1,71 @@
+"""The batch table (TGI's): rounds of ``parallel`` requests sent at once, each round when the last has ended;
+``warmups`` rounds first (kept on disk, left out of the figures), then ``runs`` measured ones. With a
+``target_ci``, measured rounds go on after those until the mean decode speed of a round is known within it
+(``cardgen.precision.mean_interval``: rounds are independent repeats), ``max_runs`` at most.
+"""
+
+from __future__ import annotations
+
+import math
+
+from cardgen.points import Point
+from cardgen.precision import mean_interval, round_decode_speed, within_target
+from cardgen.scenarios.program import Command, Program, Send, counted, interval_words
+from cardgen.schemas.records import RequestRecord
+from cardgen.schemas.run import STOP_COMPLETE, STOP_PRECISION
+
+
+class BatchProgram(Program):
+    kind = "batch"
+
+    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+        super().__init__(point, index=index, parts=parts)
+        self.size = point.parallel or 1
+        self.planned = self.batch_rounds()
+        self.rounds = 0  # rounds sent
+        self.speeds: list[float] = []  # each measured round's mean decode speed
+        self._round: list[RequestRecord] = []
+
+    def batch_rounds(self) -> list[tuple[int, bool]]:
+        """``(repeat, warmup)`` of each planned round: warm-up rounds count 0, 1 ... and so do the measured ones
+        after them (a point with a ``target_ci`` may add rounds: :meth:`more_rounds`)."""
+        point = self.point
+        return [(run if run < point.warmups else run - point.warmups, run < point.warmups)
+                for run in range(point.warmups + point.runs)]
+
+    def more_rounds(self, measured: int, *, precise: bool) -> bool:
+        """Whether another measured round follows ``measured`` of them: until ``runs``; with a ``target_ci``,
+        then on until the round means are ``precise``, ``max_runs`` at most."""
+        point = self.point
+        if measured < point.runs:
+            return True
+        if point.target_ci is None or precise:
+            return False
+        return measured < (point.max_runs or point.runs)
+
+    def start(self) -> list[Command]:
+        return self._round_of(*self.planned[0]) if self.planned else self.finish()
+
+    def ended(self, send: Send, record: RequestRecord, now: float) -> list[Command]:
+        self._round.append(record)
+        if len(self._round) < self.size:
+            return []
+        if not send.warmup:
+            speed = round_decode_speed(self._round)
+            self.speeds.append(math.nan if speed is None else speed)
+        self._round = []
+        if self.rounds < len(self.planned):
+            return self._round_of(*self.planned[self.rounds])
+        target = self.point.target_ci
+        if target is None:
+            return self.finish(STOP_COMPLETE)
+        interval = mean_interval(self.speeds)
+        precise = within_target(interval, target)
+        self.detail = interval_words("the mean decode speed", interval, target, counted(len(self.speeds), "round"))
+        if not self.more_rounds(len(self.speeds), precise=precise):
+            return self.finish(STOP_PRECISION if precise else STOP_COMPLETE, self.detail)
+        return self._round_of(len(self.speeds), False)
+
+    def _round_of(self, repeat: int, warmup: bool) -> list[Command]:
+        self.rounds += 1
+        return [self.send(slot=seat, repeat=repeat, warmup=warmup, parallel=self.size) for seat in range(self.size)]

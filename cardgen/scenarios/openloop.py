@@ -1,0 +1,48 @@
+"""The open loop: requests arrive by a Poisson process at ``rate_rps``, whatever the server does (all at once
+for an infinite rate); or, for a dataset, the dataset's sampled requests at those times.
+
+Spread over several load-generating processes, each process sends every ``parts``-th request (round robin) at
+``rate_rps / parts``, by a Poisson process of its own, seeded by the point's seed and its index.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from cardgen.scenarios.closed import share
+from cardgen.scenarios.program import Command, Program
+
+
+class OpenProgram(Program):
+    kind = "open"
+    barrier = False
+
+    def start(self) -> list[Command]:
+        point = self.point
+        sends: list[Command] = []
+        for number, at in zip(self.request_numbers(), self.arrival_offsets(), strict=True):
+            fields = {"at": at, "scheduled": True, "rate_rps": point.rate_rps}
+            sends.append(self.item(number, **fields) if point.dataset is not None else self.send(**fields))
+        self.finish()
+        return sends
+
+    def request_numbers(self) -> list[int]:
+        """Which of the point's requests (0 .. num_requests - 1) this process sends, in the order of its
+        :meth:`arrival_offsets` (round robin)."""
+        return list(range(self.index, self.point.num_requests, self.parts))
+
+    def arrival_offsets(self) -> list[float]:
+        """When this process sends each of its requests, in seconds after the point's start: exponential gaps
+        at ``rate_rps / parts``, seeded per process; all at 0 for an infinite rate."""
+        point = self.point
+        n = share(point.num_requests, self.index, self.parts)
+        rate = (point.rate_rps or math.inf) / self.parts
+        if math.isinf(rate):
+            return [0.0] * n
+        rng = random.Random(point.seed * 1000 + self.index)
+        t, out = 0.0, []
+        for _ in range(n):
+            t += rng.expovariate(rate)
+            out.append(t)
+        return out

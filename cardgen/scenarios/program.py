@@ -1,0 +1,189 @@
+"""The language between a scenario program and the interpreter that runs it.
+
+A scenario kind is written once, as a program that never reads a clock and never touches a socket (the
+sans-I/O idea of h11; a process of SimPy's). It says what to send and when, and it is told what happened:
+
+    interpreter calls                      program answers
+    start()                                commands, at the point's start
+    ended(send, record, now)               commands, when a request it sent has ended (failed or not)
+    watched(verdict, now)                  commands, after an EndWatch: whether the server saturated
+    told_precise()                         nothing: every process's records say the point's figures are known
+
+    commands   Send       one request: its lengths, its user (``slot``), when it leaves (``at``), its record fields
+               Watch      watch the server for saturation from now (waves)
+               EndWatch   stop watching, then tell me (``watched``)
+
+Times are seconds from the point's start on the interpreter's clock, whichever it is. The program's ``stop``
+and ``detail`` say why it stopped sending, in ``run.json``'s words (``cardgen.schemas.run.STOP_*``). A process
+has finished its share of a point once the program asks for nothing more and no request is under way.
+
+Two interpreters run every program: the load engine (:mod:`cardgen.load.agent`: gevent inside Locust, real
+sockets, one program per load-generating process) and the virtual-time driver (:mod:`cardgen.sim.drive`: the
+virtual server on a virtual clock). What needs every process's records, a closed loop's precision, is a
+:class:`Judge`'s, which sits where the records meet (:mod:`cardgen.scenarios.controller`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from cardgen.points import Point
+from cardgen.schemas.records import RequestRecord
+from cardgen.schemas.run import STOP_COMPLETE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Send:
+    """One request of the point. ``slot`` is the user whose connection carries it (None: any free one); ``at``
+    when it leaves, in seconds from the point's start (None: at once). The rest are what its record says of it
+    (:class:`~cardgen.schemas.records.RequestRecord`); ``scheduled`` records ``at`` as ``scheduled_at``."""
+
+    prompt_tokens: int
+    output_tokens: int
+    slot: int | None = None
+    at: float | None = None
+    scheduled: bool = False
+    parallel: int | None = None
+    rate_rps: float | None = None
+    wave: int | None = None
+    repeat: int | None = None
+    warmup: bool = False
+    item: int | None = None  # the request's number in the point's sample (dataset, shared prefix)
+    prefix: int | None = None
+    phase: str | None = None
+    conversation: int | None = None
+    turn: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """Watch the server for saturation from now on."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndWatch:
+    """Stop watching; the interpreter then calls ``watched`` with the :class:`Verdict`."""
+
+
+Command = Send | Watch | EndWatch
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the server showed while it was watched: whether it saturated (``cardgen.saturation.wave_saturated``
+    at some reading), and whether it could be read at all (its ``/metrics`` answered)."""
+
+    saturated: bool
+    readable: bool = True
+
+
+def record_fields(point: Point, send: Send, *, worker: str, index: int, attempt: int) -> dict[str, Any]:
+    """The fields of a :class:`~cardgen.schemas.records.RequestRecord` that the point and the send fix: where
+    the request belongs and what it asked for. Every interpreter builds its records from these, adding only what
+    happened (times, usage, errors)."""
+    return {
+        "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
+        "prompt_tokens_target": send.prompt_tokens, "output_tokens_target": send.output_tokens,
+        "worker": worker, "index": index, "attempt": attempt, "parallel": send.parallel,
+        "rate_rps": send.rate_rps, "wave": send.wave, "repeat": send.repeat, "warmup": send.warmup,
+        "item": send.item, "prefix": send.prefix, "phase": send.phase, "conversation": send.conversation,
+        "turn": send.turn,
+    }
+
+
+class Program:
+    """One scenario kind's rules for one point, as one load-generating process runs its share of it (process
+    ``index`` of ``parts``; the virtual-time driver is one process). Subclasses answer the events they need."""
+
+    kind: ClassVar[str]
+    #: a barrier kind's timing is all of it at once (a wave, a batch, one prompt at a time): it runs whole, on
+    #: process 0, never split across processes
+    barrier: ClassVar[bool] = True
+
+    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+        self.point, self.index, self.parts = point, index, parts
+        self.issued = 0  # the requests this program has asked for
+        self.stop: str | None = None  # why it stopped sending (STOP_*), once it has
+        self.detail: str | None = None  # the words behind ``stop``
+
+    @classmethod
+    def runs_on(cls, index: int) -> bool:
+        """Whether load-generating process ``index`` takes part in a point of this kind."""
+        return index == 0 or not cls.barrier
+
+    def start(self) -> list[Command]:
+        raise NotImplementedError
+
+    def ended(self, send: Send, record: RequestRecord, now: float) -> list[Command]:
+        return []
+
+    def watched(self, verdict: Verdict, now: float) -> list[Command]:
+        return []
+
+    def told_precise(self) -> None:
+        """The point's figures are known (its :class:`Judge` said so, on every process's records)."""
+
+    def send(self, *, prompt_tokens: int | None = None, output_tokens: int | None = None, **fields: Any) -> Send:
+        """A :class:`Send` of the point's own lengths unless told otherwise; counted in ``issued``."""
+        self.issued += 1
+        point = self.point
+        return Send(prompt_tokens=point.prompt_tokens if prompt_tokens is None else prompt_tokens,
+                    output_tokens=point.output_tokens if output_tokens is None else output_tokens, **fields)
+
+    def item(self, number: int, **fields: Any) -> Send:
+        """A :class:`Send` of request ``number`` of the point's own sample (a dataset's, a shared prefix's)."""
+        prompt, output = self.point.item_lengths(number)
+        return self.send(prompt_tokens=prompt, output_tokens=output, item=number, **fields)
+
+    def finish(self, stop: str = STOP_COMPLETE, detail: str | None = None) -> list[Command]:
+        """Stop sending, for ``stop`` (once: the first reason stays)."""
+        if self.stop is None:
+            self.stop, self.detail = stop, detail
+        return []
+
+
+class Judge:
+    """A point's records from every process, where they meet (the controller's side of a point): how many, when
+    its first round ended, the speeds the saturation rule reads. A kind whose figures are judged across
+    processes (the closed loop's precision) says, in :meth:`record`, when every process should stop sending."""
+
+    def __init__(self, point: Point) -> None:
+        self.point = point
+        self.parallel = point.parallel or 1
+        self.requests = 0
+        self.first_round_end: float | None = None
+        self.done: list[RequestRecord] = []  # its successful records, in the order they ended
+
+    def record(self, rec: RequestRecord, now: float) -> bool:
+        """Take one of the point's records (``now``: seconds since the point started, as its end was seen);
+        True once every process should stop sending."""
+        self.requests += 1
+        if self.requests == self.parallel:
+            self.first_round_end = rec.end_at
+        if rec.ok:
+            self.done.append(rec)
+        return False
+
+    def detail(self, stop: str, said: str | None) -> str | None:
+        """The words behind the point's ``stop``, given what its processes ``said``."""
+        return said
+
+    def median_speed_tok_s(self) -> float | None:
+        """The median speed from start of every successful record (the saturation rule's speed)."""
+        speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in self.done
+                  if r.end_at is not None and r.end_at > r.sent_at]
+        return statistics.median(speeds) if speeds else None
+
+
+def interval_words(figure: str, interval: Any, target: float, over: str) -> str:
+    """A figure's interval as a stop's detail says it: ``the slope +-1.2% after 3 sweeps (target +-2%)``."""
+    if interval is None:
+        return f"{figure}: no interval yet after {over} (target +-{target * 100:g}%)"
+    return f"{figure} +-{interval.relative:.1%} after {over} (target +-{target * 100:g}%)"
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 sweep``, ``3 sweeps``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
