@@ -5,8 +5,9 @@ by the same rules the load engine obeys: precision targets, skipping after satur
 reads off each point's requests and seconds. GPU time is the run's wall time (from the first request to the
 end of the last, with the pauses between points) times the GPUs the server holds (``tp``).
 
-The plan is a model: the virtual server's steps vary by ``step_jitter`` (2 % by default), so precision
-targets stop about where a steady real server would; a noisier server runs longer, up to each point's caps.
+The plan is a model: the virtual server's steps vary by 2 % (``MODELLED_STEP_JITTER``), so precision targets
+stop about where a steady real server would; a noisier server runs longer, up to each point's caps. A modelled
+``cardgen build`` is the same run, so its plan lists exactly the points it runs.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from dataclasses import asdict, dataclass
 
 from cardgen.points import expand, fit_context
 from cardgen.sim.config import SimConfig, build_perf, max_model_len
-from cardgen.sim.drive import DriveOptions, drive
+from cardgen.sim.drive import T0, drive
+from cardgen.sim.modelled import modelled_options
 from cardgen.suite import Suite
-
-PLAN_STEP_JITTER = 0.02
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,13 @@ class CostPlan:
 
 
 def make_plan(suite: Suite, config: SimConfig, *, price_per_hour: float | None = None,
-              step_jitter: float = PLAN_STEP_JITTER) -> CostPlan:
-    """Predict ``suite`` on the virtual server ``config`` describes (model, GPU, tp, engine profile)."""
+              run_saturated: bool = False) -> CostPlan:
+    """Predict ``suite`` on the virtual server ``config`` describes (model, GPU, tp, engine profile): the run
+    ``cardgen build`` would model, timed the same way (:func:`cardgen.sim.modelled.modelled_options`)."""
     perf = build_perf(config)
     points, left_out = fit_context(expand(suite), max_model_len(config, perf))
-    run = drive(points, config, perf=perf, options=DriveOptions(step_jitter=step_jitter, scrapes=False))
+    run = drive(points, config, perf=perf, options=modelled_options(start_unix=T0, scrapes=False),
+                run_saturated=run_saturated)
     planned = [PlannedPoint(name=p.name, kind=p.kind, requests=p.requests, seconds=round(p.duration_s, 3),
                             skipped=p.skipped) for p in run.points]
     wall = max(0.0, (run.points and max((p.ended_unix or 0.0) for p in run.points) or 0.0)

@@ -8,9 +8,9 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cardgen.load.progress import PlannedTime
     from cardgen.load.stage import LoadConfig
     from cardgen.schemas.run import RunInfo
+    from cardgen.sim.modelled import ModelledServer
     from cardgen.suite import Suite
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,8 +44,9 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
         click.option("--master-bind", default="127.0.0.1", show_default=True,
                      help="Address the Locust master binds."),
         click.option("--master-port", type=int, default=0, help="Port the Locust master binds (0 = any free port)."),
-        click.option("--engine", help="Force the engine (vllm, sglang, tgi, llamacpp, openai) instead of "
-                     "detecting it."),
+        click.option("--engine", help="With a server: its engine (vllm, sglang, tgi, llamacpp, openai) instead of "
+                     "detecting it, or an engine profile (vllm-0.6 ...) that also sets its cost plan's. Without: the "
+                     "virtual server's engine profile (vllm, vllm-0.6, vllm-0.4, sglang, tgi; default vllm)."),
         click.option("--launch", type=click.Choice(["vllm", "sglang", "tgi", "llamacpp"]),
                      help="Start this engine on loopback, measure it, stop it."),
         click.option("--engine-args", default="", help="Extra arguments for --launch, as one string."),
@@ -100,37 +102,177 @@ def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url
 @click.argument("model")
 @click.option("--suite", "suite_name", default="standard", show_default=True,
               help="quick | standard | full | a suite .yaml file.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Run directory [runs/<model>/<UTC time>/].")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+              help="Run directory [runs/<model>/<UTC time>/]; with several --gpu, one folder per GPU inside it.")
 @click.option("--runs-root", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
               help="Where default run directories go.")
 @click.option("--gpu", default="A100-80GB", show_default=True,
               help="Virtual server: the modelled GPU, a preset or a .yaml file (memory_gb, bandwidth_gb_s, "
-                   "peak_tflops). With a real server: its GPU, for the cost plan.")
+                   "peak_tflops); several, comma-separated, write one run each. With a real server: its GPU, for "
+                   "the cost plan.")
 @click.option("--model-config", type=click.Path(path_type=Path), help="Virtual server: a Hugging Face config.json.")
 @click.option("--tp", type=int, default=1, show_default=True, help="Virtual server: tensor-parallel GPUs (with a real server: for the cost plan).")
+@click.option("--real-time", is_flag=True, help="Virtual server: serve it on loopback and measure it over HTTP with "
+              "the load engine, in real time (for testing a client or the load path), instead of computing its "
+              "run in virtual time.")
 @server_options(workers_default=0)
 @click.pass_context
 def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_dir: Path | None, runs_root: Path,
           api_key: str | None, workers: str, remote_workers: bool, master_bind: str, master_port: int,
           engine: str | None, launch: str | None, engine_args: str, gpu: str, model_config: Path | None, tp: int,
-          gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
+          real_time: bool, gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
           quiet: bool) -> None:
-    """Measure MODEL's server and write its card into a run directory."""
-    from cardgen.load.stage import LoadConfig, check_run_dir, run_load  # first: monkey-patches for gevent
-    from cardgen.rundir import default_run_dir
+    """Measure MODEL's server and write its card into a run directory; without a server, model one."""
     from cardgen.suite import load_suite
 
     suite = load_suite(suite_name)
+    given = {name for name in ctx.params if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)}
+    gpus = parse_gpus(gpu)
+    if url or launch:
+        if len(gpus) > 1:
+            raise UsageError("several --gpu write one modelled run each: a measured server has one GPU type")
+        if real_time:
+            raise UsageError("--real-time is for the virtual server: a server at --url or --launch is measured in "
+                             "real time already")
+        adapter, profile = engine_choice(engine)
+        measure(model, url=url, launch=launch, suite_name=suite_name, suite=suite, out_dir=out_dir,
+                runs_root=runs_root, api_key=api_key, workers=workers, remote_workers=remote_workers,
+                master_bind=master_bind, master_port=master_port, engine=adapter, engine_args=engine_args,
+                gpu=gpus[0], model_config=model_config, tp=tp, profile=profile, gpu_given="gpu" in given,
+                gpu_metrics_url=gpu_metrics_url, scrape_interval=scrape_interval, run_saturated=run_saturated,
+                no_card=no_card, quiet=quiet)
+        return
+    from cardgen.sim.modelled import ModelledServer
+
+    servers = [ModelledServer(model=model, gpu=g, tp=tp, model_config=model_config, engine=engine or "vllm")
+               for g in gpus]
+    for server in servers:
+        server.check()
+    dirs = run_dirs(model, gpus, out_dir=out_dir, runs_root=runs_root)
+    if not real_time:
+        real_only = sorted(given & REAL_TIME_OPTIONS)
+        if real_only:
+            raise UsageError(f"--{real_only[0].replace('_', '-')} applies to a load against a server: give --url, "
+                             "--launch, or --real-time to measure the virtual server over HTTP")
+        for server, run_dir in zip(servers, dirs, strict=True):
+            model_in_virtual_time(server, suite, run_dir, run_saturated=run_saturated, no_card=no_card,
+                                  quiet=quiet)
+        return
+    for server, run_dir in zip(servers, dirs, strict=True):
+        measure(model, url=None, launch=None, suite_name=suite_name, suite=suite, out_dir=run_dir,
+                runs_root=runs_root, api_key=api_key, workers=workers, remote_workers=remote_workers,
+                master_bind=master_bind, master_port=master_port, engine=None, engine_args=engine_args,
+                gpu=server.gpu, model_config=model_config, tp=tp, profile=server.engine, gpu_given=True,
+                gpu_metrics_url=gpu_metrics_url, scrape_interval=scrape_interval, run_saturated=run_saturated,
+                no_card=no_card, quiet=quiet, virtual=server)
+
+
+#: options that only a load against a server (real, or the virtual one with --real-time) uses
+REAL_TIME_OPTIONS = frozenset({"url", "api_key", "workers", "remote_workers", "master_bind", "master_port",
+                               "engine_args", "gpu_metrics_url", "scrape_interval"})
+
+
+def parse_gpus(gpu: str) -> list[str]:
+    """``--gpu``: one GPU, or several comma-separated (each a preset or a GPU file)."""
+    gpus = [g.strip() for g in gpu.split(",")]
+    if not all(gpus):
+        raise UsageError(f"--gpu {gpu!r} names an empty GPU: give presets or files separated by commas")
+    if len(set(gpus)) < len(gpus):
+        raise UsageError(f"--gpu {gpu!r} names a GPU twice")
+    return gpus
+
+
+def engine_choice(engine: str | None) -> tuple[str | None, str]:
+    """``--engine`` against a real server: the adapter it forces (None: detect), and the engine profile its cost
+    plan models. An adapter name (vllm, sglang, tgi, llamacpp, openai) or a profile name (vllm-0.6 forces the
+    vllm adapter and plans with the 0.6 profile); anything else is a one-line UsageError."""
+    if engine is None:
+        return None, "vllm"
+    from cardgen.engines.registry import ENGINES, engine_name
+    from cardgen.sim.roofline import list_engines
+
+    profiles = {p.lower(): p for p in list_engines()}
+    key = engine.strip().lower()
+    if key in profiles:
+        profile = profiles[key]
+        return engine_name(profile.split("-")[0]), profile
+    try:
+        adapter = engine_name(engine)
+    except UsageError:
+        raise UsageError(f"unknown engine {engine!r}: give an engine ({', '.join(ENGINES)}) or an engine profile "
+                         f"({', '.join(profiles.values())})") from None
+    return adapter, profile_of_adapter(adapter)
+
+
+def profile_of_adapter(adapter: str) -> str:
+    """The engine profile a real server's cost plan models for its adapter (vLLM V1 when there is none)."""
+    from cardgen.sim.roofline import list_engines
+
+    return adapter if adapter in list_engines() else "vllm"
+
+
+def run_dirs(model: str, gpus: Sequence[str], *, out_dir: Path | None, runs_root: Path) -> list[Path]:
+    """One run directory per GPU: ``--out`` (one folder per GPU inside it when there are several), or
+    ``runs/<model>/<UTC time>[-<gpu>]/``; a one-line UsageError when one holds a run already."""
+    from cardgen.load.stage import check_run_dir  # first: monkey-patches for gevent
+    from cardgen.rundir import default_run_dir, slugify
+
+    if len(gpus) == 1:
+        dirs = [out_dir or default_run_dir(model, root=runs_root)]
+    elif out_dir is not None:
+        dirs = [out_dir / slugify(Path(g).stem if g.endswith((".yaml", ".yml")) else g) for g in gpus]
+    else:
+        base = default_run_dir(model, root=runs_root)
+        dirs = [base.with_name(f"{base.name}-{slugify(Path(g).stem if g.endswith(('.yaml', '.yml')) else g)}")
+                for g in gpus]
+    for run_dir in dirs:
+        check_run_dir(run_dir)
+    return dirs
+
+
+def model_in_virtual_time(server: ModelledServer, suite: Suite, run_dir: Path, *, run_saturated: bool,
+                          no_card: bool, quiet: bool) -> None:
+    """The suite's run on ``server`` computed in virtual time, its run directory and card."""
+    import time
+
+    from cardgen.load.stage import make_run_dir
+    from cardgen.plan import duration_text
+    from cardgen.sim.modelled import modelled_run
+
+    if not quiet:
+        click.echo(f"cardgen: no --url: MODELLING {server.model} on {server.tp}x {server.gpu_name} ({server.engine} "
+                   "profile) in virtual time. Every figure of this card is MODELLED, not measured.", err=True)
+    make_run_dir(run_dir)
+    began = time.time()
+    run = modelled_run(server, suite, run_dir, argv=sys.argv, started_unix=began, run_saturated=run_saturated)
+    if not quiet:
+        skipped = sum(1 for p in run.info.points if p.stop == "skipped")
+        click.echo(f"cardgen: {len(run.info.points) - skipped} points, {run.info.requests_total} requests"
+                   + (f" ({skipped} points skipped at saturation)" if skipped else "")
+                   + f", computed in {time.time() - began:.1f} s; on a real server the suite would take "
+                   f"~{duration_text(load_seconds(run.info) * server.tp)} of GPU time (modelled)", err=True)
+    if not no_card:
+        render_card(run_dir, quiet=quiet)
+    click.echo(str(run_dir))
+
+
+def measure(model: str, *, url: str | None, launch: str | None, suite_name: str, suite: Suite,
+            out_dir: Path | None, runs_root: Path, api_key: str | None, workers: str, remote_workers: bool,
+            master_bind: str, master_port: int, engine: str | None, engine_args: str, gpu: str,
+            model_config: Path | None, tp: int, profile: str, gpu_given: bool, gpu_metrics_url: str | None,
+            scrape_interval: float, run_saturated: bool, no_card: bool, quiet: bool,
+            virtual: ModelledServer | None = None) -> None:
+    """Measure a server over HTTP with the load engine, in real time: the one at ``url``, one started with
+    ``launch``, or the virtual server ``virtual`` on loopback; then write the card."""
+    from cardgen.load.stage import LoadConfig, check_run_dir, run_load  # first: monkey-patches for gevent
+    from cardgen.rundir import default_run_dir
+
     count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url, workers=workers,
                                  scrape_interval=scrape_interval)
-    virtual = None if url or launch else VirtualServer(model=model, gpu=gpu, tp=tp, model_config=model_config)
-    if virtual is not None:
-        virtual.check()
     run_dir = out_dir or default_run_dir(model, root=runs_root)
     check_run_dir(run_dir)  # before any server starts; missing parents are created with the run directory
-    gpu_given = ctx.get_parameter_source("gpu") not in (ParameterSource.DEFAULT, None)
     with plan_in_background(suite_name, model=model, gpu=gpu, tp=tp, model_config=model_config,
-                            modelled=virtual is not None, gpu_given=gpu_given) as plan:
+                            modelled=virtual is not None, gpu_given=gpu_given, engine=profile) as plan:
         cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key,
                          workers=count, remote_workers=remote_workers, master_bind_host=master_bind,
                          master_port=master_port, scrape_interval_s=scrape_interval, quiet=quiet, engine=engine,
@@ -143,7 +285,6 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
 
         click.echo(f"cardgen: the load took {duration_text(load_seconds(result.info) * tp)} of GPU time (planned "
                    f"~{duration_text(planned.gpu_time_s)})", err=True)
-
     if not no_card:
         render_card(run_dir, quiet=quiet)
     click.echo(str(run_dir))
@@ -159,66 +300,9 @@ def load_seconds(info: RunInfo) -> float:
     return (info.ended_unix or info.started_unix) - info.started_unix
 
 
-@dataclass(frozen=True, kw_only=True)
-class VirtualServer:
-    """The built-in virtual GPU server: what ``cardgen build`` measures when it is given no server, and what
-    ``cardgen resume`` starts again for a run that measured it."""
-
-    model: str
-    gpu: str
-    tp: int = 1
-    model_config: Path | None = None
-
-    def check(self) -> None:
-        """A one-line UsageError, before any process starts, for an unknown model or GPU or a missing config."""
-        from cardgen.sim.roofline import build_perf_model
-
-        if self.model_config is not None and not self.model_config.is_file():
-            raise UsageError(f"--model-config {self.model_config} does not exist")
-        if self.tp < 1:
-            raise UsageError("--tp must be 1 or more")
-        build_perf_model(model=None if self.model_config else self.model, model_config=self.model_config,
-                         gpu=self.gpu, tp=self.tp)
-
-    @property
-    def gpu_name(self) -> str:
-        """The GPU's name for the card: a preset's, or a GPU file's own ``name`` (else its file name), never the
-        file's path."""
-        from cardgen.sim.hardware import is_gpu_file, load_gpu_file
-
-        return load_gpu_file(Path(self.gpu)).name if is_gpu_file(self.gpu) else self.gpu
-
-    @property
-    def argv(self) -> list[str]:
-        """``cardgen serve-sim``'s arguments for this server, without its address."""
-        argv = [self.model, "--gpu", self.gpu, "--tp", str(self.tp)]
-        if self.model_config is not None:
-            argv += ["--model-config", str(self.model_config)]
-        return argv
-
-    def describe(self, described: Mapping[str, Any]) -> dict[str, Any]:
-        """run.json's ``sim``: the running server's own description, and how to start it again."""
-        sim = dict(described)
-        if self.model_config is not None:
-            sim["model_config"] = str(self.model_config.resolve())
-        return sim
-
-    @classmethod
-    def of_run(cls, info: RunInfo, *, model_config: Path | None = None) -> VirtualServer:
-        """The virtual server a modelled run measured, from run.json's ``sim`` (``model_config`` replaces the
-        one it names)."""
-        sim = info.sim or {}
-        gpu, tp, config = sim.get("gpu"), sim.get("tp", 1), model_config or sim.get("model_config")
-        if not isinstance(gpu, str) or not isinstance(tp, int):
-            raise UsageError("run.json does not say which virtual server the run measured (its 'sim' names no GPU): "
-                             "give --url of a server to resume against")
-        return cls(model=str(sim.get("model") or info.model), gpu=gpu, tp=tp,
-                   model_config=Path(config) if config else None)
-
-
 @contextmanager
 def measured_server(cfg: LoadConfig, *, model: str, launch: str | None, engine_args: str,
-                    virtual: VirtualServer | None) -> Iterator[LoadConfig]:
+                    virtual: ModelledServer | None) -> Iterator[LoadConfig]:
     """``cfg`` pointed at the server to measure, which runs while the block does: the one at ``cfg.url``, an
     engine started with ``launch`` (its log in the run directory), or ``virtual`` (checked already)."""
     from cardgen.load.stage import make_run_dir
@@ -237,11 +321,12 @@ def measured_server(cfg: LoadConfig, *, model: str, launch: str | None, engine_a
 
         make_run_dir(cfg.run_dir)  # the server's log goes there before the load
         if not cfg.quiet:
-            click.echo("cardgen: no --url: measuring the built-in VIRTUAL GPU server. Every figure of this card is "
-                       f"MODELLED for {virtual.model} on {virtual.tp}x {virtual.gpu_name}, not measured.", err=True)
+            click.echo("cardgen: --real-time: measuring the built-in VIRTUAL GPU server over HTTP. Every figure of this "
+                       f"card is MODELLED for {virtual.model} on {virtual.tp}x {virtual.gpu_name}, not measured.",
+                       err=True)
         with running_sim(virtual.argv, log_path=cfg.run_dir / SERVER_LOG) as sim:
             yield replace(cfg, url=sim.url, modelled=True, sim=virtual.describe(sim.describe), engine="cardgen-sim",
-                          gpu={"name": virtual.gpu_name, "count": virtual.tp, "modelled": True})
+                          gpu=virtual.gpu_info())
     else:
         raise UsageError("no server to measure: give --url or --launch")
 
@@ -310,7 +395,8 @@ class BackgroundPlan:
 
 @contextmanager
 def plan_in_background(suite: str | Suite, *, model: str, gpu: str, tp: int, model_config: Path | None,
-                       modelled: bool, gpu_given: bool, done: Collection[str] = ()) -> Iterator[BackgroundPlan | None]:
+                       modelled: bool, gpu_given: bool, done: Collection[str] = (),
+                       engine: str = "vllm") -> Iterator[BackgroundPlan | None]:
     """The cost plan of the run while the block runs, when the model and GPU are known: always for the virtual
     server; for a real one only when the virtual server knows the model (a preset, or --model-config) and
     --gpu was given. None otherwise: nothing is said about a cost cardgen cannot model."""
@@ -320,7 +406,7 @@ def plan_in_background(suite: str | Suite, *, model: str, gpu: str, tp: int, mod
         if not gpu_given or (model_config is None and resolve(model, read_data("models.yaml")) is None):
             yield None
             return
-    argv = [model, "--gpu", gpu, "--tp", str(tp)]
+    argv = [model, "--gpu", gpu, "--tp", str(tp), "--engine", engine]
     if model_config is not None:
         argv += ["--model-config", str(model_config)]
     plan = BackgroundPlan(argv, suite=suite, done=done, modelled_as="modelled" if modelled else

@@ -17,22 +17,23 @@ from cardgen.errors import UsageError
               help="quick | standard | full | a suite .yaml file.")
 @click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel GPUs.")
 @click.option("--model-config", type=click.Path(path_type=Path), help="A Hugging Face config.json for MODEL.")
-@click.option("--engine-profile", "engine", default="vllm", show_default=True,
-              help="The virtual server's engine profile.")
+@click.option("--engine", "--engine-profile", "engine", default="vllm", show_default=True,
+              help="The virtual server's engine profile (vllm, vllm-0.6, vllm-0.4, sglang, tgi).")
+@click.option("--run-saturated", is_flag=True, help="Plan every parallel count, also those larger than one that "
+              "saturates the server (as cardgen build --run-saturated runs them).")
 @click.option("--price-per-hour", type=float, help="Price of one GPU-hour, for a cost estimate.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (gpu_time_s, points...).")
 def plan(model: str, gpu: str, suite_name: str, tp: int, model_config: Path | None, engine: str,
-         price_per_hour: float | None, as_json: bool) -> None:
+         run_saturated: bool, price_per_hour: float | None, as_json: bool) -> None:
     """Predict each point's requests and seconds, and the total GPU time, of SUITE for MODEL on GPU."""
     from cardgen.plan import format_plan, make_plan
-    from cardgen.sim.config import SimConfig
+    from cardgen.sim.modelled import ModelledServer
     from cardgen.suite import load_suite
 
-    if model_config is not None and not model_config.is_file():
-        raise UsageError(f"--model-config {model_config} does not exist")
     if price_per_hour is not None and price_per_hour < 0:
         raise UsageError("--price-per-hour must not be negative")
     suite = load_suite(suite_name)
-    config = SimConfig(model=model, gpu=gpu, tp=tp, model_config=model_config, engine=engine)
-    result = make_plan(suite, config, price_per_hour=price_per_hour)
+    server = ModelledServer(model=model, gpu=gpu, tp=tp, model_config=model_config, engine=engine)
+    server.check()
+    result = make_plan(suite, server.config(), price_per_hour=price_per_hour, run_saturated=run_saturated)
     click.echo(result.to_json() if as_json else format_plan(result))

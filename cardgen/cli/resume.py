@@ -17,7 +17,6 @@ from pathlib import Path
 import click
 
 from cardgen.cli.build import (
-    VirtualServer,
     check_server_options,
     measured_server,
     plan_in_background,
@@ -48,7 +47,9 @@ def resume(run_dir: Path, url: str | None, api_key: str | None, workers: str | N
     launched = info.server.launch or {}
     if not url and not launch:
         if info.modelled and info.sim is not None:
-            virtual = VirtualServer.of_run(info, model_config=model_config)
+            from cardgen.sim.modelled import ModelledServer
+
+            virtual = ModelledServer.of_run(info, model_config=model_config)
             virtual.check()
         elif launched.get("engine"):
             launch = str(launched["engine"])
@@ -66,7 +67,7 @@ def resume(run_dir: Path, url: str | None, api_key: str | None, workers: str | N
                      run_saturated=run_saturated or "--run-saturated" in info.command)  # as the run began
     planning = nullcontext() if virtual is None else plan_in_background(
         cfg.suite, model=virtual.model, gpu=virtual.gpu, tp=virtual.tp, model_config=virtual.model_config,
-        modelled=True, gpu_given=True, done=[o.name for o in info.points if o.ended])
+        modelled=True, gpu_given=True, done=[o.name for o in info.points if o.ended], engine=virtual.engine)
     with planning as plan, measured_server(replace(cfg, plan=plan), model=info.model, launch=launch,
                                            engine_args=engine_args, virtual=virtual) as cfg:
         prepared = prepare_resume(cfg, info)

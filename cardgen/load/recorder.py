@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from cardgen.rundir import RunDir
+from cardgen.runinfo import RecordTally
 from cardgen.schemas.records import LoadgenSample, RequestRecord
 
 log = logging.getLogger("cardgen.load")
@@ -32,14 +32,8 @@ class Recorder:
         self._requests = files.requests_jsonl.open("a", encoding="utf-8")
         self._loadgen = files.loadgen_jsonl.open("a", encoding="utf-8")
         self.closed = False
-        self.total = 0  # records of the run in requests.jsonl that count, written and flushed
+        self.tally = RecordTally()  # the records of the run in requests.jsonl that count, written and flushed
         self.superseded = 0  # records of an earlier, cut-off attempt of a point: on disk, never counted
-        self.failed = 0
-        self.failures_by_kind: Counter[str] = Counter()
-        self.length_mismatches = 0
-        self.by_point: Counter[str] = Counter()
-        self.output_tokens_by_point: Counter[str] = Counter()
-        self.failed_by_point: Counter[str] = Counter()
         # the load generator measuring itself, for run.json's percentiles (no need to re-read the files)
         self.send_lags_s: list[float] = []  # open loop: actual - scheduled send time
         self.send_lags_by_point: dict[str, list[float]] = {}
@@ -52,6 +46,14 @@ class Recorder:
     def _check_open(self, what: str) -> None:
         if self.closed:
             raise RuntimeError(f"a {what} arrived after the recorder was closed")
+
+    @property
+    def total(self) -> int:
+        return self.tally.total
+
+    @property
+    def failed(self) -> int:
+        return self.tally.failed
 
     @property
     def on_disk(self) -> int:
@@ -80,21 +82,10 @@ class Recorder:
             self._tally_loadgen(sample)
 
     def _tally(self, rec: RequestRecord) -> None:
-        self.total += 1
-        point = rec.scenario
-        self.by_point[point] += 1
+        self.tally.add(rec)
         if rec.scheduled_at is not None:
             self.send_lags_s.append(max(0.0, rec.sent_at - rec.scheduled_at))
-            self.send_lags_by_point.setdefault(point, []).append(self.send_lags_s[-1])
-        if rec.error is not None:
-            self.failed += 1
-            self.failed_by_point[point] += 1
-            self.failures_by_kind[str(rec.error_kind or "unknown")] += 1
-        else:
-            out = rec.output_tokens
-            self.output_tokens_by_point[point] += int(out or 0)
-            if out is not None and out != rec.output_tokens_target:
-                self.length_mismatches += 1
+            self.send_lags_by_point.setdefault(rec.scenario, []).append(self.send_lags_s[-1])
 
     def loadgen(self, sample: LoadgenSample) -> None:
         """Append one load-generator sample."""

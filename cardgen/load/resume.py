@@ -15,7 +15,6 @@ from cardgen.load.stage import (
     sample_datasets,
     size_prompts,
     status_words,
-    utc_text,
 )  # first: monkey-patches for gevent
 
 import random
@@ -30,6 +29,7 @@ from cardgen.errors import ServerError, UsageError
 from cardgen.load.messages import Setup
 from cardgen.load.recorder import set_torn_tail_aside
 from cardgen.rundir import RunDir, effective_status
+from cardgen.runinfo import utc_text
 from cardgen.schemas.run import COMPLETE, RUNNING, STALE, PointOutcome, RunInfo
 from cardgen.suite import Suite
 

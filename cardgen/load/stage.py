@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import locust  # noqa: F401  (monkey-patches for gevent: keep first)
 
-import datetime as dt
 import math
 import os
 import random
@@ -55,8 +54,8 @@ from cardgen.load.scraper import Scraper
 from cardgen.load.sizing import PromptBook
 from cardgen.load.workers import CPU_LIMIT_PERCENT, LOOP_LAG_LIMIT_S, SEND_LAG_LIMIT_S, choose_workers, client_verdict
 from cardgen.points import Point, expand, fit_context
-from cardgen.redact import redact_argv
 from cardgen.rundir import RunDir
+from cardgen.runinfo import begin_run_info
 from cardgen.schemas.records import LoadgenSample, RequestRecord
 from cardgen.schemas.run import (
     COMPLETE,
@@ -269,13 +268,10 @@ def prepare(cfg: LoadConfig) -> Prepared:
 
     make_run_dir(run_dir)
     started = time.time()
-    info = RunInfo(
-        cardgen_version=__version__, command=redact_argv(list(cfg.argv)), model=cfg.model, suite=cfg.suite.name,
-        suite_spec=cfg.suite.model_dump(mode="json"), started_at=utc_text(started), started_unix=started,
-        server=server, modelled=cfg.modelled, sim=dict(cfg.sim) if cfg.sim is not None else None,
-        gpu=dict(cfg.gpu), workers=cfg.workers, workers_choice=workers_choice, warnings=list(context_warnings),
-        points=[PointOutcome(name=p.name, kind=p.kind) for p in points],  # none reached yet
-    )
+    info = begin_run_info(argv=cfg.argv, model=cfg.model, suite=cfg.suite, server=server, started_unix=started,
+                          clock="real", modelled=cfg.modelled, gpu=cfg.gpu, sim=cfg.sim, workers=int(cfg.workers),
+                          workers_choice=workers_choice, warnings=context_warnings,
+                          points=[PointOutcome(name=p.name, kind=p.kind) for p in points])  # none reached yet
     RunDir(run_dir).save_run_info(info)
     setup = Setup(model=served, engine=server.engine, headers=headers, templates=templates,
                   dataset_texts=dataset_texts, nonce=nonce)
@@ -473,28 +469,21 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     recorder, outcome, error = executed.recorder, executed.outcome, executed.error
     fatal = outcome.fatal if outcome is not None else None
     info = executed.info.model_copy(deep=True)
-    ended = time.time()
-    info.ended_unix, info.ended_at = ended, utc_text(ended)
-    info.requests_total, info.requests_failed = recorder.total, recorder.failed
-    info.failures_by_kind = dict(recorder.failures_by_kind)
-    info.length_mismatches = recorder.length_mismatches
     info.points = [_judge_client(recorder, p) for p in info.points]
     info.loadgen, loadgen_warnings = _loadgen_report(recorder, info.points)
     info.warnings.extend(loadgen_warnings)
-    if recorder.length_mismatches:
-        info.warnings.append(f"{recorder.length_mismatches} requests returned a different number of tokens "
-                             "than forced (the server may not honour ignore_eos/min_tokens)")
     if isinstance(error, KeyboardInterrupt) or (error is None and fatal is None and outcome is not None
                                                 and outcome.interrupted):
-        info.status = INTERRUPTED
+        status = INTERRUPTED
     elif error is not None or fatal is not None or outcome is None:
-        info.status = FAILED
+        status = FAILED
     else:
-        info.status = COMPLETE
+        status = COMPLETE
+    recorder.tally.end(info, ended_unix=time.time(), status=status)
     files.save_run_info(info)
 
     progress = PointProgress(quiet=prepared.cfg.quiet)
-    failures = ", ".join(f"{k} {v}" for k, v in sorted(recorder.failures_by_kind.items()))
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(recorder.tally.failures_by_kind.items()))
     progress.say(f"requests: {recorder.total} recorded, {recorder.failed} failed"
                  + (f" ({failures})" if failures else "")
                  + (f"; {recorder.superseded} superseded (kept)" if recorder.superseded else ""))
@@ -511,10 +500,6 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     if recorder.total == 0:
         raise RunError("no request was sent")
     return LoadResult(run_dir=files.path, info=info)
-
-
-def utc_text(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _pct(values: list[float], q: float) -> float | None:

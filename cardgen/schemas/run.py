@@ -102,6 +102,9 @@ class RunInfo(Saved):
     hostname: str | None = None
     heartbeat_unix: float | None = None  # the writer's last save while running; the load stage may refresh it
     server: ServerInfo
+    # which clock timed the requests: "real" (the load engine against a server, the virtual one included with
+    # --real-time) or "virtual" (the virtual-time driver: the virtual server's own times, no socket)
+    clock: str = "real"
     modelled: bool = False
     gpu: dict[str, Any] = Field(default_factory=dict)  # name, count, driver, memory ...; or the modelled GPU
     sim: dict[str, Any] | None = None  # the virtual server's model, GPU and engine profile when modelled

@@ -30,7 +30,6 @@ standard deviation. All three are 0 by default: the records are then the model's
 
 from __future__ import annotations
 
-import datetime as _dt
 import heapq
 import itertools
 import json
@@ -42,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from cardgen.points import Point, expand, fit_context
+from cardgen.rundir import RunDir
+from cardgen.runinfo import RecordTally, begin_run_info
 from cardgen.saturation import Reading, wave_saturated
 from cardgen.scenarios import (
     Command,
@@ -59,7 +60,7 @@ from cardgen.scenarios import (
 )
 from cardgen.scenarios.waves import WavesProgram
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
-from cardgen.schemas.run import STOP_SKIPPED
+from cardgen.schemas.run import COMPLETE, STOP_SKIPPED
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel, SeqWork
@@ -508,10 +509,6 @@ def closed_loop(perf: PerfModel, *, prompt_tokens: int, output_tokens: int, para
     return sorted((r.served for r in run.requests if r.served is not None), key=lambda r: r.index)
 
 
-def _utc(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def probe_answer(config: SimConfig, perf: PerfModel, *, started_unix: float) -> ServerInfo:
     """What ``cardgen build``'s probe would say about this virtual server: its own ``/v1/models``,
     ``/version`` and ``/cardgen/sim`` answers, read from a :class:`~cardgen.sim.server.SimServer` that is
@@ -539,36 +536,27 @@ def probe_answer(config: SimConfig, perf: PerfModel, *, started_unix: float) -> 
 
 def simulate_run(suite: Suite, config: SimConfig, *, perf: PerfModel | None = None,
                  options: DriveOptions | None = None, command: Sequence[str] | None = None,
-                 run_dir: Path | None = None) -> SimulatedRun:
+                 run_dir: Path | None = None, run_saturated: bool = False,
+                 sim: Mapping[str, Any] | None = None, gpu: Mapping[str, Any] | None = None) -> SimulatedRun:
     """``cardgen build`` against the virtual server, in virtual time: the suite's points that fit the served
     context, driven, with the ``run.json`` the load stage would write (``modelled``, engine ``cardgen-sim``,
-    the virtual server's own description). Written to ``run_dir`` when given (see :func:`write_run`)."""
-    from cardgen import __version__
-    from cardgen.redact import redact_argv
-
+    ``clock: virtual``, the virtual server's own description, with ``sim`` added). Written to ``run_dir`` when
+    given (see :func:`write_run`)."""
     opts = options or DriveOptions()
     model = build_perf(config) if perf is None else perf
     server = probe_answer(config, model, started_unix=opts.start_unix)
     points, warnings = fit_context(expand(suite), max_model_len(config, model))
-    run = drive(points, config, perf=model, options=opts)
+    run = drive(points, config, perf=model, options=opts, run_saturated=run_saturated)
     if not config.metrics:
         warnings.append("the server has no Prometheus /metrics: no server-side figures (KV usage, queue)")
-    records = run.records
-    failures: dict[str, int] = {}
-    for r in records:
-        if not r.ok:
-            failures[str(r.error_kind)] = failures.get(str(r.error_kind), 0) + 1
     argv = list(command) if command is not None else [
         "cardgen", "build", config.model, "--gpu", config.gpu, "--tp", str(config.tp), "--suite", suite.name]
-    info = RunInfo(
-        cardgen_version=__version__, command=redact_argv(argv), model=config.model, suite=suite.name,
-        suite_spec=suite.model_dump(mode="json"), started_at=_utc(run.started_unix), started_unix=run.started_unix,
-        ended_at=_utc(run.ended_unix), ended_unix=run.ended_unix, status="complete", server=server,
-        modelled=True, gpu={"name": config.gpu, "count": config.tp, "modelled": True},
-        sim={**server.extra["sim"], "clock": "virtual"}, workers=0, requests_total=len(records),
-        requests_failed=sum(failures.values()), failures_by_kind=failures, warnings=warnings,
-        points=[p.outcome() for p in run.points],
-    )
+    info = begin_run_info(argv=argv, model=config.model, suite=suite, server=server, started_unix=run.started_unix,
+                          clock="virtual", modelled=True,
+                          gpu=gpu or {"name": config.gpu, "count": config.tp, "modelled": True},
+                          sim={**server.extra["sim"], **(sim or {}), "clock": "virtual"}, warnings=warnings,
+                          points=[p.outcome() for p in run.points])
+    RecordTally.of(run.records).end(info, ended_unix=run.ended_unix, status=COMPLETE)
     result = SimulatedRun(info=info, drive=run)
     if run_dir is not None:
         result.write(run_dir)
@@ -577,18 +565,15 @@ def simulate_run(suite: Suite, config: SimConfig, *, perf: PerfModel | None = No
 
 def write_run(run_dir: Path, info: RunInfo, records: Sequence[RequestRecord],
               scrapes: Sequence[MetricSample]) -> Path:
-    """Write a raw run directory as the load stage does: ``run.json``, ``requests.jsonl`` (a record a line, in
-    the order requests ended) and ``server_metrics.jsonl`` (a scrape a line; none when there is no scrape). No
-    ``loadgen.jsonl``: a load generator in virtual time has nothing to measure about itself."""
-    from cardgen.rundir import RunDir
-
+    """Write a raw run directory as the load stage does, every file atomically: ``requests.jsonl`` (a record a
+    line, in the order requests ended), ``server_metrics.jsonl`` (a scrape a line; none when there is no
+    scrape), then ``run.json``. No ``loadgen.jsonl``: a load generator in virtual time has nothing to measure
+    about itself."""
     rundir = RunDir(run_dir)
     rundir.path.mkdir(parents=True, exist_ok=True)
-    with rundir.requests_jsonl.open("w", encoding="utf-8") as fh:
-        fh.writelines(r.model_dump_json() + "\n" for r in records)
+    rundir.write_text(rundir.requests_jsonl.name, "".join(r.model_dump_json() + "\n" for r in records))
     if scrapes:
-        with rundir.server_metrics_jsonl.open("w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(s.model_dump(mode="json", exclude_none=True), separators=(",", ":")) + "\n"
-                          for s in scrapes)
+        rundir.write_text(rundir.server_metrics_jsonl.name, "".join(
+            json.dumps(s.model_dump(mode="json", exclude_none=True), separators=(",", ":")) + "\n" for s in scrapes))
     rundir.save_run_info(info)
     return rundir.path

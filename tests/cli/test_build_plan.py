@@ -4,6 +4,7 @@ shows the time left against the plan."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -23,14 +24,33 @@ def build(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-def test_build_on_the_virtual_server_prints_the_plan_and_then_planned_against_measured(tmp_path):
+def test_a_modelled_build_is_its_plan_computed_in_virtual_time(tmp_path):
     suite = tmp_path / "tiny.yaml"
     suite.write_text(SUITE)
     proc = build("CodeLlama-7b", "--gpu", "A100-80GB", "--suite", str(suite), "--out", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr
+    said = re.search(r"computed in [\d.]+ s; on a real server the suite would take ~(\d+) s of GPU time \(modelled\)",
+                     proc.stderr)
+    planned = subprocess.run([sys.executable, "-m", "cardgen", "plan", "CodeLlama-7b", "--gpu", "A100-80GB", "--suite",
+                              str(suite), "--json"], capture_output=True, text=True, timeout=120)
+    assert said and planned.returncode == 0, proc.stderr + planned.stderr
+    plan = json.loads(planned.stdout)
+    assert int(said.group(1)) == round(plan["gpu_time_s"])  # the same run: the plan is what the build computes
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert [p["requests"] for p in info["points"]] == [p["requests"] for p in plan["points"]]
+    assert info["clock"] == "virtual" and "plan:" not in proc.stderr
+
+
+def test_a_real_time_build_of_the_virtual_server_prints_the_plan_and_then_planned_against_measured(tmp_path):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(SUITE)
+    proc = build("CodeLlama-7b", "--gpu", "A100-80GB", "--suite", str(suite), "--out", str(tmp_path / "run"),
+                 "--real-time")
+    assert proc.returncode == 0, proc.stderr
     found = PLAN_LINE.search(proc.stderr)
     assert found and found.group(1) == "", proc.stderr
     assert re.search(r"the load took \d+ s of GPU time \(planned ~\d+ s\)", proc.stderr), proc.stderr
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["clock"] == "real"
 
 
 def test_build_against_a_real_server_plans_only_a_known_model_on_a_given_gpu(tmp_path):

@@ -1,0 +1,86 @@
+"""``run.json`` as a run fills it: the one home of its assembly, for the load engine (real time) and the
+virtual-time driver alike.
+
+    begin_run_info(...)      what is known before any request: the command, the suite, the server, the clock
+    RecordTally              what requests.jsonl holds that counts: totals, failures by kind, per point
+    RecordTally.fill(info)   ... written into run.json's tallies
+    utc_text(ts)             run.json's times as text (ISO 8601, UTC, whole seconds)
+
+Pure: nothing here reads a clock or a file; the caller says when.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cardgen import __version__
+from cardgen.redact import redact_argv
+from cardgen.schemas.records import RequestRecord
+from cardgen.schemas.run import PointOutcome, RunInfo, ServerInfo
+from cardgen.suite import Suite
+
+Clock = Literal["real", "virtual"]
+
+
+def utc_text(ts: float) -> str:
+    """``2026-09-21T14:13:20Z``: a Unix time as run.json writes it."""
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def begin_run_info(*, argv: Sequence[str], model: str, suite: Suite, server: ServerInfo, started_unix: float,
+                   clock: Clock, modelled: bool, gpu: Mapping[str, Any] | None = None,
+                   sim: Mapping[str, Any] | None = None, workers: int = 0, workers_choice: str | None = None,
+                   warnings: Iterable[str] = (), points: Iterable[PointOutcome] = ()) -> RunInfo:
+    """run.json as first written: the command (its secrets masked), the suite, the server, which clock times
+    the requests, and the points planned (none reached yet)."""
+    return RunInfo(
+        cardgen_version=__version__, command=redact_argv(list(argv)), model=model, suite=suite.name,
+        suite_spec=suite.model_dump(mode="json"), started_at=utc_text(started_unix), started_unix=started_unix,
+        server=server, clock=clock, modelled=modelled, sim=dict(sim) if sim is not None else None,
+        gpu=dict(gpu or {}), workers=workers, workers_choice=workers_choice, warnings=list(warnings),
+        points=list(points))
+
+
+@dataclass
+class RecordTally:
+    """What the records of a run that count add up to (superseded records of a cut-off attempt are not
+    given to it)."""
+
+    total: int = 0
+    failed: int = 0
+    failures_by_kind: Counter[str] = field(default_factory=Counter)
+    length_mismatches: int = 0  # successful requests whose usage.completion_tokens != the forced length
+
+    @classmethod
+    def of(cls, records: Iterable[RequestRecord]) -> RecordTally:
+        tally = cls()
+        for rec in records:
+            tally.add(rec)
+        return tally
+
+    def add(self, rec: RequestRecord) -> None:
+        self.total += 1
+        if rec.error is not None:
+            self.failed += 1
+            self.failures_by_kind[str(rec.error_kind or "unknown")] += 1
+        elif rec.output_tokens is not None and rec.output_tokens != rec.output_tokens_target:
+            self.length_mismatches += 1
+
+    def fill(self, info: RunInfo) -> None:
+        """Write the tallies into ``info`` (run.json), with a warning when the server did not honour the forced
+        output lengths."""
+        info.requests_total, info.requests_failed = self.total, self.failed
+        info.failures_by_kind = dict(self.failures_by_kind)
+        info.length_mismatches = self.length_mismatches
+        if self.length_mismatches:
+            info.warnings.append(f"{self.length_mismatches} requests returned a different number of tokens than "
+                                 "forced (the server may not honour ignore_eos/min_tokens)")
+
+    def end(self, info: RunInfo, *, ended_unix: float, status: str) -> None:
+        """``info`` as the run ended: when, how, and its tallies."""
+        info.ended_unix, info.ended_at, info.status = ended_unix, utc_text(ended_unix), status
+        self.fill(info)
