@@ -32,9 +32,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from cardgen.errors import NewerSchemaError, RunFileError
+from cardgen.errors import CardgenError, NewerSchemaError, RunFileError, UsageError
 from cardgen.schemas.bootstrap import BOOTSTRAP_SCHEMA_VERSION, BootstrapDigests
-from cardgen.schemas.run import DIED, RUN_SCHEMA_VERSION, RUNNING, STALE, RunInfo
+from cardgen.schemas.run import COMPLETE, DIED, INTERRUPTED, RUN_SCHEMA_VERSION, RUNNING, STALE, RunInfo
 from cardgen.schemas.summary import SUMMARY_SCHEMA_VERSION, Summary
 
 RUN_JSON = "run.json"
@@ -411,3 +411,45 @@ class RunDir:
             return model.model_validate(data)
         except ValidationError as exc:
             raise RunFileError(f"{path} does not fit schema {known} ({_first_error(exc)})", path=path) from None
+
+
+# --- a run directory for a new run ------------------------------------------------------------------------
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """A one-line UsageError, before any server is probed, when ``run_dir`` holds a run already or can never
+    become a directory (a file is in the way). Missing parents are fine: the run creates them."""
+    files = RunDir(run_dir)
+    if files.requests_jsonl.exists() or files.run_json.exists():
+        raise UsageError(f"{run_dir} {_run_there(files)}")
+    for path in (run_dir, *run_dir.parents):
+        if path.exists() or path.is_symlink():  # a dangling link is in the way too
+            if not path.is_dir():
+                raise UsageError(f"cannot make the run directory {run_dir}: {path} is not a directory")
+            return
+
+
+def _run_there(files: RunDir) -> str:
+    """What to tell a person about the run already in a directory: its effective status, and what to do."""
+    try:
+        info = files.load_run_info()
+    except CardgenError:
+        return "already holds a run: choose another --out"
+    if info.status == RUNNING:
+        return f"already holds a run that is still running (pid {info.pid} on {info.hostname}): choose another --out"
+    if info.status == COMPLETE:
+        return "already holds a complete run: choose another --out"
+    return f"already holds a run that {status_words(info.status)}: continue it with 'cardgen resume {files.path}', or choose another --out"
+
+
+def status_words(status: str) -> str:
+    """What happened to a run that did not end complete, to follow "a run that": died, failed..."""
+    return {INTERRUPTED: "was interrupted", STALE: "has not been heard of for a while"}.get(status, status)
+
+
+def make_run_dir(run_dir: Path) -> None:
+    """Create the run directory and its missing parents; a one-line UsageError when that cannot be done."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot make the run directory {run_dir}: {exc.strerror or exc}") from None

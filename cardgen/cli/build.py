@@ -214,8 +214,7 @@ def profile_of_adapter(adapter: str) -> str:
 def run_dirs(model: str, gpus: Sequence[str], *, out_dir: Path | None, runs_root: Path) -> list[Path]:
     """One run directory per GPU: ``--out`` (one folder per GPU inside it when there are several), or
     ``runs/<model>/<UTC time>[-<gpu>]/``; a one-line UsageError when one holds a run already."""
-    from cardgen.load.stage import check_run_dir  # first: monkey-patches for gevent
-    from cardgen.rundir import default_run_dir, slugify
+    from cardgen.rundir import check_run_dir, default_run_dir, slugify
 
     if len(gpus) == 1:
         dirs = [out_dir or default_run_dir(model, root=runs_root)]
@@ -235,8 +234,8 @@ def model_in_virtual_time(server: ModelledServer, suite: Suite, run_dir: Path, *
     """The suite's run on ``server`` computed in virtual time, its run directory and card."""
     import time
 
-    from cardgen.load.stage import make_run_dir
     from cardgen.plan import duration_text
+    from cardgen.rundir import make_run_dir
     from cardgen.sim.modelled import modelled_run
 
     if not quiet:
@@ -244,13 +243,13 @@ def model_in_virtual_time(server: ModelledServer, suite: Suite, run_dir: Path, *
                    "profile) in virtual time. Every figure of this card is MODELLED, not measured.", err=True)
     make_run_dir(run_dir)
     began = time.time()
-    run = modelled_run(server, suite, run_dir, argv=sys.argv, started_unix=began, run_saturated=run_saturated)
+    info = modelled_run(server, suite, run_dir, argv=sys.argv, started_unix=began, run_saturated=run_saturated)
     if not quiet:
-        skipped = sum(1 for p in run.info.points if p.stop == "skipped")
-        click.echo(f"cardgen: {len(run.info.points) - skipped} points, {run.info.requests_total} requests"
+        skipped = sum(1 for p in info.points if p.stop == "skipped")
+        click.echo(f"cardgen: {len(info.points) - skipped} points, {info.requests_total} requests"
                    + (f" ({skipped} points skipped at saturation)" if skipped else "")
                    + f", computed in {time.time() - began:.1f} s; on a real server the suite would take "
-                   f"~{duration_text(load_seconds(run.info) * server.tp)} of GPU time (modelled)", err=True)
+                   f"~{duration_text(load_seconds(info) * server.tp)} of GPU time (modelled)", err=True)
     if not no_card:
         render_card(run_dir, quiet=quiet)
     click.echo(str(run_dir))
@@ -264,8 +263,8 @@ def measure(model: str, *, url: str | None, launch: str | None, suite_name: str,
             virtual: ModelledServer | None = None) -> None:
     """Measure a server over HTTP with the load engine, in real time: the one at ``url``, one started with
     ``launch``, or the virtual server ``virtual`` on loopback; then write the card."""
-    from cardgen.load.stage import LoadConfig, check_run_dir, run_load  # first: monkey-patches for gevent
-    from cardgen.rundir import default_run_dir
+    from cardgen.load.stage import LoadConfig, run_load  # first: monkey-patches for gevent
+    from cardgen.rundir import check_run_dir, default_run_dir
 
     count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url, workers=workers,
                                  scrape_interval=scrape_interval)
@@ -305,8 +304,7 @@ def measured_server(cfg: LoadConfig, *, model: str, launch: str | None, engine_a
                     virtual: ModelledServer | None) -> Iterator[LoadConfig]:
     """``cfg`` pointed at the server to measure, which runs while the block does: the one at ``cfg.url``, an
     engine started with ``launch`` (its log in the run directory), or ``virtual`` (checked already)."""
-    from cardgen.load.stage import make_run_dir
-    from cardgen.rundir import SERVER_LOG
+    from cardgen.rundir import SERVER_LOG, make_run_dir
 
     if cfg.url:
         yield cfg

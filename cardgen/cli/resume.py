@@ -24,6 +24,7 @@ from cardgen.cli.build import (
     server_options,
 )
 from cardgen.errors import UsageError
+from cardgen.schemas.run import RunInfo
 
 
 @click.command("resume")
@@ -37,10 +38,15 @@ def resume(run_dir: Path, url: str | None, api_key: str | None, workers: str | N
            no_card: bool, quiet: bool) -> None:
     """Continue the run in RUN_DIR where it stopped, and write its card."""
     from cardgen.load.stage import LoadConfig, execute, finish  # noqa: I001  (first: monkey-patches for gevent)
-    from cardgen.load.resume import check_resumable, prepare_resume, suite_of
+    from cardgen.load.resume import prepare_resume
+    from cardgen.scenarios.resume import check_resumable, suite_of
     from cardgen.redact import MASK
 
     info = check_resumable(run_dir)
+    if info.clock == "virtual":
+        resume_in_virtual_time(run_dir, info, model_config=model_config, given=url or launch, no_card=no_card,
+                               quiet=quiet)
+        return
     count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url,
                                  workers=info.workers if workers is None else workers, scrape_interval=scrape_interval)
     virtual = None
@@ -72,6 +78,21 @@ def resume(run_dir: Path, url: str | None, api_key: str | None, workers: str | N
                                            engine_args=engine_args, virtual=virtual) as cfg:
         prepared = prepare_resume(cfg, info)
         finish(prepared, execute(prepared))
+    if not no_card:
+        render_card(run_dir, quiet=quiet)
+    click.echo(str(run_dir))
+
+
+def resume_in_virtual_time(run_dir: Path, info: RunInfo, *, model_config: Path | None, given: str | None,
+                           no_card: bool, quiet: bool) -> None:
+    """Continue a run the virtual server computed in virtual time, on a virtual server started afresh."""
+    import time
+
+    from cardgen.sim.modelled import resume_modelled
+
+    if given:
+        raise UsageError(f"{run_dir} was modelled in virtual time: resume it without --url or --launch")
+    resume_modelled(run_dir, info, started_unix=time.time(), model_config=model_config)
     if not no_card:
         render_card(run_dir, quiet=quiet)
     click.echo(str(run_dir))

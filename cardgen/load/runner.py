@@ -46,10 +46,10 @@ from cardgen.load.messages import (
     Setup,
     StopPoint,
 )
-from cardgen.load.recorder import Recorder
 from cardgen.load.scraper import ScrapeLog
 from cardgen.load.sink import RecordSink, fault_from_env
 from cardgen.points import Point
+from cardgen.recorder import Recorder
 from cardgen.saturation import Reading
 from cardgen.scenarios import Judge, Ran, Said, run_points
 from cardgen.schemas.records import ErrorKind, RequestRecord

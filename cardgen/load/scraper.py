@@ -21,6 +21,7 @@ from pathlib import Path
 import requests
 
 from cardgen.promtext import parse_metrics
+from cardgen.recorder import metric_line
 from cardgen.saturation import Reading
 from cardgen.schemas.records import MetricSample
 
@@ -59,7 +60,7 @@ def scrape_loop(url: str, out: Path, *, interval_s: float, parent_pid: int | Non
             except (requests.RequestException, ValueError) as exc:
                 sample = MetricSample(t=t, t_end=time.time(), error=f"{type(exc).__name__}")
                 failures_in_a_row += 1
-            fh.write(json.dumps(sample.model_dump(mode="json", exclude_none=True), separators=(",", ":")) + "\n")
+            fh.write(metric_line(sample))
             fh.flush()
             if last:
                 break

@@ -45,24 +45,22 @@ import requests
 
 from cardgen import __version__
 from cardgen.engines.detect import probe
-from cardgen.errors import CardgenError, RunError, ServerError, UsageError
+from cardgen.errors import RunError, ServerError, UsageError
 from cardgen.load.messages import Setup
 from cardgen.load.progress import PlanSource, PointProgress
-from cardgen.load.recorder import Recorder
+from cardgen.recorder import Recorder
 from cardgen.load.runner import RunOutcome, RunPlan, run_plan
 from cardgen.load.scraper import Scraper
 from cardgen.load.sizing import PromptBook
 from cardgen.load.workers import CPU_LIMIT_PERCENT, LOOP_LAG_LIMIT_S, SEND_LAG_LIMIT_S, choose_workers, client_verdict
 from cardgen.points import Point, expand, fit_context
-from cardgen.rundir import RunDir
+from cardgen.rundir import RunDir, check_run_dir, make_run_dir
 from cardgen.runinfo import begin_run_info
 from cardgen.schemas.records import LoadgenSample, RequestRecord
 from cardgen.schemas.run import (
     COMPLETE,
     FAILED,
     INTERRUPTED,
-    RUNNING,
-    STALE,
     STOP_SKIPPED,
     PointOutcome,
     RunInfo,
@@ -159,45 +157,6 @@ def check_url(url: str) -> str:
     if base.endswith("/v1"):
         base = base[: -len("/v1")]
     return base
-
-
-def check_run_dir(run_dir: Path) -> None:
-    """A one-line UsageError, before any server is probed, when ``run_dir`` holds a run already or can never
-    become a directory (a file is in the way). Missing parents are fine: :func:`prepare` creates them."""
-    files = RunDir(run_dir)
-    if files.requests_jsonl.exists() or files.run_json.exists():
-        raise UsageError(f"{run_dir} {_run_there(files)}")
-    for path in (run_dir, *run_dir.parents):
-        if path.exists() or path.is_symlink():  # a dangling link is in the way too
-            if not path.is_dir():
-                raise UsageError(f"cannot make the run directory {run_dir}: {path} is not a directory")
-            return
-
-
-def _run_there(files: RunDir) -> str:
-    """What to tell a person about the run already in a directory: its effective status, and what to do."""
-    try:
-        info = files.load_run_info()
-    except CardgenError:
-        return "already holds a run: choose another --out"
-    if info.status == RUNNING:
-        return f"already holds a run that is still running (pid {info.pid} on {info.hostname}): choose another --out"
-    if info.status == COMPLETE:
-        return "already holds a complete run: choose another --out"
-    return f"already holds a run that {status_words(info.status)}: continue it with 'cardgen resume {files.path}', or choose another --out"
-
-
-def status_words(status: str) -> str:
-    """What happened to a run that did not end complete, to follow "a run that": died, failed..."""
-    return {INTERRUPTED: "was interrupted", STALE: "has not been heard of for a while"}.get(status, status)
-
-
-def make_run_dir(run_dir: Path) -> None:
-    """Create the run directory and its missing parents; a one-line UsageError when that cannot be done."""
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot make the run directory {run_dir}: {exc.strerror or exc}") from None
 
 
 def plan_points(suite: Suite, server: ServerInfo) -> tuple[list[Point], list[str]]:

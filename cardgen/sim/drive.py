@@ -434,12 +434,17 @@ class VirtualInterpreter:
 # --- entry points --------------------------------------------------------------------------------------------
 
 
+#: hears of each point as it ends (run, skipped or cut off): its outcome, and every request and scrape so far
+PointEnded = Callable[[PointOutcome, Sequence[DrivenRequest], Sequence[MetricSample]], None]
+
+
 def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None = None,
           options: DriveOptions | None = None, run_saturated: bool = False,
-          attempts: Mapping[str, int] | None = None) -> Drive:
+          attempts: Mapping[str, int] | None = None, on_point_end: PointEnded | None = None) -> Drive:
     """Run ``points`` one after another on one virtual server configured like ``cardgen serve-sim`` would be by
     ``config`` (``perf`` overrides the performance model it builds), in virtual time, as the controller
-    sequences them for the load engine (skipping after saturation unless ``run_saturated``)."""
+    sequences them for the load engine (skipping after saturation unless ``run_saturated``; each point as its
+    ``attempts`` entry says)."""
     opts = options or DriveOptions()
     base = build_perf(config) if perf is None else perf
     sample_datasets(points, config, base)
@@ -452,7 +457,9 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
     server.now = opts.start_unix
     clock = _Clock(server, metrics, opts)
     interpreter = VirtualInterpreter(clock, opts)
-    outcomes = run_points(points, interpreter, attempts=attempts, run_saturated=run_saturated).points
+    ended = None if on_point_end is None else (
+        lambda point, outcome: on_point_end(outcome, interpreter.requests, clock.scrapes))
+    outcomes = run_points(points, interpreter, attempts=attempts, run_saturated=run_saturated, on_end=ended).points
     end = (interpreter.t if interpreter.last_end is None else interpreter.last_end) + 0.1  # the scraper's last
     clock.scrape_until(end)
     if not clock.readings or clock.readings[-1].t < end:

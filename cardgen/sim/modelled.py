@@ -16,10 +16,25 @@ from pathlib import Path
 from typing import Any
 
 from cardgen.errors import UsageError
-from cardgen.schemas.run import RunInfo
-from cardgen.sim.config import SimConfig, build_perf
-from cardgen.sim.drive import DriveOptions, SimulatedRun, simulate_run
+from cardgen.points import Point, expand, fit_context
+from cardgen.recorder import Recorder, set_torn_tail_aside
+from cardgen.rundir import REQUESTS_JSONL, RunDir
+from cardgen.runinfo import begin_run_info, utc_text
+from cardgen.scenarios.resume import resume_plan, suite_of
+from cardgen.schemas.records import MetricSample, RequestRecord
+from cardgen.schemas.run import (
+    COMPLETE,
+    INTERRUPTED,
+    RUNNING,
+    PointOutcome,
+    RunInfo,
+    point_attempts,
+    record_counts,
+)
+from cardgen.sim.config import SimConfig, build_perf, max_model_len
+from cardgen.sim.drive import DrivenRequest, DriveOptions, drive, probe_answer
 from cardgen.sim.hardware import is_gpu_file, load_gpu_file
+from cardgen.sim.perf import PerfModel
 from cardgen.sim.roofline import list_engines
 from cardgen.suite import Suite
 
@@ -106,12 +121,94 @@ class ModelledServer:
                    engine=engine if isinstance(engine, str) else "vllm")
 
 
+class _RunFiles:
+    """A modelled run's raw files, written as its points end: each point's records (a cut-off point's too) and
+    the scrapes so far through the recorder the load engine writes with, then run.json with the point's outcome.
+    A Ctrl-C keeps every point that ended on disk, and ``cardgen resume`` continues from there."""
+
+    def __init__(self, run_dir: Path, info: RunInfo) -> None:
+        self.files, self.info = RunDir(run_dir), info
+        self.recorder = Recorder(run_dir)
+        self._requests = self._scrapes = 0
+
+    def point_ended(self, outcome: PointOutcome, requests: Sequence[DrivenRequest],
+                    scrapes: Sequence[MetricSample]) -> None:
+        self.flush(requests, scrapes)
+        names = [p.name for p in self.info.points]
+        self.info.points[names.index(outcome.name)] = outcome
+        self.files.save_run_info(self.info)
+
+    def flush(self, requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
+        for driven in requests[self._requests:]:
+            self.recorder.record(driven.record)
+        for sample in scrapes[self._scrapes:]:
+            self.recorder.scrape(sample)
+        self._requests, self._scrapes = len(requests), len(scrapes)
+
+    def end(self, status: str, ended_unix: float) -> RunInfo:
+        self.recorder.close()
+        self.recorder.tally.end(self.info, ended_unix=ended_unix, status=status)
+        self.files.save_run_info(self.info)
+        return self.info
+
+
 def modelled_run(server: ModelledServer, suite: Suite, run_dir: Path, *, argv: Sequence[str], started_unix: float,
-                 run_saturated: bool = False) -> SimulatedRun:
-    """``suite`` on ``server``, in virtual time from ``started_unix``, written to ``run_dir`` (run.json says
-    ``clock: virtual`` and ``modelled``)."""
+                 run_saturated: bool = False) -> RunInfo:
+    """``suite`` on ``server``, in virtual time from ``started_unix``, written to ``run_dir`` as it goes
+    (run.json says ``clock: virtual`` and ``modelled``). A Ctrl-C leaves the run ``interrupted``, resumable."""
     config = server.config()
     perf = build_perf(config)
-    return simulate_run(suite, config, perf=perf, options=modelled_options(start_unix=started_unix),
-                        command=argv, run_dir=run_dir, run_saturated=run_saturated,
-                        sim=server.describe({}), gpu=server.gpu_info())
+    answer = probe_answer(config, perf, started_unix=started_unix)
+    points, warnings = fit_context(expand(suite), max_model_len(config, perf))
+    if not points:
+        raise UsageError(f"no point of suite '{suite.name}' fits the server's context of "
+                         f"{max_model_len(config, perf)} tokens: use shorter prompts and outputs")
+    info = begin_run_info(argv=argv, model=config.model, suite=suite, server=answer, started_unix=started_unix,
+                          clock="virtual", modelled=True, gpu=server.gpu_info(),
+                          sim={**answer.extra["sim"], **server.describe({}), "clock": "virtual"}, warnings=warnings,
+                          points=[PointOutcome(name=p.name, kind=p.kind) for p in points])
+    RunDir(run_dir).save_run_info(info)
+    return _run(config, perf, info, run_dir, points, started_unix=started_unix, run_saturated=run_saturated)
+
+
+def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
+                    model_config: Path | None = None) -> RunInfo:
+    """Continue the modelled run in ``run_dir`` (``clock: virtual``) that was cut off: its points that did not end,
+    in virtual time from ``started_unix`` on a virtual server started afresh, appended to the same files."""
+    server = ModelledServer.of_run(info, model_config=model_config)
+    server.check()
+    config = server.config()
+    perf = build_perf(config)
+    points, _ = fit_context(expand(suite_of(info)), max_model_len(config, perf))
+    resumed = resume_plan(info, points)
+    before = info.status
+    info = info.model_copy(deep=True)
+    info.points = resumed.outcomes
+    info.status, info.ended_unix, info.ended_at = RUNNING, None, None
+    for path in (RunDir(run_dir).requests_jsonl, RunDir(run_dir).server_metrics_jsonl):
+        moved = set_torn_tail_aside(path)
+        if moved:
+            info.warnings.append(f"{path.name} ended in a line cut short ({moved} bytes): moved to {path.name}.torn "
+                                 "before appending")
+    info.warnings.append(resumed.warning(status=before, when=utc_text(started_unix)))
+    RunDir(run_dir).save_run_info(info)
+    return _run(config, perf, info, run_dir, resumed.to_run, started_unix=started_unix,
+                run_saturated="--run-saturated" in info.command, attempts=resumed.attempts)
+
+
+def _run(config: SimConfig, perf: PerfModel, info: RunInfo, run_dir: Path, points: Sequence[Point], *,
+         started_unix: float, run_saturated: bool, attempts: Mapping[str, int] | None = None) -> RunInfo:
+    files = _RunFiles(run_dir, info)
+    if attempts is not None:  # a resumed run's tallies are those of the whole run: count what is on disk
+        counts = point_attempts(info.points)
+        files.recorder.count_earlier(RunDir(run_dir).load_jsonl(REQUESTS_JSONL, RequestRecord), (),
+                                     counts=lambda rec: record_counts(counts, rec.scenario, rec.attempt))
+    try:
+        run = drive(points, config, perf=perf, options=modelled_options(start_unix=started_unix),
+                    run_saturated=run_saturated, attempts=attempts, on_point_end=files.point_ended)
+    except KeyboardInterrupt:
+        reached = [p.ended_unix or p.started_unix for p in info.points if p.started_unix is not None]
+        files.end(INTERRUPTED, ended_unix=max(reached, default=started_unix))  # type: ignore[type-var]
+        raise
+    files.flush(run.requests, run.scrapes)
+    return files.end(COMPLETE, ended_unix=run.ended_unix)

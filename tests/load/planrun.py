@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from cardgen.load.messages import Setup
-from cardgen.load.recorder import Recorder
+from cardgen.recorder import Recorder
 from cardgen.load.runner import RunPlan, run_plan
 from cardgen.load.scraper import Scraper
 from cardgen.load.stage import size_prompts

@@ -185,7 +185,7 @@ def test_a_died_run_is_marked_died_before_anything_else(tmp_path):
 
 
 def test_a_torn_last_line_is_set_aside_not_buried(tmp_path):
-    from cardgen.load.recorder import set_torn_tail_aside
+    from cardgen.recorder import set_torn_tail_aside
 
     path = tmp_path / "requests.jsonl"
     path.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c": ')

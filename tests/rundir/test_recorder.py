@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from cardgen.load.recorder import Recorder
+from cardgen.recorder import Recorder
 from cardgen.load.sink import RecordSink
 from cardgen.rundir import REQUESTS_JSONL
 from cardgen.schemas.records import ErrorKind, LoadgenSample, RequestRecord
@@ -85,7 +85,7 @@ def test_stalls_are_blamed_on_the_points_they_happened_in_and_not_on_waves(tmp_p
     code = textwrap.dedent(f"""
         import locust
         from pathlib import Path
-        from cardgen.load.recorder import Recorder
+        from cardgen.recorder import Recorder
         from cardgen.load.stage import _judge_client, _loadgen_report
         from cardgen.schemas.records import LoadgenSample
         from cardgen.schemas.run import PointOutcome

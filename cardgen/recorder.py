@@ -1,5 +1,7 @@
-"""The recorder: appends every finished request to ``requests.jsonl`` (and every load-generator sample to
-``loadgen.jsonl``) the moment it arrives, flushed, and keeps the tallies run.json reports.
+"""The recorder: appends every finished request to ``requests.jsonl`` (every load-generator sample to
+``loadgen.jsonl``, every scrape of the server's ``/metrics`` it is given to ``server_metrics.jsonl``) the moment
+it arrives, flushed, and keeps the tallies run.json reports. The load engine and the virtual-time driver write a
+run's raw files through it alike.
 
 It raises when a line cannot be written, also after :meth:`Recorder.close`: a record that arrives too late
 is a bug to see, not to drop. Its callers (the record sink, the master's message handlers) turn the
@@ -14,23 +16,29 @@ can no longer tell it from corruption, so :func:`set_torn_tail_aside` moves it t
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import IO
 
 from cardgen.rundir import RunDir
 from cardgen.runinfo import RecordTally
-from cardgen.schemas.records import LoadgenSample, RequestRecord
+from cardgen.schemas.records import LoadgenSample, MetricSample, RequestRecord
 
-log = logging.getLogger("cardgen.load")
+log = logging.getLogger("cardgen")
 
 
 class Recorder:
     def __init__(self, run_dir: Path) -> None:
         files = RunDir(run_dir)
         self._requests = files.requests_jsonl.open("a", encoding="utf-8")
-        self._loadgen = files.loadgen_jsonl.open("a", encoding="utf-8")
+        self._loadgen_path = files.loadgen_jsonl
+        self._loadgen: IO[str] | None = None  # opened with the first sample (a run in virtual time has none)
+        self._metrics_path = files.server_metrics_jsonl
+        self._metrics: IO[str] | None = None  # opened with the first scrape given (the load engine's scraper
+        # process writes its own)
         self.closed = False
         self.tally = RecordTally()  # the records of the run in requests.jsonl that count, written and flushed
         self.superseded = 0  # records of an earlier, cut-off attempt of a point: on disk, never counted
@@ -87,9 +95,19 @@ class Recorder:
             self.send_lags_s.append(max(0.0, rec.sent_at - rec.scheduled_at))
             self.send_lags_by_point.setdefault(rec.scenario, []).append(self.send_lags_s[-1])
 
+    def scrape(self, sample: MetricSample) -> None:
+        """Append one scrape of the server's ``/metrics``, as the scraper writes it."""
+        self._check_open("scrape")
+        if self._metrics is None:
+            self._metrics = self._metrics_path.open("a", encoding="utf-8")
+        self._metrics.write(metric_line(sample))
+        self._metrics.flush()
+
     def loadgen(self, sample: LoadgenSample) -> None:
         """Append one load-generator sample."""
         self._check_open("load-generator sample")
+        if self._loadgen is None:
+            self._loadgen = self._loadgen_path.open("a", encoding="utf-8")
         self._loadgen.write(sample.model_dump_json() + "\n")
         self._loadgen.flush()
         self._tally_loadgen(sample)
@@ -107,13 +125,20 @@ class Recorder:
             return
         self.closed = True
         errors: list[OSError] = []
-        for fh in (self._requests, self._loadgen):
+        for fh in (self._requests, self._loadgen, self._metrics):
+            if fh is None:
+                continue
             try:
                 fh.close()
             except OSError as exc:
                 errors.append(exc)
         if errors:
             raise errors[0]
+
+
+def metric_line(sample: MetricSample) -> str:
+    """One line of ``server_metrics.jsonl``: the scrape as compact JSON, unset fields left out."""
+    return json.dumps(sample.model_dump(mode="json", exclude_none=True), separators=(",", ":")) + "\n"
 
 
 def set_torn_tail_aside(path: Path) -> int:
