@@ -7,7 +7,8 @@ from pathlib import Path
 from cardgen.analysis.analyse import Analysis, analyse, write_analysis
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.rundata import load_run
-from cardgen.card.context import CardContext, card_context, card_date
+from cardgen.card.context import CardContext, card_context
+from cardgen.card.sections.head import card_date
 from cardgen.card.templates import CARD_TEMPLATE, get_template
 from cardgen.rundir import CARD_MD, RunDir
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cardgen.card import render_run
-from cardgen.card.context import precision_text, stop_text
+from cardgen.card.sections.point_text import precision_text, stop_text
 from cardgen.rundir import CARD_MD, REQUESTS_JSONL, RUN_JSON, SUMMARY_JSON
 from cardgen.schemas.summary import PointPrecision, ScenarioSummary
 
