@@ -18,9 +18,9 @@ from cardgen.engines.base import (
     first_gauge,
     gauge,
     labels_of,
-    redact_secrets,
     split_top_level,
 )
+from cardgen.redact import redact_mapping
 
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$", re.MULTILINE)
@@ -140,7 +140,7 @@ class VllmAdapter(EngineAdapter):
             except (ValueError, SyntaxError):
                 value = None
             if isinstance(value, dict):
-                out["non_default_args"] = redact_secrets({str(k): v for k, v in value.items()})
+                out["non_default_args"] = redact_mapping({str(k): v for k, v in value.items()})
         match = _ENGINE_CONFIG.search(log_text)
         if match:
             config: dict[str, str] = {}
@@ -148,5 +148,5 @@ class VllmAdapter(EngineAdapter):
                 key, eq, value = part.partition("=")
                 if eq and key.strip().isidentifier():
                     config[key.strip()] = value.strip().strip("'")
-            out["engine_config"] = redact_secrets(config)
+            out["engine_config"] = redact_mapping(config)
         return out

@@ -8,12 +8,11 @@ import shlex
 from typing import Any
 
 from cardgen.card.table import TableView
-from cardgen.redact import MASK, is_secret_flag, is_secret_key, redact_argv
+from cardgen.redact import MASK, is_secret_env, is_secret_flag, redact_argv, redact_mapping
 from cardgen.schemas.run import RunInfo
 
 _LAUNCH_SKIP = {"pid", "log", "started_unix", "url", "host", "port", "server_reported"}  # machine-local details
 _LAUNCH_FIRST = ("engine", "engine_version", "command")
-_SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 
 
 def _argv_rows(args: list[str]) -> list[list[str]]:
@@ -33,10 +32,11 @@ def _argv_rows(args: list[str]) -> list[list[str]]:
 
 
 def _masked(name: str, value: Any) -> str:
-    """``value`` as text, masked when ``name`` says it is a secret (a bare flag or an unset value is shown)."""
+    """``value`` as text, masked when ``name`` says it is a secret or when it looks like one (a bare flag or an
+    unset value is shown)."""
     if isinstance(value, bool) or value is None or value == "":
         return _plain(value)
-    return MASK if is_secret_flag(name) else _plain(value)
+    return MASK if is_secret_flag(name) else _plain(redact_mapping(value))
 
 
 def _plain(value: Any) -> str:
@@ -64,13 +64,12 @@ def launch_table(info: RunInfo) -> TableView | None:
         elif key == "arguments" and isinstance(value, dict):
             for k, v in value.items():
                 flag = f"--{str(k).replace('_', '-')}" if k != "positional" else "positional"
-                rows.append([flag, _masked(flag, v) if k != "positional" else _plain(v)])
+                rows.append([flag, _masked(flag, v)])
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):
             if key != "engine_args" or "arguments" not in launch:  # the same arguments, already shown
                 rows += _argv_rows(redact_argv(value))
         elif isinstance(value, dict):
-            rows += [[f"{key} {k}", MASK if any(w in str(k).upper() for w in _SECRET_WORDS) or is_secret_key(str(k))
-                      else _plain(v)] for k, v in value.items()]
+            rows += [[f"{key} {k}", MASK if is_secret_env(str(k)) else _masked(str(k), v)] for k, v in value.items()]
         else:
             rows.append([str(key), _masked(str(key), value)])
     return TableView(["Argument", "Value"], rows, ["l", "l"])
