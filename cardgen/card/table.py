@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from cardgen.card import format as fmt
+from cardgen import numbers as fmt
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from cardgen import numbers
 from cardgen.sim.catalog import find_model, read_data
 from cardgen.sim.hardware import GIB, find_gpu
 from cardgen.sim.perf import PerfModel, SeqWork
@@ -264,14 +265,6 @@ def write_expected_error() -> Path:
     return path
 
 
-def _fmt(v: float | None, unit: str) -> str:
-    if v is None:
-        return "–"
-    if unit in ("tok/s", "tokens") and v >= 1000:
-        return f"{v:,.0f}"
-    return f"{v:.3g}" if v < 100 else f"{v:,.0f}"
-
-
 def calibration_markdown(rows: list[dict[str, object]] | None = None) -> str:
     """The calibration table as Markdown (for the methodology page and ``make bench``): the held-out error per
     headline first, then every row with its role and source."""
@@ -307,16 +300,16 @@ def calibration_markdown(rows: list[dict[str, object]] | None = None) -> str:
            "| headline (held-out rows) | rows | median error | largest error | within ±15 % |",
            "|---|---:|---:|---:|---:|"]
     for e in expected_error(rows).values():
-        out.append(f"| {e['label']} | {e['n']} | ±{float(e['median_abs_pct']):.0f} % "  # type: ignore[arg-type]
-                   f"| ±{float(e['max_abs_pct']):.0f} % | {e['within']} of {e['n']} |")  # type: ignore[arg-type]
+        out.append(f"| {e['label']} | {e['n']} | {numbers.error_pct(float(e['median_abs_pct']))} "  # type: ignore[arg-type]
+                   f"| {numbers.error_pct(float(e['max_abs_pct']))} | {e['within']} of {e['n']} |")  # type: ignore[arg-type]
     out += ["", "| setup | figure | published | predicted | error | role | source | note |",
             "|---|---|---:|---:|---:|---|---|---|"]
     for r in rows:
         unit = str(r["unit"])
         err = r["error_pct"]
-        err_s = "–" if err is None else f"{err:+.0f} %"
-        out.append(f"| {r['setup']} | {r['figure']} | {_fmt(r['published'], unit)} {unit} | "  # type: ignore[arg-type]
-                   f"{_fmt(r['predicted'], unit)} {unit} | {err_s} | {r['role']} | {r['source']} | "  # type: ignore[arg-type]
+        err_s = numbers.signed_pct(err)
+        out.append(f"| {r['setup']} | {r['figure']} | {numbers.figure(r['published'], unit)} {unit} | "  # type: ignore[arg-type]
+                   f"{numbers.figure(r['predicted'], unit)} {unit} | {err_s} | {r['role']} | {r['source']} | "  # type: ignore[arg-type]
                    f"{r['note']} |")
     return "\n".join(out) + "\n"
 

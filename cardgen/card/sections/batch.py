@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cardgen.card import format as fmt
+from cardgen import numbers as fmt
 from cardgen.card.table import TableView
 
 

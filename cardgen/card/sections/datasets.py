@@ -6,9 +6,9 @@ from typing import TypedDict
 
 from markupsafe import Markup
 
+from cardgen import numbers as fmt
 from cardgen.analysis.serving import nightly_json
 from cardgen.analysis.workloads import Workloads
-from cardgen.card import format as fmt
 from cardgen.card.table import TableView, float_formats, frame_view
 from cardgen.datasets import describe, rule_text
 

@@ -8,8 +8,8 @@ from typing import TypedDict
 
 from markupsafe import Markup
 
+from cardgen import numbers as fmt
 from cardgen.analysis.scenarios import closed_pairs
-from cardgen.card import format as fmt
 from cardgen.card.sections.figures import figure_path
 from cardgen.card.sections.point_text import precision_text, steady_text, stop_text
 from cardgen.card.table import TableView

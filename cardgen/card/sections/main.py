@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from cardgen import numbers as fmt
 from cardgen.analysis.analyse import HEADLINE_POINT
-from cardgen.card import format as fmt
 from cardgen.card.table import TableView
 from cardgen.schemas.summary import ScenarioSummary, Summary
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from cardgen.card import format as fmt
+from cardgen import numbers as fmt
 from cardgen.card.table import TableView
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import Summary
@@ -50,10 +50,10 @@ def modelled_error(s: Summary, info: RunInfo) -> ModelledError | None:
         med, most = float(e["median_abs_pct"]) / 100, float(e["max_abs_pct"]) / 100
         likely = fmt.DASH if value is None or med >= 1 else (
             f"{show(float(f'{value / (1 + med):.3g}'))} – {show(float(f'{value / (1 - med):.3g}'))}")
-        rows.append([label, show(value), f"±{100 * med:.0f} %", likely, f"±{100 * most:.0f} %",
+        rows.append([label, show(value), fmt.error_pct(100 * med), likely, fmt.error_pct(100 * most),
                      f"{e['within_target']} of {e['rows']}"])
     if not rows:
         return None
     table = TableView(["Headline", "Modelled", "Expected error (median)", "Real value likely in",
-                       "Largest error seen", f"Within ±{float(record.get('target_pct', 15)):.0f} %"], rows)
+                       "Largest error seen", f"Within {fmt.error_pct(float(record.get('target_pct', 15)))}"], rows)
     return ModelledError(table=table, target_pct=float(record.get("target_pct", 15)), recorded=recorded)

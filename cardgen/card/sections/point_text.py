@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cardgen.card import format as fmt
+from cardgen import numbers as fmt
 from cardgen.schemas.summary import ScenarioSummary
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
-from cardgen.card import format as fmt
+from cardgen import numbers as fmt
 from cardgen.card.table import TableView, median_ci
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cardgen.card import format as fmt
+from cardgen import numbers as fmt
 from cardgen.card.sections.point_text import precision_text, ramp_drain_text, stop_text
 from cardgen.card.table import TableView
 from cardgen.schemas.summary import Summary

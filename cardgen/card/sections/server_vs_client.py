@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cardgen.card import format as fmt
+from cardgen import numbers as fmt
 from cardgen.card.table import TableView
 from cardgen.schemas.summary import CrossCheckWindow, LatencyCheck, ServerVsClient
 
