@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cardgen.gpu.summary import failed_sample
 from cardgen.rundir import GPU_METRICS_JSONL
 
 NO_TELEMETRY = "no GPU telemetry"
@@ -166,10 +167,12 @@ def _dcgm_source(url: str) -> tuple[Any, dict[str, Any], Any]:
         return parse_dcgm(resp.text, t=sent)
 
     def take() -> list[dict[str, Any]]:
+        sent = time.time()
         try:
-            return scrape()[1]
-        except Exception:  # noqa: BLE001 - a missed scrape leaves a gap, not a crash
-            return []
+            records = scrape()[1]
+        except Exception as exc:  # noqa: BLE001 - a missed scrape leaves a gap, not a crash, and is counted
+            return [failed_sample(sent, "dcgm", f"{type(exc).__name__}: {exc}")]
+        return records or [failed_sample(sent, "dcgm", "EmptyScrape: the exporter listed no GPU")]
 
     try:
         inv, records = scrape()

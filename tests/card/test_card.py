@@ -269,3 +269,15 @@ def test_launch_secret_flags_are_recognised():
         assert not is_secret_flag(flag), flag
     assert redact_argv(["--x-api-key", "v", "--secret=v", "--tokenizer", "t", "--token"]) == [
         "--x-api-key", "***", "--secret=***", "--tokenizer", "t", "--token"]
+
+
+def test_a_torn_last_line_is_left_out_and_said_on_the_card(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
+    complete = [json.loads(line) for line in (run / REQUESTS_JSONL).read_text("utf-8").splitlines() if line.strip()]
+    with (run / REQUESTS_JSONL).open("a", encoding="utf-8") as fh:
+        fh.write('{"id": "cut-sho')  # a write the crash interrupted: 15 bytes
+    card = render_run(run).read_text("utf-8")
+    assert "requests.jsonl ended in a line cut short (15 bytes): left out" in card
+    summary = json.loads((run / SUMMARY_JSON).read_text("utf-8"))
+    assert summary["requests_total"] == len(complete)

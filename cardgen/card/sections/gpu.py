@@ -27,6 +27,7 @@ def gpu_tables(g: GpuTelemetry) -> tuple[TableView | None, TableView | None]:
         ["Driver", g.driver or fmt.DASH],
         ["Telemetry", _GPU_SOURCES.get(g.source or "", g.source or fmt.DASH)],
         ["Records in the measured window", f"{g.samples:,} (one per GPU per sample) over {fmt.secs(g.duration_s)}"],
+        ["Failed samples and reads", _failures(g)],
         ["Peak memory used (one GPU)", peak],
         ["Mean utilization", fmt.sig(g.mean_utilization_pct) + " %" if g.mean_utilization_pct is not None
          else fmt.DASH],
@@ -50,3 +51,15 @@ def no_telemetry_reason(g: GpuTelemetry) -> str:
     if reason.lower().startswith(NO_TELEMETRY.lower()):
         reason = reason[len(NO_TELEMETRY):].lstrip(" :-–") or "no reason recorded"
     return reason
+
+
+def _failures(g: GpuTelemetry) -> str:
+    """How many samples gave nothing and how many fields a device failed to give, inside the window."""
+    if not g.failed_samples and not g.failed_reads:
+        return "none"
+    parts = []
+    if g.failed_samples:
+        parts.append(f"{fmt.integer(g.failed_samples)} samples failed (left as gaps)")
+    if g.failed_reads:
+        parts.append(f"{fmt.integer(g.failed_reads)} readings failed (left empty)")
+    return "; ".join(parts) + (f": {', '.join(g.failure_kinds)}" if g.failure_kinds else "")
