@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cardgen.promtext import parse_metrics
+
 Samples = dict[str, list[dict[str, Any]]]
 
 @dataclass(frozen=True)
@@ -29,8 +31,6 @@ def samples_of(sample: Any) -> Samples:
     if sample is None:
         return {}
     if isinstance(sample, str):
-        from cardgen.promtext import parse_metrics
-
         return parse_metrics(sample)
     inner = getattr(sample, "samples", None)
     if isinstance(inner, dict):

@@ -20,6 +20,7 @@ from cardgen.engines.base import (
     labels_of,
     split_top_level,
 )
+from cardgen.promtext import parse_metrics
 from cardgen.redact import redact_mapping
 
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
@@ -88,8 +89,6 @@ class VllmAdapter(EngineAdapter):
     def _extra_from_metrics(text: str) -> dict[str, Any]:
         if CACHE_CONFIG_INFO not in text:
             return {}
-        from cardgen.promtext import parse_metrics
-
         try:
             labels = labels_of(parse_metrics(text), CACHE_CONFIG_INFO)
         except ValueError:

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cardgen.gpu import nvml as nv
+from cardgen.gpu.dcgm import parse_dcgm
 from cardgen.gpu.summary import failed_sample
 from cardgen.rundir import GPU_METRICS_JSONL
 
@@ -139,8 +141,6 @@ def _write(fh: Any, records: list[dict[str, Any]]) -> None:
 
 
 def _nvml_source(module: str) -> tuple[Any, dict[str, Any], Any]:
-    from cardgen.gpu import nvml as nv
-
     lib, reason = nv.load_nvml(module)
     if lib is None:
         return (lambda: []), {"reason": reason}, (lambda: None)
@@ -154,9 +154,7 @@ def _nvml_source(module: str) -> tuple[Any, dict[str, Any], Any]:
 
 
 def _dcgm_source(url: str) -> tuple[Any, dict[str, Any], Any]:
-    import requests
-
-    from cardgen.gpu.dcgm import parse_dcgm
+    import requests  # only a remote GPU's sampler needs HTTP: the NVML one starts without it
 
     session = requests.Session()
 
