@@ -131,10 +131,12 @@ def _json_text(data: BaseModel | Mapping[str, Any]) -> str:
 # --- reading -----------------------------------------------------------------------------------------------
 
 
-def read_jsonl(path: Path, model: type[M] | None) -> Iterator[Any]:
-    """Yield ``model`` objects (plain dicts with ``None``) from a JSON-lines file; a torn last line (a crash
-    mid-write) is skipped."""
-    with Path(path).open(encoding="utf-8") as fh:
+def read_jsonl(path: Path, model: type[M] | None, *, torn: dict[str, int] | None = None) -> Iterator[Any]:
+    """Yield ``model`` objects (plain dicts with ``None``) from a JSON-lines file. A torn last line (a crash
+    mid-write) is left out, and its length in bytes is put in ``torn`` under the file's name: a reader says
+    what it left out (:func:`torn_line_warning`)."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as fh:
         lines = fh.read().split("\n")
     for n, line in enumerate(lines):
         if not line.strip():
@@ -143,9 +145,16 @@ def read_jsonl(path: Path, model: type[M] | None) -> Iterator[Any]:
             data = json.loads(line)
         except json.JSONDecodeError:
             if n >= len(lines) - 2:  # only the last line can be torn
+                if torn is not None:
+                    torn[path.name] = len(line.encode("utf-8"))
                 continue
             raise
         yield data if model is None else model.model_validate(data)
+
+
+def torn_line_warning(name: str, n_bytes: int) -> str:
+    """What a run's card says about a JSON-lines file whose torn last line was left out."""
+    return f"{name} ended in a line cut short ({n_bytes} bytes): left out"
 
 
 def _first_bad_line(path: Path) -> int:
@@ -224,6 +233,8 @@ class RunDir:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        #: the JSON-lines files :meth:`load_jsonl` read whose torn last line it left out: name -> bytes
+        self.torn: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
@@ -375,11 +386,11 @@ class RunDir:
 
     def load_jsonl(self, name: str, model: type[M] | None = None) -> list[Any]:
         """Every line of the JSON-lines file ``name`` as ``model`` (a plain dict with ``None``); a torn last
-        line is skipped (see :func:`read_jsonl`). Its version is ``run.json``'s, checked by
-        :meth:`load_run_info`."""
+        line is left out and counted in :attr:`torn` (see :func:`read_jsonl`). Its version is ``run.json``'s,
+        checked by :meth:`load_run_info`."""
         path = self.path / name
         try:
-            return list(read_jsonl(path, model))
+            return list(read_jsonl(path, model, torn=self.torn))
         except json.JSONDecodeError as exc:
             raise RunFileError(f"{path} line {_first_bad_line(path)}: not valid JSON ({exc.msg})",
                                path=path) from None

@@ -25,7 +25,7 @@ from cardgen.analysis.scenarios import scenario_summaries
 from cardgen.analysis.tables import batch_precision, build_tables, write_tables
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
-from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir
+from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir, torn_line_warning
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import (
     GenerationHeadline,
@@ -112,6 +112,7 @@ def _headline_precision(point: ScenarioSummary | None, ingestion: IngestionResul
 def _warnings(data: RunData, requests: pd.DataFrame) -> list[str]:
     info = data.info
     out = list(info.warnings)
+    out += [torn_line_warning(name, n) for name, n in sorted(data.torn.items())]
     if info.status != "complete":
         out.append(f"the run's status is '{info.status}', not 'complete': figures cover what was recorded")
     if info.length_mismatches:

@@ -73,9 +73,15 @@ def gpu_telemetry(info: RunInfo, records: Sequence[Mapping[str, Any]], requests:
     ok = requests[requests["ok"]] if not requests.empty else requests
     tokens = int(np.nansum(ok["output_tokens"].to_numpy(dtype=float))) if len(ok) else 0
     g = summarize_gpu(records, tokens, start_unix=start, end_unix=end)
+    failures = {"failed_samples": int(g["failed_samples"]), "failed_reads": int(g["failed_reads"]),
+                "failure_kinds": list(g["failure_kinds"])}
     if not g.get("available"):
-        return GpuTelemetry(status="no_telemetry", window_start_unix=start, window_end_unix=end,
-                            reason=f"{GPU_METRICS_JSONL} has no sample inside the measured window", **base)
+        reason = f"{GPU_METRICS_JSONL} has no sample inside the measured window"
+        if failures["failed_samples"]:
+            reason = (f"every one of the {failures['failed_samples']} samples inside the measured window failed "
+                      f"({', '.join(failures['failure_kinds'])})")
+        return GpuTelemetry(status="no_telemetry", window_start_unix=start, window_end_unix=end, reason=reason,
+                            **failures, **base)
     if base["count"] is None:
         base["count"] = int(g["gpu_count"])
     if base["source"] is None:
@@ -91,4 +97,4 @@ def gpu_telemetry(info: RunInfo, records: Sequence[Mapping[str, Any]], requests:
         peak_memory_total_bytes=_int(g["peak_memory_total_bytes"]),
         mean_utilization_pct=g["mean_utilization_pct"], mean_power_w=g["mean_power_w"], energy_j=g["energy_j"],
         energy_source=g["energy_source"], output_tokens=tokens, j_per_output_token=g["j_per_output_token"],
-        per_gpu=per_gpu, **base)
+        per_gpu=per_gpu, **failures, **base)

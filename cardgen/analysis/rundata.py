@@ -14,7 +14,8 @@ from cardgen.schemas import LoadgenSample, MetricSample, RequestRecord, RunInfo
 @dataclass(frozen=True)
 class RunData:
     """Everything a run directory holds, parsed. ``absent`` names the optional files that were missing.
-    ``gpu_metrics`` holds the records of ``gpu_metrics.jsonl`` as written (see :mod:`cardgen.gpu`)."""
+    ``gpu_metrics`` holds the records of ``gpu_metrics.jsonl`` as written (see :mod:`cardgen.gpu`). ``torn``:
+    the files whose torn last line (a write cut short) was left out, and its length in bytes."""
 
     info: RunInfo
     requests: list[RequestRecord] = field(default_factory=list)
@@ -22,6 +23,7 @@ class RunData:
     loadgen: list[LoadgenSample] = field(default_factory=list)
     gpu_metrics: list[dict[str, Any]] = field(default_factory=list)
     absent: tuple[str, ...] = ()
+    torn: dict[str, int] = field(default_factory=dict)
 
 
 def load_run(run_dir: Path) -> RunData:
@@ -41,4 +43,5 @@ def load_run(run_dir: Path) -> RunData:
             absent.append(name)
             loaded[name] = []
     return RunData(info=info, requests=loaded[REQUESTS_JSONL], metrics=loaded[SERVER_METRICS_JSONL],
-                   loadgen=loaded[LOADGEN_JSONL], gpu_metrics=loaded[GPU_METRICS_JSONL], absent=tuple(absent))
+                   loadgen=loaded[LOADGEN_JSONL], gpu_metrics=loaded[GPU_METRICS_JSONL], absent=tuple(absent),
+                   torn=dict(rd.torn))

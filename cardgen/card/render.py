@@ -7,8 +7,10 @@ from pathlib import Path
 from cardgen.analysis.analyse import Analysis, analyse, write_analysis
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.rundata import load_run
-from cardgen.card.context import CardContext, card_context, card_date
+from cardgen.card.context import CardContext, card_context
+from cardgen.card.sections.head import card_date
 from cardgen.card.templates import CARD_TEMPLATE, get_template
+from cardgen.diff import write_digests
 from cardgen.rundir import CARD_MD, RunDir
 
 RenderOptions = AnalysisOptions  # what a render can be asked for today: the analysis' SLOs and thresholds
@@ -41,7 +43,6 @@ def render_run(run_dir: Path, *, options: RenderOptions | None = None) -> Path:
     Raises :class:`cardgen.errors.RenderError` when ``run_dir`` is not a readable run directory. A run with
     nothing measurable still gets a card that says what is missing.
     """
-    from cardgen.diff import write_digests
     from cardgen.figures.render import write_figures  # matplotlib loads only when figures are drawn
 
     run_dir = Path(run_dir)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jinja2
 
-from cardgen.card import format as fmt
+from cardgen import numbers as fmt
 from cardgen.card.escape import md_escape
 from cardgen.card.markdown import md_image, md_table
 from cardgen.errors import RenderError

@@ -110,7 +110,7 @@ def serve_sim(
     no_metrics: bool,
 ) -> None:
     """Serve MODEL as vLLM would on GPU, in real time, with every figure MODELLED (no GPU is used)."""
-    from cardgen.sim.server import SimServer, serve
+    from cardgen.sim.server import SimServer, serve  # aiohttp loads only when a server is served
 
     config = SimConfig(
         model=model,

@@ -8,10 +8,10 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from cardgen.card.format import DASH, integer, sig
 from cardgen.diff.compute import CANNOT_TELL, FigureDiff, RunDiff
 from cardgen.diff.resample import LEVEL, MIN_UNITS, RESAMPLES
 from cardgen.diff.sample import RunSample
+from cardgen.numbers import DASH, figure, ratio, ratio_interval
 
 METHOD = (f"B / A with a {LEVEL * 100:.0f} % percentile bootstrap interval: {RESAMPLES:,} resamples of each run's own "
           "requests (closed-loop steady requests and batch points in whole rounds, open-loop points and the "
@@ -36,21 +36,13 @@ def _pct(fraction: float) -> str:
     return f"{100 * fraction:g} %"
 
 
-def _ratio(x: float | None) -> str:
-    return DASH if x is None else f"{x:.3f}"
-
-
 def _interval(f: FigureDiff) -> str:
     if f.ci_low is None or f.ci_high is None:
         return DASH
     if f.interval == "exact":
         return "exact"
-    text = f"{f.ci_low:.3f}–{f.ci_high:.3f}"
+    text = ratio_interval(f.ci_low, f.ci_high)
     return text + (" (bounds)" if "bounds" in f.interval else "")
-
-
-def _value(f: FigureDiff, x: float) -> str:
-    return integer(x) if f.unit == "tokens" else sig(x)
 
 
 def _name(f: FigureDiff) -> str:
@@ -78,7 +70,7 @@ def format_diff(d: RunDiff) -> str:
     """The comparison as text: the two runs, the headlines with a verdict each, every shared point's figures."""
     lines = [f"A  {run_line(d.a)}", f"B  {run_line(d.b)}", ""]
     if d.headlines:
-        rows = [[_name(h), _value(h, h.a), _value(h, h.b), _ratio(h.ratio), _interval(h), _verdict(h)] for h in d.headlines]
+        rows = [[_name(h), figure(h.a, h.unit), figure(h.b, h.unit), ratio(h.ratio), _interval(h), _verdict(h)] for h in d.headlines]
         lines += _table(["Headline", "A", "B", "B/A", "95 % interval", "Verdict"], rows)
     else:
         lines.append("No headline figure in both runs.")
@@ -86,13 +78,13 @@ def format_diff(d: RunDiff) -> str:
     lines.append("")
     if regressions:
         lines.append(f"Regression beyond {_pct(d.threshold)}: "
-                     + "; ".join(f"{h.name} {h.verdict} (B/A {h.ratio:.3f})" for h in regressions if h.ratio))
+                     + "; ".join(f"{h.name} {h.verdict} (B/A {ratio(h.ratio)})" for h in regressions if h.ratio))
     else:
         lines.append(f"No headline significantly worse by more than {_pct(d.threshold)}.")
     if d.points:
         lines += ["", f"Points both runs measured ({len(d.points)}); * significant:"]
     for p in d.points:
-        rows = [[_name(f), _value(f, f.a), _value(f, f.b), _ratio(f.ratio), _interval(f),
+        rows = [[_name(f), figure(f.a, f.unit), figure(f.b, f.unit), ratio(f.ratio), _interval(f),
                  ("*" if f.significant else "") + (f" {f.verdict}" if f.significant else "")] for f in p.figures]
         lines += ["", p.label + (f" ({p.scenario_a})" if p.scenario_a == p.scenario_b else
                                  f" (A {p.scenario_a}, B {p.scenario_b})")]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cardgen.redact import is_secret_key  # noqa: F401  (re-exported for the adapters)
+from cardgen.promtext import parse_metrics
 
 Samples = dict[str, list[dict[str, Any]]]
 
@@ -31,8 +31,6 @@ def samples_of(sample: Any) -> Samples:
     if sample is None:
         return {}
     if isinstance(sample, str):
-        from cardgen.promtext import parse_metrics
-
         return parse_metrics(sample)
     inner = getattr(sample, "samples", None)
     if isinstance(inner, dict):
@@ -89,20 +87,6 @@ def as_int(value: Any) -> int | None:
     if number is None or number < 0 or number != int(number):
         return None
     return int(number)
-
-
-def redact_secrets(data: Any) -> Any:
-    """A copy of ``data`` with the value of every key that names a secret (``api_key``, ``hf_token``...)
-    replaced by ``***`` when it is set. Servers echo their own arguments (SGLang's ``/server_info``)."""
-    if isinstance(data, Mapping):
-        out = {}
-        for key, value in data.items():
-            secret = is_secret_key(str(key))
-            out[key] = "***" if secret and value not in (None, "", False) else redact_secrets(value)
-        return out
-    if isinstance(data, list):
-        return [redact_secrets(v) for v in data]
-    return data
 
 
 class EngineAdapter:

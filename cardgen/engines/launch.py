@@ -28,13 +28,12 @@ import requests
 
 from cardgen.engines.registry import ADAPTERS, engine_name
 from cardgen.errors import ServerError, UsageError
-from cardgen.redact import SECRET_FLAGS, redact_argv
+from cardgen.redact import is_secret_env, redact_argv, scrub, secret_values
 
 #: flags cardgen sets itself: a user's --engine-args must not repeat them
 RESERVED_FLAGS = ("--host", "--hostname", "--port")
 #: environment variables worth recording with a launch (secrets never are)
 ENV_PREFIXES = ("VLLM_", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE", "OMP_NUM_THREADS", "SGLANG_", "LLAMA_")
-_SECRET_ENV_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 
 
 @dataclass
@@ -125,7 +124,9 @@ def _listens_on(pid: int, port: int) -> bool | None:
 def parse_arguments(argv: list[str]) -> dict[str, Any]:
     """Every ``--flag value`` / ``--flag=value`` / bare ``--flag`` of a command line as ``{flag_name: value}``
     (dashes to underscores, like the parameters table of a model card). A bare flag is ``True``; a flag given
-    twice keeps a list; secret flags are masked; words before the first flag are ``positional``."""
+    twice keeps a list; secrets are masked (:func:`cardgen.redact.redact_argv`, before the line is split into
+    flags, so a flag and its value are told apart the same way); words before the first flag are ``positional``."""
+    argv = redact_argv(list(argv))
     out: dict[str, Any] = {}
 
     def is_flag(token: str) -> bool:
@@ -138,8 +139,6 @@ def parse_arguments(argv: list[str]) -> dict[str, Any]:
         return False  # a negative number is a value
 
     def put(flag: str, value: Any) -> None:
-        if flag in SECRET_FLAGS and value is not True:
-            value = "***"
         key = flag.lstrip("-").replace("-", "_")
         if key in out:
             prev = out[key]
@@ -173,9 +172,21 @@ def parse_arguments(argv: list[str]) -> dict[str, Any]:
 def _recorded_env(env: Mapping[str, str]) -> dict[str, str]:
     out = {}
     for key in sorted(env):
-        if key.startswith(ENV_PREFIXES) and not any(w in key.upper() for w in _SECRET_ENV_WORDS):
+        if key.startswith(ENV_PREFIXES) and not is_secret_env(key):
             out[key] = env[key]
     return out
+
+
+def _copy_scrubbed(proc: subprocess.Popen[bytes], log_path: Path, secrets: list[str]) -> None:
+    """Copy the engine's output to its log line by line, each secret of its command line masked: engines echo
+    their arguments (vLLM's ``non-default args: {'api_key': ...}``), and the log stays in the run directory.
+    Bytes that are not UTF-8 pass through unchanged."""
+    assert proc.stdout is not None
+    with proc.stdout, log_path.open("ab") as log:
+        for line in iter(proc.stdout.readline, b""):
+            text = line.decode("utf-8", "surrogateescape")
+            log.write(scrub(text, secrets).encode("utf-8", "surrogateescape"))
+            log.flush()
 
 
 def _stop_group(proc: subprocess.Popen[bytes], timeout_s: float) -> str:
@@ -229,7 +240,7 @@ def _with_log(message: str, log_path: Path, lines: int = 15) -> ServerError:
 
 
 def _wait_healthy(proc: subprocess.Popen[bytes], url: str, port: int, *, engine: str, log_path: Path,
-                  timeout_s: float, poll_s: float = 0.5) -> float:
+                  pump: threading.Thread, timeout_s: float, poll_s: float = 0.5) -> float:
     start = time.monotonic()
     impostor = False
     deadline = start + timeout_s
@@ -237,6 +248,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], url: str, port: int, *, engine:
     while True:
         code = proc.poll()
         if code is not None:
+            pump.join(timeout=5)  # its last words reach the log before the log is quoted
             raise _with_log(f"{engine} exited with code {code} before it was ready", log_path)
         try:
             healthy = session.get(url, timeout=2.0).status_code == 200
@@ -292,18 +304,20 @@ def launched_engine(engine: str, model: str, *, engine_args: str | list[str] = "
     with _sigterm_as_exit():
         with log_path.open("ab") as log:
             log.write(f"# cardgen: starting {name} {version or ''}: {shlex.join(shown)}\n".encode())
-            log.flush()
-            try:
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=child_env, start_new_session=True)
-            except OSError as exc:
-                raise ServerError(f"cannot start {adapter.label} ({cmd[0]}): {exc.strerror or exc}; "
-                                  f"{adapter.install_hint}") from None
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=child_env, start_new_session=True)
+        except OSError as exc:
+            raise ServerError(f"cannot start {adapter.label} ({cmd[0]}): {exc.strerror or exc}; "
+                              f"{adapter.install_hint}") from None
+        pump = threading.Thread(target=_copy_scrubbed, args=(proc, log_path, secret_values(cmd)),
+                                name=f"{name}-log", daemon=True)
+        pump.start()
         started_unix = time.time()
         handle = LaunchedEngine(engine=name, url=url, process=proc, log_path=log_path)
         try:
             ready_s = _wait_healthy(proc, url + adapter.health_path, port, engine=adapter.label,
-                                    log_path=log_path, timeout_s=startup_timeout_s)
+                                    log_path=log_path, pump=pump, timeout_s=startup_timeout_s)
             handle.launch_info = {
                 "engine": name,
                 "engine_version": version,
@@ -325,6 +339,7 @@ def launched_engine(engine: str, model: str, *, engine_args: str | list[str] = "
             yield handle
         finally:
             how = _stop_group(proc, stop_timeout_s)
+            pump.join(timeout=10)  # the group is gone: its output ends
             handle.launch_info["stopped"] = how
             with suppress(OSError), log_path.open("ab") as log:
                 log.write(f"\n# cardgen: {name} {how}\n".encode())

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
-from cardgen.engines.base import EngineAdapter, Fetch, Samples, as_int, gauge, redact_secrets
+from cardgen.engines.base import EngineAdapter, Fetch, Samples, as_int, gauge
+from cardgen.redact import redact_mapping
 
 INFO_PATHS = ("/server_info", "/get_server_info")
 
@@ -45,7 +46,7 @@ class SglangAdapter(EngineAdapter):
         if found is None:
             return None
         path, info = found
-        return {"server_info": redact_secrets(info), "server_info_path": path}
+        return {"server_info": redact_mapping(info), "server_info_path": path}
 
     def server_version(self, extra: Mapping[str, Any], version: Any) -> str | None:
         info = extra.get("server_info") or {}

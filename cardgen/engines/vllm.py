@@ -18,9 +18,10 @@ from cardgen.engines.base import (
     first_gauge,
     gauge,
     labels_of,
-    redact_secrets,
     split_top_level,
 )
+from cardgen.promtext import parse_metrics
+from cardgen.redact import redact_mapping
 
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$", re.MULTILINE)
@@ -88,8 +89,6 @@ class VllmAdapter(EngineAdapter):
     def _extra_from_metrics(text: str) -> dict[str, Any]:
         if CACHE_CONFIG_INFO not in text:
             return {}
-        from cardgen.promtext import parse_metrics
-
         try:
             labels = labels_of(parse_metrics(text), CACHE_CONFIG_INFO)
         except ValueError:
@@ -140,7 +139,7 @@ class VllmAdapter(EngineAdapter):
             except (ValueError, SyntaxError):
                 value = None
             if isinstance(value, dict):
-                out["non_default_args"] = redact_secrets({str(k): v for k, v in value.items()})
+                out["non_default_args"] = redact_mapping({str(k): v for k, v in value.items()})
         match = _ENGINE_CONFIG.search(log_text)
         if match:
             config: dict[str, str] = {}
@@ -148,5 +147,5 @@ class VllmAdapter(EngineAdapter):
                 key, eq, value = part.partition("=")
                 if eq and key.strip().isidentifier():
                     config[key.strip()] = value.strip().strip("'")
-            out["engine_config"] = redact_secrets(config)
+            out["engine_config"] = redact_mapping(config)
         return out

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from cardgen import numbers
 from cardgen.analysis.ingestion import IngestionResult
 from cardgen.analysis.scenarios import closed_pairs
 from cardgen.schemas.summary import ScenarioSummary
@@ -80,10 +81,9 @@ def ingestion(result: IngestionResult) -> IngestionPlot:
     """The sweep's points (kept / dropped by the trimming) and the fitted line over their range."""
     fit = result.fit
     x = np.array([0.0, float(result.prompt_tokens.max())])
-    speed = f"{fit.tok_s:,.0f} tok/s" if fit.tok_s else "n/a"
     return IngestionPlot(result.prompt_tokens, result.ttft_s, result.inlier, x,
                          fit.intercept_s + fit.slope_s_per_token * x,
-                         f"fit: {fit.intercept_s * 1000:.1f} ms + tokens / {speed}")
+                         f"fit: {numbers.ms(fit.intercept_s)} + tokens / {numbers.tok_s(fit.tok_s or None)}")
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ the metadata), so the same analysis gives the same bytes."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -108,17 +109,28 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
 
 
 def write_figures(analysis: Analysis, run_dir: Path) -> list[str]:
-    """Draw every figure into ``run_dir/figures/`` (old PNGs there are removed first); returns the paths
-    relative to ``run_dir``, in drawing order."""
+    """Draw every figure into ``run_dir/figures/``; returns the paths relative to ``run_dir``, in drawing order.
+
+    Each PNG is drawn to a temporary name and moved over the old one in one step, and the PNGs this analysis no
+    longer draws are removed only once every new one is written: a drawing that fails leaves the previous
+    figures as they were, never a card whose images are gone."""
     out_dir = Path(run_dir) / FIGURES_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("*.png"):
-        old.unlink()
     written = []
     with matplotlib.rc_context():
         matplotlib.rcdefaults()
         matplotlib.rcParams.update(STYLE)
         for name, make in build_figures(analysis).items():
-            _save(make(), out_dir / name)
+            target = out_dir / name
+            tmp = target.with_name(target.name + ".tmp")
+            try:
+                _save(make(), tmp)
+                os.replace(tmp, target)
+            finally:
+                tmp.unlink(missing_ok=True)
             written.append(f"{FIGURES_DIR}/{name}")
+    drawn = {Path(w).name for w in written}
+    for old in out_dir.glob("*.png"):
+        if old.name not in drawn:
+            old.unlink()
     return written

@@ -62,11 +62,31 @@ def _shutdown(nvml: Any) -> None:
         pass
 
 
-def _try(fn: Any, *args: Any) -> Any:
-    """An NVML query, or None where the device does not support it (``NVMLError_NotSupported`` is common)."""
+def _not_supported(nvml: Any, exc: BaseException) -> bool:
+    cls = getattr(nvml, "NVMLError_NotSupported", None)
+    return isinstance(cls, type) and isinstance(exc, cls)
+
+
+def _try(nvml: Any, fn: Any, *args: Any) -> Any:
+    """An NVML query, or None where the device does not support it (``NVMLError_NotSupported``, common on
+    consumer GPUs: the figure is simply not there). Any other error is raised: a GPU that fails to describe
+    itself is reported as the reason there is no telemetry, not taken for a device without the feature."""
     try:
         return fn(*args)
-    except Exception:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - NVMLError subclasses are made at run time
+        if _not_supported(nvml, exc):
+            return None
+        raise
+
+
+def _read(nvml: Any, fn: Any, handle: Any, field: str, errors: dict[str, str]) -> Any:
+    """A sample's NVML query: None where unsupported; None and ``errors[field]`` (the reason) when it failed.
+    Not raised: one failed read (a busy driver, a lost GPU) must not end the sampler and every figure after it;
+    the record says which field failed and why, and the card counts them."""
+    try:
+        return _try(nvml, fn, handle)
+    except Exception as exc:  # noqa: BLE001
+        errors[field] = nvml_reason(nvml, exc)
         return None
 
 
@@ -76,17 +96,17 @@ def inventory(nvml: Any) -> dict[str, Any]:
     gpus = []
     for index in range(count):
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        memory = _try(nvml.nvmlDeviceGetMemoryInfo, handle)
-        limit = _try(nvml.nvmlDeviceGetPowerManagementLimit, handle)
+        memory = _try(nvml, nvml.nvmlDeviceGetMemoryInfo, handle)
+        limit = _try(nvml, nvml.nvmlDeviceGetPowerManagementLimit, handle)
         gpus.append({
             "index": index,
             "name": _text(nvml.nvmlDeviceGetName(handle)),
-            "uuid": _text(u) if (u := _try(nvml.nvmlDeviceGetUUID, handle)) is not None else None,
+            "uuid": _text(u) if (u := _try(nvml, nvml.nvmlDeviceGetUUID, handle)) is not None else None,
             "memory_total_bytes": int(memory.total) if memory is not None else None,
             "power_limit_w": limit / 1000.0 if limit is not None else None,
         })
-    driver = _try(nvml.nvmlSystemGetDriverVersion)
-    cuda = _try(nvml.nvmlSystemGetCudaDriverVersion)
+    driver = _try(nvml, nvml.nvmlSystemGetDriverVersion)
+    cuda = _try(nvml, nvml.nvmlSystemGetCudaDriverVersion)
     names = sorted({g["name"] for g in gpus})
     return {
         "source": "nvml",
@@ -100,14 +120,16 @@ def inventory(nvml: Any) -> dict[str, Any]:
 
 
 def sample(nvml: Any, handles: list[Any], *, t: float | None = None) -> list[dict[str, Any]]:
-    """One record per GPU: utilization (%), memory used (bytes), power (W), total energy (mJ, a counter)."""
+    """One record per GPU: utilization (%), memory used (bytes), power (W), total energy (mJ, a counter); and
+    ``errors`` (field: reason) when a query failed for another reason than not being supported."""
     now = time.time() if t is None else t
     out = []
     for index, handle in enumerate(handles):
-        util = _try(nvml.nvmlDeviceGetUtilizationRates, handle)
-        memory = _try(nvml.nvmlDeviceGetMemoryInfo, handle)
-        power_mw = _try(nvml.nvmlDeviceGetPowerUsage, handle)
-        energy_mj = _try(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+        errors: dict[str, str] = {}
+        util = _read(nvml, nvml.nvmlDeviceGetUtilizationRates, handle, "util_pct", errors)
+        memory = _read(nvml, nvml.nvmlDeviceGetMemoryInfo, handle, "mem_used_bytes", errors)
+        power_mw = _read(nvml, nvml.nvmlDeviceGetPowerUsage, handle, "power_w", errors)
+        energy_mj = _read(nvml, nvml.nvmlDeviceGetTotalEnergyConsumption, handle, "energy_mj", errors)
         out.append({
             "t": now,
             "gpu": index,
@@ -118,6 +140,7 @@ def sample(nvml: Any, handles: list[Any], *, t: float | None = None) -> list[dic
             "mem_total_bytes": int(memory.total) if memory is not None else None,
             "power_w": power_mw / 1000.0 if power_mw is not None else None,
             "energy_mj": float(energy_mj) if energy_mj is not None else None,
+            **({"errors": errors} if errors else {}),
         })
     return out
 

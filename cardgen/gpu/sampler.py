@@ -21,6 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cardgen.gpu import nvml as nv
+from cardgen.gpu.dcgm import parse_dcgm
+from cardgen.gpu.summary import failed_sample
 from cardgen.rundir import GPU_METRICS_JSONL
 
 NO_TELEMETRY = "no GPU telemetry"
@@ -138,8 +141,6 @@ def _write(fh: Any, records: list[dict[str, Any]]) -> None:
 
 
 def _nvml_source(module: str) -> tuple[Any, dict[str, Any], Any]:
-    from cardgen.gpu import nvml as nv
-
     lib, reason = nv.load_nvml(module)
     if lib is None:
         return (lambda: []), {"reason": reason}, (lambda: None)
@@ -153,9 +154,7 @@ def _nvml_source(module: str) -> tuple[Any, dict[str, Any], Any]:
 
 
 def _dcgm_source(url: str) -> tuple[Any, dict[str, Any], Any]:
-    import requests
-
-    from cardgen.gpu.dcgm import parse_dcgm
+    import requests  # only a remote GPU's sampler needs HTTP: the NVML one starts without it
 
     session = requests.Session()
 
@@ -166,10 +165,12 @@ def _dcgm_source(url: str) -> tuple[Any, dict[str, Any], Any]:
         return parse_dcgm(resp.text, t=sent)
 
     def take() -> list[dict[str, Any]]:
+        sent = time.time()
         try:
-            return scrape()[1]
-        except Exception:  # noqa: BLE001 - a missed scrape leaves a gap, not a crash
-            return []
+            records = scrape()[1]
+        except Exception as exc:  # noqa: BLE001 - a missed scrape leaves a gap, not a crash, and is counted
+            return [failed_sample(sent, "dcgm", f"{type(exc).__name__}: {exc}")]
+        return records or [failed_sample(sent, "dcgm", "EmptyScrape: the exporter listed no GPU")]
 
     try:
         inv, records = scrape()

@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cardgen.rundir import GPU_METRICS_JSONL
+from cardgen.rundir import GPU_METRICS_JSONL, read_jsonl
 
 
 def read_gpu_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """The records of ``run_dir/gpu_metrics.jsonl`` ([] when there is none); a torn last line is skipped."""
+    """The records of ``run_dir/gpu_metrics.jsonl`` ([] when there is none); a torn last line is left out
+    (:func:`cardgen.rundir.read_jsonl`)."""
     path = Path(run_dir) / GPU_METRICS_JSONL
-    if not path.is_file():
-        return []
-    out = []
-    lines = path.read_text("utf-8").split("\n")
-    for n, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            if n < len(lines) - 2:
-                raise
-    return out
+    return list(read_jsonl(path, None)) if path.is_file() else []
+
+
+def failed_sample(t: float, source: str, error: str) -> dict[str, Any]:
+    """The record of a sample that gave nothing (a DCGM scrape that failed): kept on disk, so it is counted."""
+    return {"t": t, "source": source, "failed": error}
+
+
+def _failures(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Samples that gave nothing and reads that failed (NVML errors other than "not supported"), with their
+    kinds (the error's first words), for the card."""
+    failed = [str(r["failed"]) for r in rows if r.get("failed")]
+    reads = [str(e) for r in rows if isinstance(r.get("errors"), Mapping) for e in r["errors"].values()]
+    kinds = sorted({e.split(":")[0] for e in failed + reads})
+    return {"failed_samples": len(failed), "failed_reads": len(reads), "failure_kinds": kinds}
 
 
 def _mean(values: list[float]) -> float | None:
@@ -53,12 +55,15 @@ def summarize_gpu(records: Iterable[Mapping[str, Any]], output_tokens: int | Non
     Returns ``{"available": False}`` when there is nothing to summarise; otherwise ``gpu_count``,
     ``peak_memory_bytes`` (the highest of any one GPU), ``peak_memory_total_bytes`` (summed over GPUs at their
     own peaks), ``mean_utilization_pct`` (over GPUs and samples), ``energy_j`` (all GPUs), ``energy_source``,
-    ``j_per_output_token``, ``mean_power_w``, ``duration_s`` and ``per_gpu``.
+    ``j_per_output_token``, ``mean_power_w``, ``duration_s`` and ``per_gpu``; and always ``failed_samples``
+    (samples that gave nothing), ``failed_reads`` (fields a device failed to give) and ``failure_kinds``.
     """
-    rows = [r for r in records if isinstance(r, Mapping) and r.get("t") is not None
-            and (start_unix is None or r["t"] >= start_unix) and (end_unix is None or r["t"] <= end_unix)]
+    window = [r for r in records if isinstance(r, Mapping) and r.get("t") is not None
+              and (start_unix is None or r["t"] >= start_unix) and (end_unix is None or r["t"] <= end_unix)]
+    failures = _failures(window)
+    rows = [r for r in window if not r.get("failed")]
     if not rows:
-        return {"available": False}
+        return {"available": False, **failures}
     by_gpu: dict[Any, list[Mapping[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["t"]):
         by_gpu.setdefault(row.get("gpu", 0), []).append(row)
@@ -97,4 +102,5 @@ def summarize_gpu(records: Iterable[Mapping[str, Any]], output_tokens: int | Non
         "output_tokens": tokens,
         "j_per_output_token": total_energy / tokens if total_energy is not None and tokens > 0 else None,
         "per_gpu": per_gpu,
+        **failures,
     }

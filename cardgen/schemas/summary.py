@@ -300,6 +300,9 @@ class GpuTelemetry(Saved):
     output_tokens: int | None = None  # successful requests' usage output tokens in the window
     j_per_output_token: float | None = None  # energy_j / output_tokens
     per_gpu: list[GpuReading] = Field(default_factory=list)
+    failed_samples: int = 0  # samples inside the window that gave nothing (DCGM scrapes that failed)
+    failed_reads: int = 0  # fields a device failed to give (NVML errors other than "not supported")
+    failure_kinds: list[str] = Field(default_factory=list)  # the errors' names, e.g. ConnectTimeout
 
 
 class LatencyCheck(Saved):

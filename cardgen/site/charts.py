@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
+from cardgen import numbers
+
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf")
 
@@ -69,16 +71,6 @@ def nice_ticks(low: float, high: float, *, count: int = 5) -> list[float]:
     return ticks
 
 
-def tick_text(value: float) -> str:
-    if value == 0:
-        return "0"
-    if abs(value) >= 10_000:
-        return f"{value / 1000:,.0f}k"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.4g}"
-
-
 _W, _H = 640, 360
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 34, 48
 
@@ -109,10 +101,10 @@ def chart_svg(chart: Chart) -> str:
            f'<text x="{_W / 2}" y="20" text-anchor="middle" class="cardgen-svg-title">{escape(chart.title)}</text>']
     for t in xt:
         out.append(f'<line x1="{sx(t)}" y1="{_TOP}" x2="{sx(t)}" y2="{_TOP + ph}" class="cardgen-grid"/>'
-                   f'<text x="{sx(t)}" y="{_TOP + ph + 16}" text-anchor="middle">{tick_text(t)}</text>')
+                   f'<text x="{sx(t)}" y="{_TOP + ph + 16}" text-anchor="middle">{numbers.tick(t)}</text>')
     for t in yt:
         out.append(f'<line x1="{_LEFT}" y1="{sy(t)}" x2="{_LEFT + pw}" y2="{sy(t)}" class="cardgen-grid"/>'
-                   f'<text x="{_LEFT - 6}" y="{sy(t) + 4}" text-anchor="end">{tick_text(t)}</text>')
+                   f'<text x="{_LEFT - 6}" y="{sy(t) + 4}" text-anchor="end">{numbers.tick(t)}</text>')
     out.append(f'<rect x="{_LEFT}" y="{_TOP}" width="{pw}" height="{ph}" class="cardgen-frame"/>')
     out.append(f'<text x="{_LEFT + pw / 2}" y="{_H - 8}" text-anchor="middle">{escape(chart.xlabel)}</text>')
     out.append(f'<text x="14" y="{_TOP + ph / 2}" text-anchor="middle" transform="rotate(-90 14 {_TOP + ph / 2})">'

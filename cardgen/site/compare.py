@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cardgen import numbers
 from cardgen.diff import FigureDiff, RunSample, figure_diff
 from cardgen.diff.sample import HEADLINES, Figure, PointKey, point_label, point_sort_value
 from cardgen.figures.data import InteractivityCurve, pair_name, throughput_interactivity
@@ -31,6 +32,7 @@ class Cell:
 
     value: float | None
     diff: FigureDiff | None = None
+    unit: str = ""  # how the value is written (cardgen.numbers.figure)
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ def _row(figures: Sequence[Figure | None]) -> list[Cell] | None:
         return None
     base = figures[0]
     return [Cell(None if f is None else f.value, figure_diff(base, f) if i and base is not None and f is not None
-                 else None) for i, f in enumerate(figures)]
+                 else None, "" if f is None else f.unit) for i, f in enumerate(figures)]
 
 
 def headline_table(samples: Sequence[RunSample]) -> ScaleTable:
@@ -112,10 +114,11 @@ def interactivity_charts(runs: Sequence[RunCurves]) -> list[charts.Chart]:
                 x = curve.ttft_s if ttft else curve.tok_s_per_user
                 front = curve.front_ttft if ttft else curve.front_user
                 points = [charts.Point(
-                    float(x[j]), float(curve.tok_s_per_gpu[j]), label=f"{curve.parallel[j]:.0f}", strong=bool(front[j]),
-                    href=run.href, title=f"{run.label}: {curve.parallel[j]:.0f} parallel, "
-                    f"{curve.tok_s_per_gpu[j]:,.0f} tok/s per GPU, " + (f"TTFT {x[j] * 1000:,.0f} ms" if ttft else
-                                                                        f"{x[j]:,.1f} tok/s per user"))
+                    float(x[j]), float(curve.tok_s_per_gpu[j]), label=numbers.integer(curve.parallel[j]),
+                    strong=bool(front[j]), href=run.href,
+                    title=f"{run.label}: {numbers.integer(curve.parallel[j])} parallel, "
+                    f"{numbers.tok_s(curve.tok_s_per_gpu[j])} per GPU, "
+                    + (f"TTFT {numbers.ms(x[j])}" if ttft else f"{numbers.tok_s(x[j])} per user"))
                     for j in range(len(x))]
                 series.append(charts.Series(run.label, points, charts.color(i), hollow=run.modelled))
             what = "TTFT" if ttft else "interactivity"

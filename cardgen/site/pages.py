@@ -14,16 +14,17 @@ from html import escape
 
 import yaml
 
+from cardgen import numbers
 from cardgen.diff import CANNOT_TELL, FASTER, LARGER, NO_CHANGE, NO_SIGNIFICANT_CHANGE, FigureDiff
 from cardgen.site import charts
 from cardgen.site.compare import ScaleTable
 from cardgen.site.mdtext import demote_headings
 from cardgen.site.plan import Group, PlannedRun, SitePlan, href
 
-HEADLINE_COLUMNS = (  # (headline key, column title, decimals)
-    ("prompt_ingestion_tok_s", "Prompt ingestion (tok/s)", 0),
-    ("generation_tok_s_at_10_parallel_1024_128", "Generation @10 parallel, 1024→128 (tok/s per request)", 1),
-    ("kv_cache_tokens", "KV cache (tokens)", 0),
+HEADLINE_COLUMNS = (  # (headline key, column title, unit: how the card shows it, cardgen.numbers.figure)
+    ("prompt_ingestion_tok_s", "Prompt ingestion (tok/s)", "tok/s"),
+    ("generation_tok_s_at_10_parallel_1024_128", "Generation @10 parallel, 1024→128 (tok/s per request)", "tok/s"),
+    ("kv_cache_tokens", "KV cache (tokens)", "tokens"),
 )
 CHART_X, CHART_Y = HEADLINE_COLUMNS[0], HEADLINE_COLUMNS[1]  # the leaderboard's chart
 
@@ -46,25 +47,10 @@ def front_matter(title: str, *, hide: Sequence[str] = (), search: bool = True) -
     return "---\n" + yaml.safe_dump(meta, allow_unicode=True, sort_keys=False) + "---\n\n"
 
 
-def fmt_number(value: float | None, decimals: int = 0) -> str:
-    return "—" if value is None else f"{value:,.{decimals}f}"
-
-
-def fmt_auto(value: float | None) -> str:
-    """Thousands without decimals, tens with one, small figures with three significant digits."""
-    if value is None:
-        return "—"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    if abs(value) >= 10:
-        return f"{value:,.1f}"
-    return f"{value:.3g}"
-
-
 def fmt_date(iso: str | None) -> str:
-    """``2026-11-21T19:57:00+00:00`` -> ``2026-11-21 19:57``; unknown -> ``—``."""
+    """``2026-11-21T19:57:00+00:00`` -> ``2026-11-21 19:57``; unknown -> :data:`cardgen.numbers.DASH`."""
     if not iso:
-        return "—"
+        return numbers.DASH
     return iso[:16].replace("T", " ")
 
 
@@ -89,8 +75,8 @@ def leaderboard_chart(runs: Sequence[PlannedRun], *, here: str) -> str:
     series = []
     for g, gpu in enumerate(gpus):
         for modelled in (False, True):
-            points = [charts.Point(x, y, title=f"{r.model} on {r.gpu} ({kind(r)}): {x:,.0f} tok/s ingestion, "
-                                   f"{y:,.1f} tok/s per request", href=href(here, r.page_dir), key=_row_key(r))
+            points = [charts.Point(x, y, title=f"{r.model} on {r.gpu} ({kind(r)}): {numbers.tok_s(x)} ingestion, "
+                                   f"{numbers.tok_s(y)} per request", href=href(here, r.page_dir), key=_row_key(r))
                       for r in runs if r.gpu == gpu and r.run.summary.modelled == modelled
                       for x, y in [(headline_value(r, xkey), headline_value(r, ykey))]
                       if x is not None and y is not None]
@@ -124,9 +110,9 @@ def leaderboard(runs: Sequence[PlannedRun], *, here: str, chart: bool = False) -
             (r.engine.lower(), escape(r.engine), ""),
             (kind(r), _badge(r), ""),
         ]
-        for key, _, decimals in HEADLINE_COLUMNS:
+        for key, _, unit in HEADLINE_COLUMNS:
             value = headline_value(r, key)
-            cells.append(("" if value is None else repr(value), fmt_number(value, decimals), "cardgen-num"))
+            cells.append(("" if value is None else repr(value), numbers.figure(value, unit), "cardgen-num"))
         cells.append((r.run.started_at or "", escape(fmt_date(r.run.started_at)), ""))
         tds = "".join(
             f'<td data-sort="{escape(sort)}"'
@@ -219,7 +205,7 @@ def run_page(r: PlannedRun, card_body: str, raw_files: Sequence[tuple[str, int]]
     for rel, size in raw_files:
         note = RAW_FILE_NOTES.get(rel, "table" if rel.startswith("tables/") else "")
         items.append(
-            f'<li><a href="{escape(rel)}" download>{escape(rel)}</a> ({_size(size)})'
+            f'<li><a href="{escape(rel)}" download>{escape(rel)}</a> ({numbers.file_size(size)})'
             + (f": {escape(note)}" if note else "")
             + "</li>"
         )
@@ -227,18 +213,6 @@ def run_page(r: PlannedRun, card_body: str, raw_files: Sequence[tuple[str, int]]
         ('\n\n## Raw files\n\n<ul class="cardgen-files">\n' + "\n".join(items) + "\n</ul>\n") if items else ""
     )
     return RunPage(f"{r.model} on {r.gpu}", card_body, _header_links(r), raw)
-
-
-def _size(n: int) -> str:
-    """``1234567`` -> ``1.2 MB``."""
-    if n < 1000:
-        return f"{n} B"
-    value, unit = n / 1000, "kB"
-    for bigger in ("MB", "GB"):
-        if value < 1000:
-            break
-        value, unit = value / 1000, bigger
-    return f"{value:,.1f} {unit}"
 
 
 def group_page(group: Group, *, what: str, chart_html: Sequence[str] = ()) -> str:
@@ -323,15 +297,15 @@ def ratio_cell(d: FigureDiff | None) -> str:
     """B / A with its significance: ▲ significantly better, ▼ significantly worse, = no significant change, ?
     no interval; the interval and the verdict in the tooltip."""
     if d is None or d.ratio is None:
-        return '<td class="cardgen-num" align="right">—</td>'
+        return f'<td class="cardgen-num" align="right">{numbers.DASH}</td>'
     mark, css = _MARKS.get(d.verdict, ("▼", "worse"))
     if d.ci_low is not None and d.ci_high is not None:
-        how = "exact" if d.interval == "exact" else f"95 % interval {d.ci_low:.3f}–{d.ci_high:.3f}"
+        how = "exact" if d.interval == "exact" else f"95 % interval {numbers.ratio_interval(d.ci_low, d.ci_high)}"
         tip = f"{how}: {d.verdict}"
     else:
         tip = f"{d.verdict}" + (f": {d.note}" if d.note else "")
     return (f'<td class="cardgen-num cardgen-{css}" align="right" title="{escape(tip)}">'
-            f"{d.ratio:.3f} {mark}</td>")
+            f"{numbers.ratio(d.ratio)} {mark}</td>")
 
 
 def scale_table_html(table: ScaleTable, runs: Sequence[PlannedRun], *, here: str) -> str:
@@ -344,7 +318,7 @@ def scale_table_html(table: ScaleTable, runs: Sequence[PlannedRun], *, here: str
     for label, cells in zip(table.rows, table.cells, strict=True):
         tds = [f"<td>{escape(label)}</td>"]
         for i, cell in enumerate(cells):
-            tds.append(f'<td class="cardgen-num" align="right">{fmt_auto(cell.value)}</td>')
+            tds.append(f'<td class="cardgen-num" align="right">{numbers.figure(cell.value, cell.unit)}</td>')
             if i:
                 tds.append(ratio_cell(cell.diff))
         rows.append("<tr>" + "".join(tds) + "</tr>")

@@ -27,7 +27,7 @@ from pathlib import Path
 from cardgen.analysis.analyse import analyse, write_analysis
 from cardgen.analysis.rundata import load_run
 from cardgen.card import render_card, render_run
-from cardgen.card.context import card_date
+from cardgen.card.sections.head import card_date
 from cardgen.diff import write_digests
 from cardgen.rundir import CARD_MD, FIGURES_DIR, SUMMARY_JSON, RunDir
 from cardgen.site import SiteBuild, build_site

@@ -16,7 +16,7 @@ from simruns import synthetic_run, write_run
 
 from cardgen.analysis.analyse import analyse
 from cardgen.card import RenderOptions, render_card, render_run
-from cardgen.card.context import card_date
+from cardgen.card.sections.head import card_date
 from cardgen.cli.main import main
 from cardgen.errors import RenderError
 from cardgen.rundir import CARD_MD, REQUESTS_JSONL, SERVER_METRICS_JSONL, SUMMARY_JSON
@@ -202,7 +202,7 @@ def test_cli_render_errors_are_one_line(args, code, message, capsys):
 
 
 def test_launch_arguments_table_masks_secrets():
-    from cardgen.card.context import _launch
+    from cardgen.card.sections.launch import launch_table
 
     data, _ = synthetic_run(suite="name: x\nscenarios:\n  - kind: ingest\n    prompt_tokens: [16, 32, 64]\n")
     info = data.info.model_copy(deep=True)
@@ -215,7 +215,7 @@ def test_launch_arguments_table_masks_secrets():
         "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_TOKEN": "sekrit"},
         "pid": 123, "log": "/tmp/server.log", "url": "http://127.0.0.1:8000",
     }
-    rows = {tuple(r) for r in _launch(info).rows}
+    rows = {tuple(r) for r in launch_table(info).rows}
     assert ("--block-size", "16") in rows and ("--enforce-eager", "true") in rows and ("positional", "serve") in rows
     assert ("--api-key", "***") in rows and ("env HF_TOKEN", "***") in rows
     assert ("env VLLM_CPU_KVCACHE_SPACE", "1") in rows and ("engine_version", "0.32.0") in rows
@@ -269,3 +269,15 @@ def test_launch_secret_flags_are_recognised():
         assert not is_secret_flag(flag), flag
     assert redact_argv(["--x-api-key", "v", "--secret=v", "--tokenizer", "t", "--token"]) == [
         "--x-api-key", "***", "--secret=***", "--tokenizer", "t", "--token"]
+
+
+def test_a_torn_last_line_is_left_out_and_said_on_the_card(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
+    complete = [json.loads(line) for line in (run / REQUESTS_JSONL).read_text("utf-8").splitlines() if line.strip()]
+    with (run / REQUESTS_JSONL).open("a", encoding="utf-8") as fh:
+        fh.write('{"id": "cut-sho')  # a write the crash interrupted: 15 bytes
+    card = render_run(run).read_text("utf-8")
+    assert "requests.jsonl ended in a line cut short (15 bytes): left out" in card
+    summary = json.loads((run / SUMMARY_JSON).read_text("utf-8"))
+    assert summary["requests_total"] == len(complete)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cardgen.card import render_run
-from cardgen.card.context import precision_text, stop_text
+from cardgen.card.sections.point_text import precision_text, stop_text
 from cardgen.rundir import CARD_MD, REQUESTS_JSONL, RUN_JSON, SUMMARY_JSON
 from cardgen.schemas.summary import PointPrecision, ScenarioSummary
 
@@ -74,12 +74,12 @@ def test_scenario_table_says_why_each_point_stopped(card):
     assert list(rows[SKIPPED])[-4:] == ["Duration", "Precision", "Stopped", "Client"]
     skipped = rows[SKIPPED]
     assert skipped["Stopped"] == "not run: the server saturated at 4 parallel (KV cache 97% full)"
-    assert skipped["Requests"] == "0" and skipped["req/s"] == "–" and skipped["Precision"] == "–"
+    assert skipped["Requests"] == "0" and skipped["req/s"] == "—" and skipped["Precision"] == "—"
     assert rows[SATURATING]["Stopped"] == "saturated: KV cache 97% full"
     assert rows["ingest"]["Stopped"] == "complete"
     # whether the load generator kept up, as run.json says per point (unknown: a dash)
     assert rows["ingest"]["Client"] == "kept up: event-loop lag p95 1.0 ms, CPU max 40 %"
-    assert rows[SATURATING]["Client"].startswith("fell behind: CPU max 97 %") and rows[SKIPPED]["Client"] == "–"
+    assert rows[SATURATING]["Client"].startswith("fell behind: CPU max 97 %") and rows[SKIPPED]["Client"] == "—"
     by_name = {x["scenario"]: x for x in summary["scenarios"]}
     assert by_name["ingest"]["client_kept_up"] is True and by_name[SATURATING]["client_kept_up"] is False
     assert rows[RERUN]["Stopped"] == "precision reached: within +-5%"  # the fixture's target_ci
@@ -106,10 +106,10 @@ def test_ramp_drain_and_precision_columns(card):
     assert p1["Ramp / drain left out"] == str(by["closed-in128-out32-p1"]["ramp_drain_requests"]) == "1"
     assert p1["Precision"].startswith("±") and " / ±" in p1["Precision"]
     short = rows["closed-in128-out32-p4"]  # two rounds: the ramp and the drain
-    assert short["Ramp / drain left out"] == "0 (too short)" and short["Precision"] == "–"
+    assert short["Ramp / drain left out"] == "0 (too short)" and short["Precision"] == "—"
     assert rows["ingest"]["Precision"].endswith("(slope)")
     assert rows["batch-in128-out16-b8"]["Precision"].endswith("(mean decode)")
-    assert rows["open-in256-out32-r4"]["Ramp / drain left out"] == "–"
+    assert rows["open-in256-out32-r4"]["Ramp / drain left out"] == "—"
 
 
 def test_superseded_records_are_said_and_not_counted(card):

@@ -11,8 +11,8 @@ import pytest
 from huggingface_hub import ModelCard
 from simruns import SyntheticServer, synthetic_run, write_run
 
+from cardgen import numbers as fmt
 from cardgen.analysis import RunData, analyse
-from cardgen.card import format as fmt
 from cardgen.card import render_card, render_run
 from cardgen.rundir import CARD_MD, GPU_METRICS_JSONL, RUN_JSON, SUMMARY_JSON
 
@@ -99,7 +99,7 @@ def test_no_telemetry_gives_the_recorded_reason(tmp_path):
     part = gpu_part(text)
     assert "No GPU telemetry: NVML library not found." in part
     assert "J/token" not in text and "GiB" not in text
-    assert "| GPU | – |" in section(text, "## Parameters")  # nothing invented
+    assert "| GPU | — |" in section(text, "## Parameters")  # nothing invented
 
 
 def test_no_telemetry_and_no_reason(tmp_path):
@@ -124,7 +124,7 @@ def test_server_vs_client_section():
     assert re.search(r"\| TTFT \| count \(requests\) \| 19 \| 19 \| 0 \|", part)
     assert re.search(r"\| ITL \| mean \| [\d.,]+ ms \| [\d.,]+ ms \| 0 ms \|", part)
     assert "(bucket " in part and "inside the bucket" in part
-    assert "| Queue time (server only) | mean | – |" in part
+    assert "| Queue time (server only) | mean | — |" in part
     assert "Server histograms: vllm:time\\_to\\_first\\_token\\_seconds, vllm:inter\\_token\\_latency\\_seconds" in part
     assert "| output tokens | 515 | 515 | 0 | vllm:generation\\_tokens\\_total |" in part
     assert "| closed-in256-out32-p4 | 8 / 8 |" in part

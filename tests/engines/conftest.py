@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import TINY_MAX_POSITIONS, VLLM_ARGS, ReplayServer, Route, vllm_env
+from engine_helpers import TINY_MAX_POSITIONS, VLLM_ARGS, FakeAdapter, ReplayServer, Route, vllm_env
+
+from cardgen.engines import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "engines"
@@ -80,3 +82,10 @@ def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         yield VllmServer(handle, time.monotonic() - started, tmp)
     print(f"\nvLLM server: ready after {handle.launch_info['ready_after_s']} s; {handle.launch_info['stopped']}",
           file=sys.stderr)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """fake_engine.py registered as the engine ``fake``."""
+    monkeypatch.setitem(registry.ADAPTERS, "fake", FakeAdapter())
+    return "fake"

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from cardgen.engines.base import EngineAdapter
 
 SERVED_NAME = "tiny-llama"
 # the quick suite's ingestion sweep sends prompts up to 4000 tokens: give the tiny model room for them
@@ -74,3 +77,26 @@ def vllm_env(tmp: Path) -> dict[str, str]:
 KV_BLOCKS = 256
 VLLM_ARGS = (f"--enforce-eager --distributed-executor-backend uni --served-model-name {SERVED_NAME} --seed 0 "
              f"--num-gpu-blocks-override {KV_BLOCKS}")
+
+
+FAKE = str(Path(__file__).with_name("fake_engine.py"))
+
+
+class FakeAdapter(EngineAdapter):
+    """fake_engine.py as an engine cardgen can launch (registered by the ``fake`` fixture)."""
+
+    name = "fake"
+    label = "fake engine"
+    launchable = True
+
+    def launch_command(self, model, host, port, args):
+        return [sys.executable, FAKE, "--model", model, "--host", host, "--port", str(port), *args]
+
+    def check_installed(self):
+        return None
+
+    def installed_version(self):
+        return "9.9.9"
+
+    def default_env(self):
+        return {"FAKE_ENGINE_DEFAULT": "1", "VLLM_FAKE_SETTING": "on"}

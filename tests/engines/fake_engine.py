@@ -30,6 +30,7 @@ parser.add_argument("--child-pid-file")
 args, _ = parser.parse_known_args()
 
 print(f"fake engine: serving {args.model} on {args.host}:{args.port}", flush=True)
+print(f"fake engine: non-default args: {sys.argv[1:]}", flush=True)  # as vLLM echoes its arguments
 if args.ignore_term:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if args.child_pid_file:

@@ -10,41 +10,14 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import requests
+from engine_helpers import FAKE
 
-from cardgen.engines import launched_engine, registry
-from cardgen.engines.base import EngineAdapter
+from cardgen.engines import launched_engine
 from cardgen.engines.launch import parse_arguments
 from cardgen.errors import ServerError, UsageError
-
-FAKE = str(Path(__file__).with_name("fake_engine.py"))
-
-
-class FakeAdapter(EngineAdapter):
-    name = "fake"
-    label = "fake engine"
-    launchable = True
-
-    def launch_command(self, model, host, port, args):
-        return [sys.executable, FAKE, "--model", model, "--host", host, "--port", str(port), *args]
-
-    def check_installed(self):
-        return None
-
-    def installed_version(self):
-        return "9.9.9"
-
-    def default_env(self):
-        return {"FAKE_ENGINE_DEFAULT": "1", "VLLM_FAKE_SETTING": "on"}
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setitem(registry.ADAPTERS, "fake", FakeAdapter())
-    return "fake"
 
 
 def alive(pid: int) -> bool:

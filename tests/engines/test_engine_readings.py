@@ -24,8 +24,9 @@ from cardgen.engines import (
     metric_candidates,
     metric_names,
 )
-from cardgen.engines.base import redact_secrets, samples_of, split_top_level
+from cardgen.engines.base import samples_of, split_top_level
 from cardgen.promtext import parse_metrics
+from cardgen.redact import redact_mapping
 from cardgen.schemas.records import MetricSample
 
 
@@ -172,10 +173,10 @@ def test_samples_of_rejects_what_it_cannot_read():
     assert samples_of(None) == {}
 
 
-def test_redact_secrets_masks_keys_not_tokenizers():
+def test_redact_mapping_masks_keys_not_tokenizers():
     data = {"api_key": "sk-1", "admin_api_key": None, "hf_token": "hf_x", "tokenizer": "t", "eos_token": "</s>",
             "nested": [{"password": "p"}]}
-    assert redact_secrets(data) == {"api_key": "***", "admin_api_key": None, "hf_token": "***", "tokenizer": "t",
+    assert redact_mapping(data) == {"api_key": "***", "admin_api_key": None, "hf_token": "***", "tokenizer": "t",
                                     "eos_token": "</s>", "nested": [{"password": "***"}]}
 
 

@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 from simruns import synthetic_run
 
 from cardgen.analysis.analyse import analyse
-from cardgen.figures import data
+from cardgen.figures import data, render
 from cardgen.figures.draw import draw_lines
 from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
 from cardgen.figures.render import write_figures
@@ -40,6 +40,28 @@ def test_pngs_written_and_byte_identical(tmp_path):
     assert second == first
     assert {n: hashlib.sha256((tmp_path / n).read_bytes()).hexdigest() for n in second} == digest
     assert not (tmp_path / "figures" / "stale.png").exists()
+
+
+def test_a_failed_drawing_leaves_the_previous_figures(tmp_path, monkeypatch):
+    analysis = analyse(synthetic_run(suite=SUITE)[0])
+    first = write_figures(analysis, tmp_path)
+    before = {n: (tmp_path / n).read_bytes() for n in first}
+    (tmp_path / "figures" / "stale.png").write_bytes(b"old")
+    calls = []
+
+    def failing(fig, path):
+        calls.append(path)
+        if len(calls) == 3:
+            raise RuntimeError("out of memory")
+        real(fig, path)
+
+    real = render._save
+    monkeypatch.setattr(render, "_save", failing)
+    with pytest.raises(RuntimeError):
+        write_figures(analysis, tmp_path)
+    assert {n: (tmp_path / n).read_bytes() for n in first} == before  # every figure still there, whole
+    assert (tmp_path / "figures" / "stale.png").exists()  # nothing removed before every new figure is drawn
+    assert not list((tmp_path / "figures").glob("*.tmp")) and all(c.name.endswith(".png.tmp") for c in calls)
 
 
 def test_draw_lines_onto_given_axes():

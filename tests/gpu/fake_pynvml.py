@@ -2,7 +2,8 @@
 
 Behaviour from the environment, so the sampler's spawned process sees it too: ``FAKE_NVML_MODE`` = ``ok``
 (default), ``nolib`` (no NVML library), ``nodriver``, ``nogpu`` (zero devices), ``noenergy`` (the energy
-counter is not supported: the summary integrates power instead).
+counter is not supported: the summary integrates power instead), ``flaky`` (GPU 1's power read fails with
+another error than not supported).
 """
 
 import os
@@ -92,6 +93,8 @@ def nvmlDeviceGetMemoryInfo(h):  # noqa: N802
 
 
 def nvmlDeviceGetPowerUsage(h):  # noqa: N802
+    if _mode() == "flaky" and h == 1:
+        raise NVMLError("Unknown Error")
     return int(POWER_W[h] * 1000)
 
 

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from cardgen.card.sections.gpu import gpu_tables
 from cardgen.gpu import nvml as nv
 from cardgen.gpu import parse_dcgm, read_gpu_metrics, start_gpu_sampler, summarize_gpu
 from cardgen.rundir import GPU_METRICS_JSONL
+from cardgen.schemas.summary import GpuTelemetry
 
 HERE = Path(__file__).resolve().parent
 DCGM_TEXT = (HERE.parent / "data" / "gpu" / "dcgm_exporter.txt").read_text()
@@ -91,7 +93,7 @@ def test_no_gpu_gives_a_reason_and_invents_nothing(fake_nvml, tmp_path, monkeypa
     assert sampler.describe() == {"telemetry": False, "reason": reason}
     sampler.stop()
     assert not (tmp_path / GPU_METRICS_JSONL).exists()
-    assert read_gpu_metrics(tmp_path) == [] and summarize_gpu([], 100) == {"available": False}
+    assert read_gpu_metrics(tmp_path) == [] and summarize_gpu([], 100)["available"] is False
 
 
 def test_missing_nvml_package_is_a_reason(tmp_path):
@@ -218,3 +220,48 @@ print(len(read_gpu_metrics({str(tmp_path)!r})))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.strip()) >= 4
+
+
+def test_nvml_errors_other_than_not_supported_are_recorded_and_counted(fake_nvml, monkeypatch):
+    monkeypatch.setenv("FAKE_NVML_MODE", "flaky")
+    records = nv.sample(fake_nvml, nv.handles(fake_nvml), t=1.0)
+    assert "errors" not in records[0] and records[0]["power_w"] == 300.0
+    assert records[1]["power_w"] is None and records[1]["errors"] == {"power_w": "NVML error: Unknown Error"}
+    summary = summarize_gpu(records, output_tokens=10)
+    assert (summary["failed_samples"], summary["failed_reads"], summary["failure_kinds"]) == (
+        0, 1, ["NVML error"])
+    monkeypatch.setenv("FAKE_NVML_MODE", "noenergy")  # not supported: no figure, no error
+    assert all("errors" not in r and r["energy_mj"] is None for r in nv.sample(fake_nvml, nv.handles(fake_nvml)))
+
+    def broken(h):
+        raise fake_nvml.NVMLError("GPU is lost")
+
+    monkeypatch.setattr(fake_nvml, "nvmlDeviceGetUUID", broken)
+    with pytest.raises(fake_nvml.NVMLError):  # the sampler reports it as the reason there is no telemetry
+        nv.inventory(fake_nvml)
+
+
+def test_failed_dcgm_scrapes_are_on_disk_and_counted(tmp_path):
+    exporter = FakeExporter()
+    try:
+        with start_gpu_sampler(tmp_path, interval_s=0.1, dcgm_url=exporter.url):
+            time.sleep(0.3)
+            exporter.close()  # the exporter goes away mid-run
+            time.sleep(0.5)
+    finally:
+        exporter.close()
+    records = read_gpu_metrics(tmp_path)
+    failed = [r for r in records if r.get("failed")]
+    assert failed and all(r["source"] == "dcgm" and "gpu" not in r for r in failed)
+    summary = summarize_gpu(records, output_tokens=100)
+    assert summary["failed_samples"] == len(failed) and summary["failure_kinds"] == ["ConnectionError"]
+    assert summary["samples"] == len(records) - len(failed)  # a failed scrape is not a sample of a GPU
+
+
+def test_the_card_shows_failed_samples_and_reads():
+    ok, _ = gpu_tables(GpuTelemetry(status="measured", samples=10))
+    assert ["Failed samples and reads", "none"] in ok.rows
+    bad, _ = gpu_tables(GpuTelemetry(status="measured", samples=10, failed_samples=3, failed_reads=2,
+                                     failure_kinds=["ConnectionError", "NVML error"]))
+    assert ["Failed samples and reads", "3 samples failed (left as gaps); 2 readings failed (left empty): "
+            "ConnectionError, NVML error"] in bad.rows

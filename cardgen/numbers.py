@@ -1,11 +1,17 @@
-"""Number formatting for the card: three significant figures, thousands separators, units spelled out.
-Every function takes None (or NaN) and returns an en dash."""
+"""How cardgen writes a number, for every reader: the card, the site and its charts, ``cardgen diff`` and the
+calibration report. A figure has three significant figures and thousands separators (``8,030``, ``52.7``,
+``0.0123``), a count is whole (``113,200 tokens``), a ratio has three decimals (``1.042``), units are spelled
+out; a missing value (None or NaN) is :data:`DASH` everywhere, a range's ends are joined by an en dash.
+
+Pure and imported by every layer, so it imports nothing of cardgen.
+"""
 
 from __future__ import annotations
 
 import math
 
-DASH = "–"
+DASH = "—"  # a missing value: an em dash, never the en dash that joins the ends of a range
+RANGE = "–"
 
 
 def _missing(x: float | None) -> bool:
@@ -56,18 +62,23 @@ def interval(low: float | None, high: float | None, scale: float = 1.0) -> str:
     """``low–high`` in the same rounding as :func:`sig` (``scale`` multiplies both, e.g. 1000 for ms)."""
     if _missing(low) or _missing(high):
         return DASH
-    return f"{sig(low * scale)}–{sig(high * scale)}"
+    return f"{sig(low * scale)}{RANGE}{sig(high * scale)}"
 
 
 def integer_interval(low: float | None, high: float | None) -> str:
     """``low–high`` as whole numbers with thousands separators (token counts)."""
     if _missing(low) or _missing(high):
         return DASH
-    return f"{integer(low)}–{integer(high)}"
+    return f"{integer(low)}{RANGE}{integer(high)}"
 
 
 def signed_pct(x: float | None) -> str:
     return DASH if _missing(x) else f"{x:+.1f} %"
+
+
+def error_pct(percent: float | None) -> str:
+    """An error or a tolerance in whole percent, either way: 7.6 -> ``±8 %``."""
+    return DASH if _missing(percent) else f"±{percent:.0f} %"
 
 
 def signed_ms(seconds: float | None) -> str:
@@ -100,3 +111,44 @@ def joules(x: float | None) -> str:
 
 def watts(x: float | None) -> str:
     return DASH if _missing(x) else f"{sig(x)} W"
+
+
+def figure(x: float | None, unit: str = "") -> str:
+    """A figure whose unit is said elsewhere (a column title): a count of ``tokens`` whole, anything else to
+    three significant figures."""
+    return integer(x) if unit == "tokens" else sig(x)
+
+
+def ratio(x: float | None) -> str:
+    """A ratio of two figures (B / A), three decimals: ``1.042``."""
+    return DASH if _missing(x) else f"{x:.3f}"
+
+
+def ratio_interval(low: float | None, high: float | None) -> str:
+    """The interval of a ratio, ``0.981–1.103``."""
+    if _missing(low) or _missing(high):
+        return DASH
+    return f"{ratio(low)}{RANGE}{ratio(high)}"
+
+
+def tick(value: float) -> str:
+    """An axis tick, as short as it can be: ``0``, ``2.5``, ``1,500``, ``25k``."""
+    if value == 0:
+        return "0"
+    if abs(value) >= 10_000:
+        return f"{value / 1000:,.0f}k"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def file_size(n_bytes: int) -> str:
+    """A file's size in decimal units: ``512 B``, ``1.2 MB``."""
+    if n_bytes < 1000:
+        return f"{n_bytes} B"
+    value, unit = n_bytes / 1000, "kB"
+    for bigger in ("MB", "GB"):
+        if value < 1000:
+            break
+        value, unit = value / 1000, bigger
+    return f"{value:,.1f} {unit}"

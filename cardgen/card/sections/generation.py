@@ -1,0 +1,80 @@
+"""Generation speed and latency: a table (and figure) per prompt / output pair of the closed-loop points, the
+points not run, and the capacity thresholds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypedDict
+
+from markupsafe import Markup
+
+from cardgen import numbers as fmt
+from cardgen.analysis.scenarios import closed_pairs
+from cardgen.card.sections.figures import figure_path
+from cardgen.card.sections.point_text import precision_text, steady_text, stop_text
+from cardgen.card.table import TableView
+from cardgen.figures.names import pair_figure_name
+from cardgen.schemas.summary import ScenarioSummary, Summary
+
+
+class PairSection(TypedDict):
+    title: str
+    figure: Markup | None
+    table: TableView
+    not_run: list[str]  # the pair's points that were not run, each with why
+
+
+def pair_sections(s: Summary) -> list[PairSection]:
+    """A section per prompt / output pair of the closed-loop points: its figure, its table, the points not run."""
+    return [
+        PairSection(title=f"{prompt} prompt tokens, {output} generated tokens",
+                    figure=figure_path(s, pair_figure_name((prompt, output))), table=_pair_table(points),
+                    not_run=_not_run(s, (prompt, output)))
+        for (prompt, output), points in closed_pairs(s.scenarios).items()
+    ]
+
+
+def _pair_table(points: Sequence[ScenarioSummary]) -> TableView:
+    rows = []
+    for p in points:
+        sp = p.speed_from_start_tok_s
+        rows.append([
+            str(p.parallel), str(p.requests), steady_text(p), str(p.failed), fmt.sig(sp.p50),
+            fmt.interval(sp.p50_ci_low, sp.p50_ci_high), fmt.interval(sp.p25, sp.p75), fmt.sig(p.decode_tok_s.p50),
+            fmt.ms(p.ttft_s.p50), fmt.ms(p.ttft_s.p90), fmt.ms(p.tpot_s.p50), fmt.ms(p.itl_s.p50),
+            fmt.secs(p.e2e_s.p50), fmt.sig(p.output_tok_s), fmt.pct(p.kv_usage_max), precision_text(p),
+        ])
+    return TableView(["Parallel", "Requests", "Steady", "Failed", "Speed from start p50 (tok/s)", "95 % CI",
+                      "p25–p75", "Decode p50 (tok/s)", "TTFT p50", "TTFT p90", "TPOT p50", "ITL p50", "E2E p50",
+                      "Total output (tok/s)", "Max KV usage", "Precision (speed / TTFT)"], rows)
+
+
+def _not_run(s: Summary, pair: tuple[int, int]) -> list[str]:
+    """The closed-loop points of a prompt / output pair that sent no request, grouped by why: "8, 16
+    parallel: the server saturated at 4 parallel (KV cache 97% full)"."""
+    why: dict[str, list[str]] = {}
+    for x in s.scenarios:
+        if x.kind == "closed" and x.requests == 0 and (x.prompt_tokens, x.output_tokens) == pair:
+            reason = stop_text(x, s.scenarios).removeprefix("not run").removeprefix(": ")
+            why.setdefault(reason, []).append(str(x.parallel))
+    return [f"{', '.join(counts)} parallel" + (f": {reason}" if reason else "") for reason, counts in why.items()]
+
+
+def capacity_table(s: Summary) -> TableView | None:
+    if not s.capacity:
+        return None
+    rows = []
+    for c in s.capacity:
+        def bound(value: int | None, is_open: bool) -> str:
+            if value is None:
+                return "unknown"
+            if value == 0:
+                return "none tested"
+            return f"≥ {value}" if is_open else str(value)
+        rows.append([f"{c.prompt_tokens} / {c.output_tokens}", ", ".join(map(str, c.parallel_tested)),
+                     bound(c.max_parallel_at_min_speed, c.speed_bound_open),
+                     bound(c.max_parallel_below_kv_usage, c.kv_bound_open)])
+    c0 = s.capacity[0]
+    return TableView(["Prompt / output tokens", "Parallel tested",
+                      f"Most parallel at ≥ {fmt.sig(c0.min_speed_tok_s)} tok/s each",
+                      f"Most parallel below {fmt.pct(c0.max_kv_usage)} KV usage"], rows, ["l", "l", "r", "r"])

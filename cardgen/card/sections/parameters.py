@@ -1,0 +1,33 @@
+"""The parameters table: what was measured, with what, when, and under which SLOs and thresholds."""
+
+from __future__ import annotations
+
+from cardgen import numbers as fmt
+from cardgen.card.table import TableView
+from cardgen.schemas.run import RunInfo
+from cardgen.schemas.summary import Summary
+
+
+def parameters_table(s: Summary, info: RunInfo, date: str) -> TableView:
+    o = s.options
+    rows = [
+        ["Model", s.model], ["Served model id", s.served_model or fmt.DASH],
+        ["Engine", s.engine or fmt.DASH], ["Engine version", s.engine_version or fmt.DASH],
+        ["GPU", s.gpu or fmt.DASH], ["GPU count", str(s.gpu_count) if s.gpu_count is not None else fmt.DASH],
+        ["GPU driver", s.gpu_driver or fmt.DASH],
+        ["Figures", f"modelled by {s.modelled_by}" if s.modelled else "measured"],
+        ["cardgen version (measurement)", s.cardgen_version or fmt.DASH], ["Suite", s.suite or fmt.DASH],
+        ["Prompt sizing", info.server.tokenizer],
+        ["Load generator processes", (str(info.workers) if info.workers else fmt.DASH)
+         + (" (--workers auto)" if info.workers_choice else "")],
+        ["Run started (UTC)", s.started_at or fmt.DASH], ["Run ended (UTC)", s.ended_at or fmt.DASH],
+        ["Run status", s.run_status or fmt.DASH],
+        ["Requests (failed)", f"{s.requests_total} ({s.requests_failed})"],
+        *([["Superseded records (kept on disk, not counted)", str(s.superseded_requests)]]
+          if s.superseded_requests else []),
+        ["SLOs for goodput", f"TTFT ≤ {fmt.secs(o.get('slo_ttft_s'))}, TPOT ≤ {fmt.ms(o.get('slo_tpot_s'))}"],
+        ["Capacity thresholds", f"≥ {fmt.tok_s(o.get('min_speed_tok_s'))} per request; KV usage < "
+                                f"{fmt.pct(o.get('max_kv_usage'))}"],
+        ["Card date", date or fmt.DASH],
+    ]
+    return TableView(["Parameter", "Value"], rows, ["l", "l"])

@@ -1,0 +1,68 @@
+"""A measured point in words, as several tables print it: the precision it reached, why it stopped, which
+requests its figures come from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cardgen import numbers as fmt
+from cardgen.schemas.summary import ScenarioSummary
+
+
+def precision_text(x: ScenarioSummary) -> str:
+    """The precision a point reached, e.g. ``±1.8 % / ±2.4 %`` (closed loop: speed from start / TTFT),
+    ``±0.9 % (slope)``, ``±0.5 % (mean decode)``; with its target when it had one."""
+    p = x.precision
+    if p is None:
+        text = fmt.DASH
+    elif x.kind == "closed":
+        text = (f"{fmt.half_width(p.speed_from_start)} / {fmt.half_width(p.ttft)}"
+                if p.speed_from_start is not None or p.ttft is not None else fmt.DASH)
+    elif x.kind == "ingest":
+        text = f"{fmt.half_width(p.slope)} (slope)" if p.slope is not None else fmt.DASH
+    elif x.kind == "batch":
+        text = f"{fmt.half_width(p.decode)} (mean decode)" if p.decode is not None else fmt.DASH
+    else:
+        text = fmt.DASH
+    if x.target_ci is not None:
+        text += f"; target {fmt.half_width(x.target_ci)}"
+    return text
+
+
+def _saturated_by(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary]) -> ScenarioSummary | None:
+    """The closed-loop point of the same suite entry and pair, with fewer users, that saturated the server."""
+    smaller = [o for o in scenarios if o.kind == "closed" and o.saturation and o.group == x.group
+               and (o.prompt_tokens, o.output_tokens) == (x.prompt_tokens, x.output_tokens)
+               and (o.parallel or 0) < (x.parallel or 0)]
+    return min(smaller, key=lambda o: o.parallel or 0) if smaller else None
+
+
+def stop_text(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary] = ()) -> str:
+    """Why a point stopped, in words: run.json's reason and detail. A skipped point: "not run: the server
+    saturated at N parallel (why)"; a point never reached: "not run"."""
+    if x.requests == 0 and x.stop in (None, "skipped"):
+        by = _saturated_by(x, scenarios) if x.stop else None
+        if by is not None:
+            return f"not run: the server saturated at {by.parallel} parallel ({by.saturation})"
+        detail = (x.stop_detail or "").removeprefix("not run: ")
+        return f"not run: {detail}" if detail else "not run"
+    text = x.stop or fmt.DASH
+    if x.stop_detail and x.stop_detail != x.stop:
+        text += f": {x.stop_detail}"
+    if x.saturation and x.saturation not in text:
+        text += f"; saturated the server ({x.saturation})"
+    return text
+
+
+def steady_text(x: ScenarioSummary) -> str:
+    """The requests a closed-loop point's figures come from: its steady ones, or all when it was too short."""
+    if x.steady_state is None:
+        return fmt.DASH
+    return str(x.steady_requests) if x.steady_state else "too short: all"
+
+
+def ramp_drain_text(x: ScenarioSummary) -> str:
+    """How many requests a closed-loop point left out as ramp and drain (scenario table)."""
+    if x.steady_state is None:
+        return fmt.DASH
+    return str(x.ramp_drain_requests) if x.steady_state else "0 (too short)"

@@ -1,0 +1,289 @@
+"""The virtual server's HTTP API, answering like vLLM's OpenAI-compatible server: ``POST /v1/completions``,
+``POST /v1/chat/completions`` (streaming or not), ``POST /tokenize``, ``POST /detokenize``, ``GET /v1/models``,
+``/version``, ``/health``, ``/ping``, ``/metrics``, and ``GET /cardgen/sim`` (what is modelled) and
+``GET /cardgen/sim/lag`` (exact emission-lag quantiles; ``?reset=1`` starts a new window)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import random
+import secrets
+import time
+from typing import Any
+
+from aiohttp import web
+
+from cardgen import __version__
+from cardgen.sim import tokenizer
+from cardgen.sim.config import SimConfig
+from cardgen.sim.engine import Engine
+from cardgen.sim.live import Live
+from cardgen.sim.perf import PerfModel
+from cardgen.sim.scheduler import Seq, block_hashes
+from cardgen.sim.sse import SSE_HEADERS, token_text
+from cardgen.sim.validate import ApiError, GenParams, check_model, error_body, parse_generation, read_json
+
+ENGINE_NAME = "cardgen-sim"
+_REQUEST_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+def _client_request_id(request: web.Request) -> str | None:
+    """The client's ``X-Request-Id``, which names the response as vLLM does (``cmpl-<id>``): a benchmark client
+    that sends one (``vllm bench serve``) can then be matched to the stamp log. Only plain ids are taken."""
+    rid = request.headers.get("X-Request-Id", "")
+    return rid if 0 < len(rid) <= 128 and set(rid) <= _REQUEST_ID_CHARS else None
+
+
+
+class SimServer(Engine):
+    """The virtual server: the engine loop (:class:`~cardgen.sim.engine.Engine`) and the HTTP app around it."""
+
+    def __init__(self, config: SimConfig, perf: PerfModel | None = None) -> None:
+        super().__init__(config, perf)
+        self.started_at = time.time()
+        self.url: str | None = None
+        self._index = 0
+        self._names = (config.model_name, config.model)
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.add_routes(
+            [
+                web.post("/v1/completions", self.completions),
+                web.post("/v1/chat/completions", self.chat_completions),
+                web.get("/v1/models", self.models),
+                web.get("/version", self.version),
+                web.get("/health", self.health),
+                web.get("/ping", self.health),
+                web.get("/cardgen/sim", self.describe_handler),
+                web.get("/cardgen/sim/lag", self.lag),
+            ]
+        )
+        if self.config.tokenize:
+            app.add_routes([web.post("/tokenize", self.tokenize), web.post("/detokenize", self.detokenize)])
+        if self.config.metrics:
+            app.add_routes([web.get("/metrics", self.metrics_handler)])
+        app.on_startup.append(self.start)
+        app.on_shutdown.append(self.stop)
+        return app
+
+    def describe(self) -> dict[str, Any]:
+        """What this server models (``GET /cardgen/sim``)."""
+        cfg = self.config
+        sched = self.scheduler
+        return {
+            "engine": ENGINE_NAME,
+            "version": __version__,
+            "modelled": True,
+            "model": cfg.model,
+            "served_model_name": cfg.model_name,
+            "gpu": cfg.gpu if cfg.perf == "roofline" else None,
+            "tp": cfg.tp,
+            "engine_profile": cfg.engine,
+            "perf": self.perf.describe(),
+            "scheduler": {
+                "policy": "chunked-prefill" if cfg.chunked_prefill else "prefill-first",
+                "block_size": sched.block_size,
+                "num_gpu_blocks": sched.total_blocks,
+                "kv_cache_size_tokens": sched.total_blocks * sched.block_size,
+                "max_num_seqs": sched.max_num_seqs,
+                "max_num_batched_tokens": sched.max_num_batched_tokens,
+                "max_model_len": self.max_model_len,
+            },
+            "eos_rate": cfg.eos_rate,
+            "seed": cfg.seed,
+            "faults": self.faults.spec() or None,
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "url": self.url,
+        }
+
+    # --- small endpoints -------------------------------------------------------------------------------------
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": __version__, "engine": ENGINE_NAME})
+
+    async def models(self, request: web.Request) -> web.Response:
+        card = {
+            "id": self.config.model_name,
+            "object": "model",
+            "created": int(self.started_at),
+            "owned_by": ENGINE_NAME,
+            "root": self.config.model,
+            "parent": None,
+            "max_model_len": self.max_model_len,
+            "permission": [],
+        }
+        return web.json_response({"object": "list", "data": [card]})
+
+    async def describe_handler(self, request: web.Request) -> web.Response:
+        return web.json_response(self.describe())
+
+    async def lag(self, request: web.Request) -> web.Response:
+        reset = request.query.get("reset", "") not in ("", "0", "false")
+        return web.json_response(self.metrics.lag_summary(reset=reset))
+
+    async def metrics_handler(self, request: web.Request) -> web.Response:
+        text = self.metrics.render(self.scheduler)
+        return web.Response(
+            text=text,
+            content_type="text/plain",
+            charset="utf-8",
+            headers={"X-Content-Type-Options": "nosniff"},
+        )
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        try:
+            body = await read_json(request)
+            check_model(body, self._names)
+            if "messages" in body:
+                ids = tokenizer.chat_ids(body["messages"])
+            elif "prompt" in body:
+                ids = tokenizer.prompt_ids(body["prompt"])
+            else:
+                raise ApiError(400, "give 'prompt' or 'messages'")
+        except tokenizer.PromptError as exc:
+            return ApiError(400, str(exc)).response()
+        except ApiError as exc:
+            return exc.response()
+        return web.json_response({"count": len(ids), "max_model_len": self.max_model_len, "tokens": ids})
+
+    async def detokenize(self, request: web.Request) -> web.Response:
+        try:
+            body = await read_json(request)
+            check_model(body, self._names)
+            ids = body.get("tokens")
+            if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+                raise ApiError(400, "'tokens' must be a list of token ids")
+        except ApiError as exc:
+            return exc.response()
+        return web.json_response({"prompt": tokenizer.decode_ids(ids)})
+
+    # --- generation ------------------------------------------------------------------------------------------
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True)
+
+    def parse(self, body: dict[str, Any], *, chat: bool) -> GenParams:
+        """Validate a generation request as vLLM would (the subset the simulator models)."""
+        return parse_generation(body, chat=chat, names=self._names, max_model_len=self.max_model_len)
+
+    def _block_hashes(self, body: dict[str, Any], params: GenParams) -> tuple[int, ...]:
+        """The chain hashes of the prompt's full KV blocks, for the scheduler's prefix cache (none when it is
+        off or the prompt is shorter than a block)."""
+        sched = self.scheduler
+        if not sched.prefix_caching or params.prompt_tokens < sched.block_size:
+            return ()
+        ids = tokenizer.chat_ids(body["messages"]) if params.chat else tokenizer.prompt_ids(body["prompt"])
+        return block_hashes(ids, sched.block_size)
+
+    def _stop_at(self, params: GenParams, index: int, fault: str | None) -> int | None:
+        """Output length at which the modelled EOS ends the request (None: it runs to max_tokens)."""
+        rate = self.config.eos_rate
+        if params.ignore_eos or fault is not None or rate <= 0 or params.min_tokens >= params.max_tokens:
+            return None
+        u = random.Random(f"{self.config.seed}:{index}").random()
+        # geometric: each token after min_tokens ends the output with probability `rate`
+        length = params.min_tokens + 1 + int(math.log1p(-u) / math.log1p(-rate))
+        return length if length < params.max_tokens else None
+
+    async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+        try:
+            body = await read_json(request)
+            params = self.parse(body, chat=chat)
+        except ApiError as exc:
+            return exc.response()
+        self._index += 1
+        index = self._index
+        fault = self.faults.fault_for(index) if self.faults else None
+        loop = self._loop
+        live = Live(
+            index=index,
+            id=f"{'chatcmpl' if chat else 'cmpl'}-{_client_request_id(request) or secrets.token_hex(16)}",
+            params=params,
+            created=int(time.time()),
+            model=self.config.model_name,
+            fault=fault,
+            fault_at=self.faults.fault_token(params.max_tokens) if fault else 0,
+            done=loop.create_future(),
+        )
+        if fault is not None:
+            self.metrics.count_fault(fault)
+        if fault == "http500":
+            self.stamp(live, None)
+            return web.json_response(
+                error_body(500, "injected fault (http500)", "InternalServerError"), status=500
+            )
+        seq = Seq(
+            params.prompt_tokens, params.max_tokens, stop_at=self._stop_at(params, index, fault), ctx=live,
+            block_hashes=self._block_hashes(body, params),
+        )
+        live.seq = seq
+        response: web.StreamResponse | None = None
+        with self.tracked(live):
+            if fault == "slow_first":
+                await asyncio.sleep(self.faults.slow_first_s)
+            if params.stream:
+                response = web.StreamResponse(headers=SSE_HEADERS)
+                await response.prepare(request)
+                assert request.transport is not None
+                live.prepare_stream(request.transport)
+            else:
+                live.transport = request.transport
+            outcome = await self.submit(live)
+        if response is not None:
+            if outcome in ("ok", "error_event"):
+                await response.write_eof()
+            return response
+        return self._final_response(live, outcome)
+
+    def _final_response(self, live: Live, outcome: str) -> web.StreamResponse:
+        """The body of a non-streaming request."""
+        seq = live.seq
+        assert seq is not None
+        if outcome == "error_event":
+            return web.json_response(
+                error_body(500, "injected fault (error_event)", "InternalServerError"), status=500
+            )
+        if outcome != "ok":  # dropped, stalled, shut down: the connection is already closed
+            return web.Response(status=500)
+        n = seq.output_tokens
+        text = "".join(token_text(i) for i in range(1, n + 1))
+        p = live.params.prompt_tokens
+        if live.params.chat:
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": seq.finish_reason,
+            }
+            obj = "chat.completion"
+        else:
+            choice = {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": seq.finish_reason,
+                "stop_reason": None,
+            }
+            obj = "text_completion"
+        body = json.dumps(
+            {
+                "id": live.id,
+                "object": obj,
+                "created": live.created,
+                "model": live.model,
+                "choices": [choice],
+                "usage": {"prompt_tokens": p, "total_tokens": p + n, "completion_tokens": n},
+            }
+        )
+        if live.malformed:
+            body = body[: len(body) // 2]
+        return web.Response(text=body, content_type="application/json")
