@@ -66,6 +66,7 @@ from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel, SeqWork
 from cardgen.sim.scheduler import block_hashes
 from cardgen.sim.tokenizer import CHAT_MESSAGE_OVERHEAD, CHAT_REPLY_OVERHEAD
+from cardgen.sim.validate import error_body
 from cardgen.sim.virtual import VirtualRequest, VirtualServer
 from cardgen.suite import Suite
 
@@ -408,8 +409,6 @@ class VirtualInterpreter:
         rid = f"{'chatcmpl' if run.point.endpoint == 'chat' else 'cmpl'}-{self.rng.getrandbits(128):032x}"
         headers = request.sent + 2 * self.opts.network_s  # the server answers with headers as the request arrives
         if served is None:  # HTTP 500 with the server's JSON error body, as the load engine records it
-            from cardgen.sim.server import error_body
-
             body = json.dumps(error_body(500, "injected fault (http500)", "InternalServerError"))
             record = RequestRecord(**request.fields, sent_at=request.sent, headers_at=headers, end_at=end,
                                    status=500, error=f"HTTP 500: {' '.join(body[:160].split())}".strip(),

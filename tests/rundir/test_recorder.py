@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from cardgen.recorder import Recorder
 from cardgen.load.sink import RecordSink
+from cardgen.recorder import Recorder
 from cardgen.rundir import REQUESTS_JSONL
 from cardgen.schemas.records import ErrorKind, LoadgenSample, RequestRecord
 
@@ -32,7 +32,7 @@ def test_records_are_on_disk_as_soon_as_they_arrive(tmp_path):
     sink.on_request(context={"record": rec(error="HTTP 500", error_kind=ErrorKind.HTTP_STATUS, output_tokens=None)})
     sink.on_request(context={"record": rec(output_tokens=3)})
     r.close()
-    assert (r.total, r.failed, dict(r.failures_by_kind), r.length_mismatches) == (3, 1, {"http_status": 1}, 1)
+    assert (r.total, r.failed, dict(r.tally.failures_by_kind), r.tally.length_mismatches) == (3, 1, {"http_status": 1}, 1)
     assert [x.ok for x in read_back(tmp_path / REQUESTS_JSONL)] == [True, False, True]
     assert sink.delivered == 3 and sink.fatal is None
 
