@@ -1,5 +1,13 @@
 from cardgen.analysis.options import AnalysisOptions
-from cardgen.saturation import MAX_KV_USAGE, MIN_SPEED_TOK_S, LoadSeen, point_saturation, wave_saturated
+from cardgen.saturation import (
+    MAX_KV_USAGE,
+    MIN_SPEED_TOK_S,
+    LoadSeen,
+    Reading,
+    closed_load_seen,
+    point_saturation,
+    wave_saturated,
+)
 
 
 def test_defaults_are_the_analysis_defaults():
@@ -28,3 +36,17 @@ def test_a_wave_saturates_on_preemption_or_waiting_with_a_full_cache():
     assert not wave_saturated(preempted=False, waiting=2, kv_usage=0.5)  # max_num_seqs, not the cache
     assert not wave_saturated(preempted=False, waiting=0, kv_usage=0.99)
     assert wave_saturated(preempted=False, waiting=None, kv_usage=None, queued_for_kv=True)
+
+
+def test_requests_that_wait_only_briefly_are_not_saturation():
+    def seen(waiting):
+        readings = [Reading(t=float(t), usage=0.5, waiting=w, preemptions=3.0) for t, w in enumerate(waiting)]
+        return closed_load_seen(readings, started=0.0, ended=len(waiting), first_round_end=2.0,
+                                median_speed_tok_s=50.0)
+
+    # all users' prefills queue at the start (before the first round ended), and now and then after it
+    assert point_saturation(seen([8, 6, 0, 0, 3, 0, 0, 0, 2, 0])) is None
+    # waiting in half the readings after the first round: persistent
+    assert seen([8, 6, 0, 4, 3, 0, 0, 5, 2, 0]).waiting_max == 5
+    assert "5 requests waiting in 50% of readings" in point_saturation(seen([8, 6, 0, 4, 3, 0, 0, 5, 2, 0]))
+    assert seen([0] * 10).preemptions == 0 and seen([0] * 10).kv_usage_max == 0.5

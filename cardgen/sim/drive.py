@@ -57,10 +57,11 @@ from cardgen.scenarios import (
     program_for,
     record_fields,
     run_points,
+    runs_on,
 )
 from cardgen.scenarios.waves import WavesProgram
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
-from cardgen.schemas.run import COMPLETE, STOP_SKIPPED
+from cardgen.schemas.run import COMPLETE, STOP_COMPLETE, STOP_SKIPPED
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel, SeqWork
@@ -89,12 +90,15 @@ class DriveOptions:
     pause_s: float = 0.5  # between points (at least a scrape interval, so that a scrape falls between points)
     scrape_interval_s: float = 0.5  # how often /metrics is read, for server_metrics.jsonl and saturation
     scrapes: bool = True  # keep every scrape (server_metrics.jsonl); off when only the timing matters (a plan)
+    processes: int = 1  # load-generating processes a point's programs are split over (as --workers N splits them)
 
     def __post_init__(self) -> None:
         if min(self.network_s, self.read_jitter_s, self.step_jitter, self.lead_s, self.pause_s) < 0:
             raise ValueError("delays, jitters and pauses must not be negative")
         if self.scrape_interval_s <= 0:
             raise ValueError("scrape_interval_s must be positive")
+        if self.processes < 1:
+            raise ValueError("processes must be at least 1")
 
 
 @dataclass
@@ -272,11 +276,15 @@ class _Request:
 
 @dataclass(eq=False)
 class _PointRun:
+    """One process's share of a point: its program, and what its requests need."""
+
     point: Point
     program: Program
     judge: Judge
     attempt: int
     t0: float
+    worker: str = "local"
+    programs: list[Program] = field(default_factory=list)  # every process's program of the point
     issued: int = 0
     in_flight: int = 0
     watched: dict[str, Any] | None = None  # a Watch under way: the preemption counter then, and the verdict
@@ -305,15 +313,22 @@ class VirtualInterpreter:
     def run_point(self, point: Point, *, attempt: int, judge: Judge, started: Callable[[float], None]) -> Ran:
         t0 = self.t if self.last_end is None else self.last_end + self.opts.pause_s
         self.clock.scrape_until(t0)
-        program = program_for(point)
-        self.programs[point.name] = program
-        run = _PointRun(point, program, judge, attempt, t0)
+        parts = self.opts.processes
+        runs = [_PointRun(point, program_for(point, index=i, parts=parts), judge, attempt, t0,
+                          worker=f"worker-{i}" if parts > 1 else "local") for i in range(parts) if runs_on(point, i)]
+        for run in runs:
+            run.programs = [r.program for r in runs]
+        self.programs[point.name] = runs[0].program
         started(t0)
-        self._execute(run, program.start(), t0)
-        self.clock.run_until(lambda: run.idle)
-        ended = max((d.record.end_at or t0 for d in run.done), default=t0)
+        for run in runs:
+            self._execute(run, run.program.start(), t0)
+        self.clock.run_until(lambda: all(run.idle for run in runs))
+        ended = max((d.record.end_at or t0 for run in runs for d in run.done), default=t0)
         self.last_end = ended
-        return Ran(started_unix=t0, ended_unix=ended, said=[Said(stop=program.stop, detail=program.detail)])
+        said = [Said(stop=run.program.stop, detail=run.program.detail) for run in runs]
+        # a process with no share of a barrier kind has nothing to do: it says "complete", as an agent does
+        said += [Said(stop=STOP_COMPLETE) for _ in range(parts - len(runs))]
+        return Ran(started_unix=t0, ended_unix=ended, said=said)
 
     def readings(self, started: float, ended: float) -> Sequence[Reading]:
         self.clock.scrape_until(ended)
@@ -342,7 +357,7 @@ class VirtualInterpreter:
 
     def _send(self, run: _PointRun, send: Send, t: float) -> None:
         """The request leaves at ``t``: it reaches the server ``network_s`` later."""
-        fields = record_fields(run.point, send, worker="local", index=run.issued, attempt=run.attempt)
+        fields = record_fields(run.point, send, worker=run.worker, index=run.issued, attempt=run.attempt)
         if send.scheduled:
             fields["scheduled_at"] = t
         run.issued += 1
@@ -425,8 +440,9 @@ class VirtualInterpreter:
         run.done.append(driven)
         run.in_flight -= 1
         now = end - run.t0
-        if run.judge.record(record, now):
-            run.program.told_precise()
+        if run.judge.record(record, now):  # every process is told, as the load engine's master tells every agent
+            for program in run.programs:
+                program.told_precise()
         self._execute(run, run.program.ended(send, record, now), end)
 
 

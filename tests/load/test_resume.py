@@ -1,7 +1,9 @@
-"""``cardgen resume``: a run killed with ``kill -9`` mid-suite continues where it stopped. Nothing that was on
-disk is lost or rewritten, no finished point is sent again, the cut-off point runs again as its next attempt
-(its earlier records kept, superseded), and the run ends complete with its card. Runs that must not be resumed
-(complete, still running, written before runs recorded their points) are refused in one line."""
+"""``cardgen resume`` of a run measured over HTTP: a load process killed with ``kill -9`` mid-suite continues where
+it stopped, with nothing that was on disk lost or rewritten; a server that dies mid-run cuts the run off, and
+resume continues it against a new one. Runs that must not be resumed (complete, still running, written before
+runs recorded their points) are refused in one line. These tests need real processes (a kill, a dead server),
+so they run the virtual server over HTTP (``--real-time``) and wait on what is on disk, never on a fixed sleep;
+the rules of resuming are tested in virtual time in tests/scenarios/test_resume.py."""
 
 from __future__ import annotations
 
@@ -18,11 +20,11 @@ from cardgen.errors import RunFileError
 from cardgen.rundir import RunDir
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "run_small"
-# several points of a few seconds each on the virtual server (CodeLlama-7b on an A100-80GB, in real time)
+# points of about a second each on the virtual server (CodeLlama-7b on an A100-80GB, in real time)
 SUITE = """name: resumable
 scenarios:
-- {kind: closed, name: pair, prompt_tokens: 64, output_tokens: 64, parallel: [1, 2, 4], min_requests: 12}
-- {kind: open, name: poisson, prompt_tokens: 64, output_tokens: 32, rates: [8], num_requests: 12}
+- {kind: closed, name: pair, prompt_tokens: 64, output_tokens: 64, parallel: [1, 2, 4], min_requests: 8}
+- {kind: open, name: poisson, prompt_tokens: 64, output_tokens: 32, rates: [8], num_requests: 8}
 """
 
 
@@ -32,7 +34,7 @@ def cardgen(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 def start_build(suite: Path, out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "cardgen", "build", "CodeLlama-7b", "--gpu", "A100-80GB",
-                             "--suite", str(suite), "--out", str(out), "--no-card", "--quiet", *extra],
+                             "--suite", str(suite), "--out", str(out), "--no-card", "--quiet", "--real-time", *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -206,23 +208,26 @@ def test_a_server_that_dies_mid_run_cuts_the_run_off_and_resume_continues_it(tmp
     suite.write_text("name: dies\nscenarios:\n"
                      "- {kind: closed, prompt_tokens: 64, output_tokens: 16, parallel: [1], min_requests: 4}\n"
                      "- {kind: closed, prompt_tokens: 64, output_tokens: 16, parallel: [2], min_requests: 4,"
-                     " min_duration_s: 8}\n")
+                     " min_duration_s: 12}\n")
     out = tmp_path / "run"
     with sim_server(tmp_path) as (sim, _):
         proc = subprocess.Popen([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url, "--suite",
                                  str(suite), "--out", str(out), "--no-card", "--quiet"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: any(p.ended_unix for p in RunDir(out).load_run_info().points), timeout_s=120, proc=proc)
-        time.sleep(1.0)  # the second point is under way
+        second = "closed-in64-out16-p2"
+        wait_for(lambda: any(r["scenario"] == second for r in records(RunDir(out).requests_jsonl)), timeout_s=120,
+                 proc=proc)  # the second point is under way
         os.kill(sim.pid, signal.SIGKILL)
-        started = time.time()
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0 and time.time() - started < 7.5  # not the rest of the point's 8 s of refusals
+        _, err = proc.communicate(timeout=90)
+    assert proc.returncode != 0
     assert "the server stopped answering" in err and "cardgen resume" in err, err
     info = RunDir(out).load_run_info()
     assert info.status in ("failed", "interrupted")
-    first, second = info.points
-    assert first.stop == "minimum reached" and second.stop == "interrupted"
+    first, cut = info.points
+    assert first.stop == "minimum reached" and cut.stop == "interrupted"
+    refusals = [r for r in records(RunDir(out).requests_jsonl) if r["error_kind"] == "connect"]
+    # it stopped once the server had refused every request for 5 s, not at the end of the point's 12 s
+    assert refusals and refusals[-1]["end_at"] - cut.started_unix < 10
     again = tmp_path / "again"
     again.mkdir()
     with sim_server(again) as (sim2, _):
@@ -230,5 +235,4 @@ def test_a_server_that_dies_mid_run_cuts_the_run_off_and_resume_continues_it(tmp
     assert done.returncode == 0, done.stderr
     info = RunDir(out).load_run_info()
     assert info.status == "complete"
-    second = info.points[1]
-    assert second.attempt == 1 and second.ended_unix is not None
+    assert info.points[1].attempt == 1 and info.points[1].ended_unix is not None
