@@ -16,8 +16,8 @@ import pytest
 from cardgen.errors import UsageError
 from cardgen.points import expand
 from cardgen.rundir import RunDir
-from cardgen.scenarios.resume import check_resumable, resume_plan
 from cardgen.runinfo import begin_run_info
+from cardgen.scenarios.resume import check_resumable, resume_plan
 from cardgen.schemas.run import PointOutcome, ServerInfo
 from cardgen.sim import drive as drive_module
 from cardgen.sim.modelled import ModelledServer, modelled_run, resume_modelled

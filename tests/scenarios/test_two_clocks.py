@@ -1,0 +1,96 @@
+"""One scenario program, two clocks: every built-in suite run by both interpreters against the same virtual-server
+configuration finds the same points, stops them for the same reasons, and gives the same headline figures within
+3 %: the load engine in real time (``cardgen build --url``, over HTTP, against the virtual server on loopback) and
+the virtual-time driver (in process, no socket).
+
+Reduced where real time would be too long: each suite is cut down by :func:`reduced` (fewer prompt lengths,
+parallel counts, rates and requests, shorter waves; the 1024 in / 128 out pair at 10 parallel, the card's
+headline, is kept wherever the suite has it), and the virtual server is a fixed performance model whose steps
+(5 ms plus 0.2 ms a sequence, prefill at 100,000 tokens/s) keep a real-time point short while the client's own
+milliseconds stay small beside them. The same cut-down suite goes to both interpreters."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cardgen.analysis import analyse, load_run
+from cardgen.sim.config import SimConfig
+from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.launch import running_sim
+from cardgen.suite import BUILTIN_SUITES, Suite, load_suite
+
+FIXED = {"prefill_tok_s": 100_000.0, "step_overhead_s": 0.005, "per_seq_s": 0.0002, "kv_capacity_tokens": 32768,
+         "block_size": 16, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
+TOLERANCE = 0.03
+
+pytestmark = pytest.mark.sockets
+
+
+def reduced(suite: Suite) -> Suite:
+    """``suite`` cut down to seconds of real time (see the module's docstring)."""
+    entries = []
+    for entry in suite.model_dump(mode="json")["scenarios"]:
+        kind = entry["kind"]
+        if kind == "closed":  # its shortest outputs at 1 and 10 parallel; 128 out (the headline's) at 10
+            prompts = [p for p in entry["prompt_tokens"] if p <= 1024][-2:]
+            outputs, shortest = entry["output_tokens"], min(entry["output_tokens"])
+            entry.update(prompt_tokens=prompts, output_tokens=[shortest],
+                         parallel=[p for p in entry["parallel"] if p in (1, 10)] or entry["parallel"][:1],
+                         max_requests=min(entry.get("max_requests") or 40, 40), max_duration_s=10)
+            if 128 in outputs and 10 in entry["parallel"]:
+                entries.append({**entry, "output_tokens": [128], "parallel": [10]})
+                if shortest == 128:  # the 128-token pair at 1 parallel goes: a few seconds of 6 requests
+                    continue
+        elif kind == "open":  # a few seconds at each rate
+            rate = min(float(r) for r in entry["rates"])
+            entry.update(num_requests=min(entry["num_requests"], 16, max(4, int(4 * rate))))
+        elif kind == "waves":
+            entry.update(output_tokens=32, max_wave=min(entry["max_wave"], 48), resolution=max(entry["resolution"], 2))
+        elif kind == "ingest":
+            entry.update(points=min(entry["points"], 8), repeats=min(entry["repeats"], 2))
+        elif kind == "batch":
+            entry.update(batch_sizes=entry["batch_sizes"][:2], output_tokens=min(entry["output_tokens"], 32),
+                         max_runs=min(entry.get("max_runs") or 4, 4))
+        entries.append(entry)
+    return Suite.model_validate({**suite.model_dump(mode="json"), "name": f"{suite.name}-reduced",
+                                 "scenarios": entries})
+
+
+def outcomes(run_dir: Path) -> list[tuple[str, str, str]]:
+    return [(p["name"], p["kind"], p["stop"]) for p in json.loads((run_dir / "run.json").read_text())["points"]]
+
+
+@pytest.mark.parametrize("name", BUILTIN_SUITES)
+def test_both_interpreters_find_the_same_points_stops_and_headline_figures(name, tmp_path):
+    suite = reduced(load_suite(name))
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite.model_dump(mode="json"), sort_keys=False))
+    simulate_run(suite, SimConfig(model="test-model", perf="fixed", fixed_json=json.dumps(FIXED)),
+                 options=DriveOptions(), run_dir=tmp_path / "virtual")
+    with running_sim(["test-model", "--perf", "fixed", "--fixed-json", json.dumps(FIXED), "--max-lifetime-s",
+                      "300"]) as sim:
+        real = subprocess.run([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url, "--suite",
+                               str(tmp_path / "suite.yaml"), "--out", str(tmp_path / "real"), "--no-card", "--quiet"],
+                              capture_output=True, text=True, timeout=300)
+    assert real.returncode == 0, real.stderr
+    assert outcomes(tmp_path / "real") == outcomes(tmp_path / "virtual")
+    clocks = {json.loads((tmp_path / d / "run.json").read_text())["clock"] for d in ("real", "virtual")}
+    assert clocks == {"real", "virtual"}
+    real_run, virtual_run = (analyse(load_run(tmp_path / d)).summary for d in ("real", "virtual"))
+    compared = 0
+    for figure, value in virtual_run.headline.model_dump().items():
+        other = getattr(real_run.headline, figure)
+        assert (value is None) == (other is None), figure
+        if value is not None:
+            assert other == pytest.approx(value, rel=TOLERANCE), figure
+            compared += 1
+    assert compared >= (1 if name == "sharegpt" else 4)  # ingestion, generation and decode at 10 parallel, KV
+    served = {s.scenario: s.output_tok_s for s in real_run.scenarios if s.kind == "open"}
+    for scenario in virtual_run.scenarios:  # an open loop's output throughput: what the server turned out
+        if scenario.kind == "open":
+            assert served[scenario.scenario] == pytest.approx(scenario.output_tok_s, rel=TOLERANCE), scenario.scenario
