@@ -3,7 +3,7 @@ it stopped, with nothing that was on disk lost or rewritten; a server that dies 
 resume continues it against a new one. Runs that must not be resumed (complete, still running, written before
 runs recorded their points) are refused in one line. These tests need real processes (a kill, a dead server),
 so they run the virtual server over HTTP (``--real-time``) and wait on what is on disk, never on a fixed sleep;
-the rules of resuming are tested in virtual time in tests/scenarios/test_resume.py."""
+the rules of resuming are tested in virtual time in tests/scenarios/test_resume_rules.py."""
 
 from __future__ import annotations
 
