@@ -218,7 +218,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         gpu_count=int(gpu["count"]) if isinstance(gpu.get("count"), int | float) else None,
         gpu_driver=str(gpu["driver"]) if gpu.get("driver") else None,
         engine=engine, engine_version=info.server.engine_version, modelled=info.modelled,
-        modelled_by=modelled_by(info), suite=info.suite, started_at=info.started_at, ended_at=info.ended_at,
+        modelled_by=modelled_by(info), clock=info.clock or "real", suite=info.suite, started_at=info.started_at, ended_at=info.ended_at,
         run_status=info.status, cardgen_version=info.cardgen_version,
         prompt_ingestion_tok_s=tok_s, kv_cache_tokens=kv.tokens, kv_cache_method=kv.method,
         requests_total=len(requests), requests_failed=int((~requests["ok"]).sum()) if len(requests) else 0,

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from cardgen.schemas.saved import Saved
 
 RUN_SCHEMA_VERSION = 1
+
+# which clock timed a run's requests (run.json ``clock``)
+REAL, VIRTUAL = "real", "virtual"
 
 # run.json's ``status`` as written by the load stage ...
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
@@ -103,8 +106,9 @@ class RunInfo(Saved):
     heartbeat_unix: float | None = None  # the writer's last save while running; the load stage may refresh it
     server: ServerInfo
     # which clock timed the requests: "real" (the load engine against a server, the virtual one included with
-    # --real-time) or "virtual" (the virtual-time driver: the virtual server's own times, no socket)
-    clock: str = "real"
+    # --real-time) or "virtual" (the virtual-time driver: the virtual server's own times, no socket). Files written
+    # before the field say it in ``sim.clock`` (virtual) or not at all (real): filled in when read
+    clock: str | None = None
     modelled: bool = False
     gpu: dict[str, Any] = Field(default_factory=dict)  # name, count, driver, memory ...; or the modelled GPU
     sim: dict[str, Any] | None = None  # the virtual server's model, GPU and engine profile when modelled
@@ -118,3 +122,9 @@ class RunInfo(Saved):
     warnings: list[str] = Field(default_factory=list)
     points: list[PointOutcome] = Field(default_factory=list)  # every point of the suite, in order (may be empty
     # in runs written before cardgen recorded them)
+
+    @model_validator(mode="after")
+    def _clock(self) -> RunInfo:
+        if self.clock is None:
+            self.clock = VIRTUAL if (self.sim or {}).get("clock") == VIRTUAL else REAL
+        return self

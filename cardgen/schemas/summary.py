@@ -373,6 +373,7 @@ class Summary(Saved):
     engine_version: str | None = None
     modelled: bool = False
     modelled_by: str | None = None  # the virtual server's GPU and engine profile, in words
+    clock: str = "real"  # which clock timed the requests: real (the load engine) or virtual (the virtual-time driver)
     suite: str | None = None
     started_at: str | None = None
     ended_at: str | None = None

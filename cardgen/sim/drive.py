@@ -92,6 +92,11 @@ class DriveOptions:
     scrapes: bool = True  # keep every scrape (server_metrics.jsonl); off when only the timing matters (a plan)
     processes: int = 1  # load-generating processes a point's programs are split over (as --workers N splits them)
 
+    def described(self) -> dict[str, float | int]:
+        """What run.json's ``sim.drive`` says of how the run was timed."""
+        return {"network_s": self.network_s, "read_jitter_s": self.read_jitter_s, "step_jitter": self.step_jitter,
+                "seed": self.seed, "processes": self.processes}
+
     def __post_init__(self) -> None:
         if min(self.network_s, self.read_jitter_s, self.step_jitter, self.lead_s, self.pause_s) < 0:
             raise ValueError("delays, jitters and pauses must not be negative")
@@ -576,7 +581,8 @@ def simulate_run(suite: Suite, config: SimConfig, *, perf: PerfModel | None = No
     info = begin_run_info(argv=argv, model=config.model, suite=suite, server=server, started_unix=run.started_unix,
                           clock="virtual", modelled=True,
                           gpu=gpu or {"name": config.gpu, "count": config.tp, "modelled": True},
-                          sim={**server.extra["sim"], **(sim or {}), "clock": "virtual"}, warnings=warnings,
+                          sim={**server.extra["sim"], **(sim or {}), "clock": "virtual", "drive": opts.described()},
+                          warnings=warnings,
                           points=[p.outcome() for p in run.points])
     RecordTally.of(run.records).end(info, ended_unix=run.ended_unix, status=COMPLETE)
     result = SimulatedRun(info=info, drive=run)

@@ -165,7 +165,8 @@ def modelled_run(server: ModelledServer, suite: Suite, run_dir: Path, *, argv: S
                          f"{max_model_len(config, perf)} tokens: use shorter prompts and outputs")
     info = begin_run_info(argv=argv, model=config.model, suite=suite, server=answer, started_unix=started_unix,
                           clock="virtual", modelled=True, gpu=server.gpu_info(),
-                          sim={**answer.extra["sim"], **server.describe({}), "clock": "virtual"}, warnings=warnings,
+                          sim={**answer.extra["sim"], **server.describe({}), "clock": "virtual",
+                               "drive": modelled_options(start_unix=started_unix).described()}, warnings=warnings,
                           points=[PointOutcome(name=p.name, kind=p.kind) for p in points])
     RunDir(run_dir).save_run_info(info)
     return _run(config, perf, info, run_dir, points, started_unix=started_unix, run_saturated=run_saturated)

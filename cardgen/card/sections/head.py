@@ -40,7 +40,9 @@ def banner(s: Summary) -> str | None:
     if not s.modelled:
         return None
     by = s.modelled_by or "cardgen's virtual GPU server"
-    return (f"MODELLED, NOT MEASURED. Every figure on this card was produced by {by}, not measured on real "
+    how = (", computed in virtual time (no request was sent over a network)" if s.clock == "virtual"
+           else ", measured over HTTP in real time")
+    return (f"MODELLED, NOT MEASURED. Every figure on this card was produced by {by}{how}, not measured on real "
             "hardware. Use it for capacity planning; measure before you rely on it.")
 
 
@@ -63,6 +65,7 @@ def card_front_matter(s: Summary) -> Markup:
             "schema_version": s.schema_version,
             "modelled": s.modelled,
             **({"modelled_by": s.modelled_by} if s.modelled else {}),
+            "clock": s.clock,
             "headline": {
                 "prompt_ingestion_tok_s": r(h.prompt_ingestion_tok_s),
                 "generation_tok_s_at_10_parallel_1024_128": r(h.generation_tok_s_at_10_parallel_1024_128),
