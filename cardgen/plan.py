@@ -16,6 +16,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from cardgen.numbers import duration_text
 from cardgen.points import expand, fit_context
 from cardgen.sim.config import SimConfig, build_perf, max_model_len
 from cardgen.sim.drive import T0, drive
@@ -75,16 +76,6 @@ def make_plan(suite: Suite, config: SimConfig, *, price_per_hour: float | None =
     return CostPlan(model=config.model, gpu=config.gpu, tp=config.tp, suite=suite.name, points=planned,
                     wall_s=round(wall, 3), gpu_time_s=round(wall * config.tp, 3), price_per_hour=price_per_hour,
                     left_out=tuple(left_out))
-
-
-def duration_text(seconds: float) -> str:
-    """``3 h 05 min``, ``12 min 30 s``, ``45 s``."""
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600} h {s % 3600 // 60:02d} min"
-    if s >= 60:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s} s"
 
 
 def format_plan(plan: CostPlan, *, limit: int | None = None) -> str:

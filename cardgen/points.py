@@ -10,10 +10,12 @@ A point is plain data (a dict-able dataclass) so it can travel to Locust workers
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from cardgen.suite import BatchSweep, Chat, ClosedLoop, Ingest, OpenLoop, SharedPrefix, Suite, Waves
+from cardgen.suite import SHAREGPT, BatchSweep, Chat, ClosedLoop, Ingest, OpenLoop, SharedPrefix, Suite, Waves
 
 
 @dataclass
@@ -125,6 +127,13 @@ class Point:
         return int(prompt), int(output)
 
 
+def slug(source: str) -> str:
+    """The dataset's short name in point names: ``sharegpt``, or the file's stem."""
+    if source == SHAREGPT:
+        return SHAREGPT
+    return re.sub(r"[^a-z0-9]+", "-", Path(source).stem.lower()).strip("-") or "dataset"
+
+
 def _rate_label(rate: float) -> str:
     return "inf" if math.isinf(rate) else f"{rate:g}"
 
@@ -166,8 +175,6 @@ def expand(suite: Suite) -> list[Point]:
                     message_tokens=entry.message_tokens, think_time_s=entry.think_time_s, fresh_history=fresh,
                     **{**common, "endpoint": "chat"}))
         elif isinstance(entry, OpenLoop) and entry.dataset is not None:
-            from cardgen.datasets import slug
-
             for rate in entry.rates:
                 points.append(Point(
                     name=f"open-{slug(entry.dataset)}-r{_rate_label(rate)}", kind="open", group=group,

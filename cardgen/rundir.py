@@ -26,10 +26,11 @@ import socket
 import tempfile
 import time
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psutil
 from pydantic import BaseModel, ValidationError
 
 from cardgen.errors import CardgenError, NewerSchemaError, RunFileError, UsageError
@@ -184,7 +185,6 @@ def _first_error(exc: ValidationError) -> str:
 def _writer_alive(pid: int, last_seen_unix: float) -> bool:
     """Whether process ``pid`` of this host is still the one that wrote at ``last_seen_unix``: a process with
     that pid that started later is another one that was given a recycled pid."""
-    import psutil
 
     if pid == os.getpid():
         return True
@@ -464,3 +464,19 @@ def make_run_dir(run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot make the run directory {run_dir}: {exc.strerror or exc}") from None
+
+
+def run_dirs(model: str, gpus: Sequence[str], *, out_dir: Path | None, runs_root: Path) -> list[Path]:
+    """One run directory per GPU: ``--out`` (one folder per GPU inside it when there are several), or
+    ``runs/<model>/<UTC time>[-<gpu>]/``; a one-line UsageError when one holds a run already."""
+    if len(gpus) == 1:
+        dirs = [out_dir or default_run_dir(model, root=runs_root)]
+    elif out_dir is not None:
+        dirs = [out_dir / slugify(Path(g).stem if g.endswith((".yaml", ".yml")) else g) for g in gpus]
+    else:
+        base = default_run_dir(model, root=runs_root)
+        dirs = [base.with_name(f"{base.name}-{slugify(Path(g).stem if g.endswith(('.yaml', '.yml')) else g)}")
+                for g in gpus]
+    for run_dir in dirs:
+        check_run_dir(run_dir)
+    return dirs

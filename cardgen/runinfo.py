@@ -84,3 +84,13 @@ class RecordTally:
         """``info`` as the run ended: when, how, and its tallies."""
         info.ended_unix, info.ended_at, info.status = ended_unix, utc_text(ended_unix), status
         self.fill(info)
+
+
+def load_seconds(info: RunInfo) -> float:
+    """The wall time of a run's load as the plan counts it: from the start of its first point to the end of
+    its last (the run's own start and end when it did not record its points)."""
+    starts = [p.started_unix for p in info.points if p.started_unix is not None]
+    ends = [p.ended_unix for p in info.points if p.ended_unix is not None]
+    if starts and ends:
+        return max(ends) - min(starts)
+    return (info.ended_unix or info.started_unix) - info.started_unix

@@ -27,8 +27,20 @@ from pydantic import (
 from cardgen.errors import UsageError
 
 BUILTIN_SUITES = ("quick", "standard", "full", "sharegpt")
+SHAREGPT = "sharegpt"  # the dataset vLLM's serving benchmarks sample (cardgen.datasets reads it)
 
 Endpoint = Literal["completions", "chat"]
+
+
+def check_source(source: str) -> str:
+    """``source`` if it names a dataset cardgen reads (``sharegpt``, a .json or .jsonl file); else a one-line
+    UsageError. Whether the file or the extra is there is checked when it is read."""
+    if source == SHAREGPT:
+        return source
+    if Path(source).suffix.lower() not in (".json", ".jsonl"):
+        raise UsageError(f"dataset '{source}': use 'sharegpt', a ShareGPT-format .json file or a .jsonl file of "
+                         "{prompt, output_tokens}")
+    return source
 
 
 class _Entry(BaseModel):
@@ -81,8 +93,6 @@ class OpenLoop(_Entry):
     @model_validator(mode="after")
     def _lengths_or_dataset(self) -> OpenLoop:
         if self.dataset is not None:
-            from cardgen.datasets import check_source
-
             if self.prompt_tokens is not None or self.output_tokens is not None:
                 raise ValueError("give either 'dataset' or 'prompt_tokens' and 'output_tokens', not both")
             try:

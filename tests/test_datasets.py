@@ -129,7 +129,7 @@ def test_resolve_gives_every_rate_the_same_requests_with_a_unique_id_slot(tmp_pa
     texts = resolve(points, counter=lambda endpoint: tokenizer.count_text, max_model_len=None)
     (key, prompts), = texts.items()
     assert points[0].items == points[1].items and len(prompts) == 6
-    from cardgen.load.prompts import ID_SLOT
+    from cardgen.prompts import ID_SLOT
 
     for (p, _o), prompt in zip(points[0].items, prompts, strict=True):
         assert prompt.startswith(f"Request {ID_SLOT}. ") and p == tokenizer.count_text(prompt.replace(ID_SLOT, "x"))

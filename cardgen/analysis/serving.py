@@ -23,8 +23,10 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
+from cardgen.points import expand
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import ScenarioSummary
+from cardgen.suite import Suite
 
 NIGHTLY_COLUMNS = (
     "Test name", "GPU", "# of req.", "Tput (req/s)", "Output Tput (tok/s)", "Total Tput (tok/s)",
@@ -51,8 +53,6 @@ class DatasetGroup:
 
 def dataset_groups(info: RunInfo) -> list[DatasetGroup]:
     """The run's dataset entries, from the suite it ran (run.json's ``suite_spec``)."""
-    from cardgen.points import expand
-    from cardgen.suite import Suite
 
     try:
         suite = Suite.model_validate(info.suite_spec or {})

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from pydantic import ValidationError
 
 from cardgen.analysis.chat import ChatResult, chat_turns
 from cardgen.analysis.prefixcache import PrefixCacheResult, prefix_cache
@@ -21,10 +22,12 @@ from cardgen.analysis.serving import (
     nightly_serving_table,
     sent_lengths,
 )
+from cardgen.points import expand
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import ScenarioSummary
+from cardgen.suite import Suite
 
 
 @dataclass
@@ -39,10 +42,6 @@ class Workloads:
 
 
 def _suite_points(info: RunInfo) -> list:
-    from pydantic import ValidationError
-
-    from cardgen.points import expand
-    from cardgen.suite import Suite
 
     try:
         return expand(Suite.model_validate(info.suite_spec or {}))

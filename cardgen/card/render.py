@@ -43,7 +43,7 @@ def render_run(run_dir: Path, *, options: RenderOptions | None = None) -> Path:
     Raises :class:`cardgen.errors.RenderError` when ``run_dir`` is not a readable run directory. A run with
     nothing measurable still gets a card that says what is missing.
     """
-    from cardgen.figures.render import write_figures  # matplotlib loads only when figures are drawn
+    from cardgen.figures.render import write_figures  # noqa: PLC0415  matplotlib loads only when figures are drawn
 
     run_dir = Path(run_dir)
     data = load_run(run_dir)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from cardgen.diff import diff_runs, format_diff, format_json
 from cardgen.errors import UsageError
 
 REGRESSION_EXIT = 3
@@ -32,7 +33,6 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: float) -> floa
 def diff(run_a: Path, run_b: Path, as_json: bool, threshold: float, fail_on_regression: bool,
          only_shared: bool) -> None:
     """Compare RUN_B with RUN_A: A, B, B / A and its 95 % interval for every shared figure."""
-    from cardgen.diff import diff_runs, format_diff, format_json
 
     result = diff_runs(run_a, run_b, threshold=threshold, only_shared=only_shared)
     click.echo(format_json(result) if as_json else format_diff(result), nl=False)

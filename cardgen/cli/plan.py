@@ -7,6 +7,9 @@ from pathlib import Path
 import click
 
 from cardgen.errors import UsageError
+from cardgen.plan import format_plan, make_plan
+from cardgen.sim.modelled import ModelledServer
+from cardgen.suite import load_suite
 
 
 @click.command("plan")
@@ -26,9 +29,6 @@ from cardgen.errors import UsageError
 def plan(model: str, gpu: str, suite_name: str, tp: int, model_config: Path | None, engine: str,
          run_saturated: bool, price_per_hour: float | None, as_json: bool) -> None:
     """Predict each point's requests and seconds, and the total GPU time, of SUITE for MODEL on GPU."""
-    from cardgen.plan import format_plan, make_plan
-    from cardgen.sim.modelled import ModelledServer
-    from cardgen.suite import load_suite
 
     if price_per_hour is not None and price_per_hour < 0:
         raise UsageError("--price-per-hour must not be negative")

@@ -7,6 +7,9 @@ from pathlib import Path
 import click
 
 from cardgen.errors import UsageError
+from cardgen.hub import card_plan, dataset_plan, format_plan, push_plan
+from cardgen.hub.plan import check_repo_id
+from cardgen.rundir import RunDir
 
 
 @click.command(name="push")
@@ -45,9 +48,6 @@ def push(
 
     The token comes from HF_TOKEN or the stored login ('hf auth login'); HF_ENDPOINT selects another Hub.
     """
-    from cardgen.hub import card_plan, dataset_plan, format_plan
-    from cardgen.hub.plan import check_repo_id
-    from cardgen.rundir import RunDir
 
     if not repo_id and not dataset_id:
         raise UsageError(
@@ -88,7 +88,6 @@ def push(
     if dry_run:
         click.echo("Dry run: nothing was sent.")
         return
-    from cardgen.hub import push_plan
 
     for plan in plans:
         url = push_plan(plan)

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
+from cardgen.card import RenderOptions, render_run
 from cardgen.errors import UsageError
+from cardgen.rundir import RunDir
 
 
 def _positive(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -25,8 +27,29 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float) -> float
               help="Capacity threshold: the per-request speed (tokens/s) parallel requests must keep.")
 def render(run_dir: Path, slo_ttft_s: float, slo_tpot_s: float, min_speed: float) -> None:
     """Rebuild summary.json, tables/, figures/ and README.md of RUN_DIR from its raw files."""
-    from cardgen.card import RenderOptions, render_run
 
     path = render_run(run_dir, options=RenderOptions(slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s,
                                                      min_speed_tok_s=min_speed))
     click.echo(str(path))
+
+
+def render_card(run_dir: Path, *, quiet: bool) -> None:
+    card = render_run(run_dir)
+    if not quiet:
+        click.echo(f"cardgen: card written to {card}", err=True)
+        click.echo(headline_text(run_dir), err=True)
+
+
+def headline_text(run_dir: Path) -> str:
+    """The three headline figures in one line, from summary.json ('-' where the run could not measure one)."""
+    summary = RunDir(run_dir).load_summary()
+    h = summary.headline
+
+    def fmt(value: float | None, unit: str) -> str:
+        return "-" if value is None else f"{value:,.0f} {unit}" if value >= 100 else f"{value:,.1f} {unit}"
+
+    label = "MODELLED" if summary.modelled else "measured"
+    return (f"cardgen: {label}: prompt ingestion {fmt(h.prompt_ingestion_tok_s, 'tok/s')}; generation "
+            f"{fmt(h.generation_tok_s_at_10_parallel_1024_128, 'tok/s')} per request at 10 parallel (1024 in, "
+            f"128 out); KV cache {fmt(h.kv_cache_tokens, 'tokens')}"
+            + (f" ({summary.kv_cache_method})" if summary.kv_cache_method else ""))

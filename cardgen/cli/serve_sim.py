@@ -1,4 +1,4 @@
-"""``cardgen serve-sim``: run the virtual GPU server on its own (also ``python -m cardgen.sim``)."""
+"""``cardgen serve-sim``: run the virtual GPU server on its own."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from cardgen.sim.config import PERF_KINDS, SimConfig, parse_faults
+from cardgen.sim.server import SimServer, serve
 
 
 @click.command(name="serve-sim")
@@ -110,7 +111,6 @@ def serve_sim(
     no_metrics: bool,
 ) -> None:
     """Serve MODEL as vLLM would on GPU, in real time, with every figure MODELLED (no GPU is used)."""
-    from cardgen.sim.server import SimServer, serve  # aiohttp loads only when a server is served
 
     config = SimConfig(
         model=model,

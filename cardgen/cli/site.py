@@ -6,6 +6,11 @@ from pathlib import Path
 
 import click
 
+from cardgen.hub import downloaded_runs
+from cardgen.hub.plan import check_repo_id
+from cardgen.site import build_site
+from cardgen.site.serve import make_server
+
 
 def _warn(line: str) -> None:
     click.echo(f"cardgen: warning: {line}", err=True)
@@ -55,11 +60,8 @@ def site(
     runs_root: Path, site_dir: Path, config_file: Path, from_hub: str | None, serve: bool, port: int
 ) -> None:
     """Build the report site: a leaderboard, a page per run, model, GPU and comparison, the methodology."""
-    from cardgen.site import build_site
 
     if from_hub:
-        from cardgen.hub import downloaded_runs
-        from cardgen.hub.plan import check_repo_id
 
         with downloaded_runs(check_repo_id(from_hub, flag="--from-hub")) as hub_runs:
             result = build_site(hub_runs, site_dir=site_dir, config_file=config_file, warn=_warn)
@@ -73,7 +75,6 @@ def site(
         f"open {result.site_dir / 'index.html'}"
     )
     if serve:
-        from cardgen.site.serve import make_server
 
         server = make_server(site_dir, port=port)
         click.echo(f"Serving {site_dir}/ at {server.url} (Ctrl-C stops)")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+
 import click
+
+from cardgen.load.worker import run_worker
 
 
 @click.command("worker")
@@ -12,8 +16,5 @@ import click
 @click.option("--name", default=None, help="A name for this worker in the records.")
 def worker(master_host: str, master_port: int, url: str, name: str | None) -> None:
     """Run load for a cardgen master until it says stop."""
-    import socket
-
-    from cardgen.load.worker import run_worker
 
     run_worker(master_host=master_host, master_port=master_port, url=url, name=name or socket.gethostname())

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import requests
 
 from cardgen.engines.registry import ADAPTERS, engine_name
@@ -106,7 +107,6 @@ def free_port(host: str = "127.0.0.1") -> int:
 def _listens_on(pid: int, port: int) -> bool | None:
     """Whether the process ``pid`` or one of its descendants listens on ``port`` (None: cannot tell)."""
     try:
-        import psutil
 
         root = psutil.Process(pid)
         for proc in [root, *root.children(recursive=True)]:

@@ -12,12 +12,15 @@ no text on their own (special tokens, partial UTF-8 bytes) are zero, so greedy d
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import sysconfig
 import tempfile
 from pathlib import Path
+
+from cardgen.errors import UsageError
 
 NAME = "cardgen-tiny-llama-v2"
 VOCAB_SIZE = 4096
@@ -50,8 +53,8 @@ def corpus() -> list[str]:
 
 
 def _train_tokenizer(out_dir: Path, *, max_positions: int) -> None:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: PLC0415  heavy: only the engine tests make a tiny model
+    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415  heavy: only the engine tests make a tiny model
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -71,7 +74,7 @@ def silent_token_ids(model_dir: Path) -> list[int]:
     """Tokens that produce no text on their own: the special tokens (skipped when detokenizing) and byte
     pieces of multi-byte UTF-8 characters. A server streaming one of them sends ``content: ""``, and a request
     for one output token would carry no text at all."""
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415  heavy: only the engine tests make a tiny model
 
     tok = PreTrainedTokenizerFast.from_pretrained(str(model_dir))
     out = []
@@ -83,8 +86,8 @@ def silent_token_ids(model_dir: Path) -> list[int]:
 
 
 def _make_weights(out_dir: Path, *, seed: int, max_positions: int, suppress: list[int]) -> None:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import torch  # noqa: PLC0415  heavy: only the engine tests make a tiny model
+    from transformers import LlamaConfig, LlamaForCausalLM  # noqa: PLC0415  heavy: only the engine tests make a tiny model
 
     config = LlamaConfig(
         vocab_size=VOCAB_SIZE, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
@@ -116,15 +119,10 @@ def make_tiny_model(cache_dir: Path, *, seed: int = 0, max_positions: int = MAX_
     target = cache_dir / name
     if (target / "model.safetensors").is_file() and (target / "tokenizer.json").is_file():
         return target
-    try:
-        import tokenizers  # noqa: F401
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        from cardgen.errors import UsageError
-
-        raise UsageError(f"making the tiny test model needs torch, transformers and tokenizers ({exc.name} is "
-                         f"missing): run 'bash tests/engines/install_vllm.sh'") from None
+    missing = [name for name in ("tokenizers", "torch", "transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(f"making the tiny test model needs torch, transformers and tokenizers ({missing[0]} is "
+                         f"missing): run 'bash tests/engines/install_vllm.sh'")
     cache_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=cache_dir))
     try:

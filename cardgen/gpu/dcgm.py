@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from cardgen.promtext import parse_metrics
+
 MIB = 1024 * 1024
 
 
@@ -32,7 +34,6 @@ def _gpu_index(gpu: str) -> int | str:
 
 def parse_dcgm(text: str, *, t: float | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(inventory, records)`` from one scrape of a DCGM exporter; records match the NVML sampler's."""
-    from cardgen.promtext import parse_metrics
 
     samples = parse_metrics(text)
     now = time.time() if t is None else t

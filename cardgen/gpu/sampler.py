@@ -154,7 +154,7 @@ def _nvml_source(module: str) -> tuple[Any, dict[str, Any], Any]:
 
 
 def _dcgm_source(url: str) -> tuple[Any, dict[str, Any], Any]:
-    import requests  # only a remote GPU's sampler needs HTTP: the NVML one starts without it
+    import requests  # noqa: PLC0415  only a remote GPU's sampler needs HTTP: the NVML one starts without it
 
     session = requests.Session()
 

@@ -42,7 +42,7 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 
 def hub_error(exc: BaseException, *, repo_id: str, repo_type: str, action: str) -> CardgenError:
     """One line saying what went wrong, with no token, header or stack in it."""
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled  # noqa: PLC0415  huggingface_hub takes about a second to import: only a push or a download needs it
 
     where = endpoint()
     cause = exc.__cause__ if isinstance(exc, LocalEntryNotFoundError) and exc.__cause__ else exc
@@ -73,7 +73,7 @@ def hub_error(exc: BaseException, *, repo_id: str, repo_type: str, action: str) 
 
 
 def _token(required: bool) -> str | None:
-    from huggingface_hub import get_token
+    from huggingface_hub import get_token  # noqa: PLC0415  huggingface_hub takes about a second to import: only a push or a download needs it
 
     token = get_token()
     if required and not token:
@@ -83,7 +83,7 @@ def _token(required: bool) -> str | None:
 
 def push_plan(plan: PushPlan) -> str:
     """Send the plan as one commit (a pull request unless ``create_pr`` is false); return its URL."""
-    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub import CommitOperationAdd, HfApi  # noqa: PLC0415  huggingface_hub takes about a second to import: only a push or a download needs it
 
     api = HfApi(endpoint=endpoint(), token=_token(required=True))
     action = f"push to {plan.repo_type} repo {plan.repo_id}"
@@ -113,7 +113,7 @@ def downloaded_runs(repo_id: str) -> Iterator[Path]:
 
     A fresh folder each time, so a Hub that cannot be reached is an error rather than a stale cached copy.
     """
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # noqa: PLC0415  huggingface_hub takes about a second to import: only a push or a download needs it
 
     with tempfile.TemporaryDirectory(prefix="cardgen-hub-") as tmp:
         try:

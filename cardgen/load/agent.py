@@ -24,6 +24,7 @@ from typing import ClassVar
 
 import gevent
 import psutil
+import requests
 from gevent.pool import Group
 from gevent.queue import Queue
 from locust import HttpUser, task
@@ -33,9 +34,9 @@ from cardgen.engines import counter, load_gauges, metric_names
 from cardgen.load.alarm import sleep_until
 from cardgen.load.client import build_payload, stream_once
 from cardgen.load.messages import AgentMessage, Assignment, Done, LoadgenTick, Ready, Setup
-from cardgen.load.prompts import PromptTemplate, request_id
 from cardgen.load.transport import SENDS, Connection, Target
 from cardgen.points import Point
+from cardgen.prompts import PromptTemplate, request_id
 from cardgen.promtext import parse_metrics
 from cardgen.saturation import wave_saturated
 from cardgen.scenarios import (
@@ -359,7 +360,6 @@ class _SaturationWatcher:
     (``cardgen.load.scraper.ScrapeLog``)."""
 
     def __init__(self, base_url: str, headers: dict[str, str], engine: str | None) -> None:
-        import requests
 
         self.session = requests.Session()
         self.session.headers.update(headers)
@@ -374,7 +374,6 @@ class _SaturationWatcher:
     def _poll(self) -> dict[str, float | None] | None:
         """Waiting requests and KV usage as the engine's adapter reads them, and its preemption counter (None
         where the engine has no such reading); None when ``/metrics`` did not answer."""
-        import requests
 
         try:
             resp = self.session.get(self.url, timeout=2)

@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from cardgen.plan import duration_text
+from cardgen.numbers import duration_text
 from cardgen.points import Point
 from cardgen.schemas.records import RequestRecord
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from cardgen.load.stage import (
     LoadConfig,
     Prepared,
-    check_url,
     max_model_len,
     plan_points,
     resolve_workers,
@@ -24,6 +23,7 @@ from pathlib import Path
 
 
 from cardgen.engines import probe
+from cardgen.engines.detect import check_url
 from cardgen.errors import ServerError
 from cardgen.load.messages import Setup
 from cardgen.recorder import set_torn_tail_aside

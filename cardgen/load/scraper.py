@@ -20,6 +20,7 @@ from pathlib import Path
 
 import requests
 
+from cardgen.engines import counter, load_gauges, metric_names
 from cardgen.promtext import parse_metrics
 from cardgen.recorder import metric_line
 from cardgen.saturation import Reading
@@ -128,7 +129,6 @@ class ScrapeLog:
     (the scraper may be writing the last one); the parsed exposition is dropped once read."""
 
     def __init__(self, path: Path, engine: str | None) -> None:
-        from cardgen.engines import metric_names
 
         self.path, self.engine = Path(path), engine
         self.preemptions_name = metric_names(engine).get("preemptions", "")
@@ -137,7 +137,6 @@ class ScrapeLog:
 
     def read(self) -> list[Reading]:
         """Read what the scraper appended since the last call; every reading so far, in time order."""
-        from cardgen.engines import counter, load_gauges
 
         try:
             with self.path.open("rb") as fh:

@@ -11,7 +11,7 @@ from functools import lru_cache
 import requests
 
 from cardgen.errors import ServerError
-from cardgen.load.prompts import PromptTemplate, build_template
+from cardgen.prompts import PromptTemplate, build_template
 
 
 def _messages(text: str) -> list[dict[str, str]]:

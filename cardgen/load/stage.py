@@ -44,8 +44,10 @@ from gevent.event import Event
 import requests
 
 from cardgen import __version__
-from cardgen.engines.detect import probe
+from cardgen.engines.detect import check_url, probe
+from cardgen.datasets import resolve
 from cardgen.errors import RunError, ServerError, UsageError
+from cardgen.gpu import start_gpu_sampler
 from cardgen.load.messages import Setup
 from cardgen.load.progress import PlanSource, PointProgress
 from cardgen.recorder import Recorder
@@ -144,21 +146,6 @@ def run_load(cfg: LoadConfig) -> LoadResult:
 
 # -- prepare -------------------------------------------------------------------------------------------------
 
-def check_url(url: str) -> str:
-    """The base URL without a trailing slash or ``/v1``; a one-line UsageError when it is not an http(s) URL."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise UsageError(f"'{url}' is not a server URL: give one like http://127.0.0.1:8000")
-    try:
-        _ = parsed.port
-    except ValueError:
-        raise UsageError(f"'{url}' has an invalid port") from None
-    base = url.rstrip("/")
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    return base
-
-
 def plan_points(suite: Suite, server: ServerInfo) -> tuple[list[Point], list[str]]:
     """The suite's points that fit the server's context, and a warning for each one left out."""
     max_len = max_model_len(server)
@@ -192,7 +179,6 @@ def sample_datasets(base_url: str, headers: Mapping[str, str], served_model: str
     """The prompts of the points that bring their own (``cardgen.datasets.resolve``: dataset samples and
     shared prefixes, marked with the run's ``nonce``; fills each point's ``items``), counted by the server's
     tokenizer; the prompt templates by :meth:`Point.text_key`."""
-    from cardgen.datasets import resolve
 
     if not any(p.dataset is not None or p.kind == "prefix" for p in points):
         return {}
@@ -400,7 +386,6 @@ def _gpu_telemetry(cfg: LoadConfig, base: str, run_dir: Path) -> Iterator[dict[s
         yield {"telemetry": False, "reason": "no GPU telemetry: the server is on another host; give "
                                              "--gpu-metrics-url with its DCGM exporter's /metrics"}
         return
-    from cardgen.gpu import start_gpu_sampler
 
     sampler = start_gpu_sampler(run_dir, dcgm_url=cfg.gpu_metrics_url)
     try:

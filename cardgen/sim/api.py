@@ -16,8 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
-from cardgen import __version__
 from cardgen.sim import tokenizer
+from cardgen.sim.answers import describe, models_answer, version_answer
 from cardgen.sim.config import SimConfig
 from cardgen.sim.engine import Engine
 from cardgen.sim.live import Live
@@ -26,7 +26,6 @@ from cardgen.sim.scheduler import Seq, block_hashes
 from cardgen.sim.sse import SSE_HEADERS, token_text
 from cardgen.sim.validate import ApiError, GenParams, check_model, error_body, parse_generation, read_json
 
-ENGINE_NAME = "cardgen-sim"
 _REQUEST_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -72,54 +71,19 @@ class SimServer(Engine):
 
     def describe(self) -> dict[str, Any]:
         """What this server models (``GET /cardgen/sim``)."""
-        cfg = self.config
-        sched = self.scheduler
-        return {
-            "engine": ENGINE_NAME,
-            "version": __version__,
-            "modelled": True,
-            "model": cfg.model,
-            "served_model_name": cfg.model_name,
-            "gpu": cfg.gpu if cfg.perf == "roofline" else None,
-            "tp": cfg.tp,
-            "engine_profile": cfg.engine,
-            "perf": self.perf.describe(),
-            "scheduler": {
-                "policy": "chunked-prefill" if cfg.chunked_prefill else "prefill-first",
-                "block_size": sched.block_size,
-                "num_gpu_blocks": sched.total_blocks,
-                "kv_cache_size_tokens": sched.total_blocks * sched.block_size,
-                "max_num_seqs": sched.max_num_seqs,
-                "max_num_batched_tokens": sched.max_num_batched_tokens,
-                "max_model_len": self.max_model_len,
-            },
-            "eos_rate": cfg.eos_rate,
-            "seed": cfg.seed,
-            "faults": self.faults.spec() or None,
-            "pid": os.getpid(),
-            "started_at": self.started_at,
-            "url": self.url,
-        }
+        return describe(self.config, self.perf, self.scheduler, max_model_len=self.max_model_len, faults=self.faults,
+                        started_at=self.started_at, url=self.url, pid=os.getpid())
 
     # --- small endpoints -------------------------------------------------------------------------------------
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(status=200)
 
     async def version(self, request: web.Request) -> web.Response:
-        return web.json_response({"version": __version__, "engine": ENGINE_NAME})
+        return web.json_response(version_answer())
 
     async def models(self, request: web.Request) -> web.Response:
-        card = {
-            "id": self.config.model_name,
-            "object": "model",
-            "created": int(self.started_at),
-            "owned_by": ENGINE_NAME,
-            "root": self.config.model,
-            "parent": None,
-            "max_model_len": self.max_model_len,
-            "permission": [],
-        }
-        return web.json_response({"object": "list", "data": [card]})
+        return web.json_response(models_answer(self.config, max_model_len=self.max_model_len,
+                                               started_at=self.started_at))
 
     async def describe_handler(self, request: web.Request) -> web.Response:
         return web.json_response(self.describe())

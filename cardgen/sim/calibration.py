@@ -26,10 +26,11 @@ import yaml
 
 from cardgen import numbers
 from cardgen.sim.catalog import find_model, read_data
+from cardgen.sim.drive import simulate_closed_loop
 from cardgen.sim.hardware import GIB, find_gpu
 from cardgen.sim.perf import PerfModel, SeqWork
 from cardgen.sim.roofline import RooflinePerf, build_perf_model, find_engine
-from cardgen.sim.virtual import VirtualRequest, VirtualServer, simulate_closed_loop
+from cardgen.sim.virtual import VirtualRequest, VirtualServer
 
 TARGET_ERROR_PCT = 15.0
 ROLES = ("fit", "check", "held-out", "other engine")
@@ -212,7 +213,7 @@ def calibration_rows(*, simulate: ClosedLoop = simulate_closed_loop) -> list[dic
     """Every published figure with cardgen's prediction: dicts with ``figure``, ``setup``, ``published``,
     ``compared``, ``predicted``, ``unit``, ``error_pct``, ``role``, ``note``, ``source`` and ``key`` (the
     headline it is, if any). ``simulate`` runs a closed loop in virtual time
-    (:func:`cardgen.sim.virtual.simulate_closed_loop`)."""
+    (:func:`cardgen.sim.drive.simulate_closed_loop`)."""
     rows: list[dict[str, object]] = []
     for card in published_cards():
         rows += _card_rows(card, simulate)

@@ -16,13 +16,14 @@ from pathlib import Path
 from cardgen.errors import UsageError
 from cardgen.sim.faults import FaultPlan
 from cardgen.sim.perf import FixedPerf, PerfModel
+from cardgen.sim.roofline import build_perf_model, profile_chunked_prefill
 
 PERF_KINDS = ("roofline", "fixed")
 
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Everything ``cardgen serve-sim`` / ``python -m cardgen.sim`` was asked for."""
+    """Everything ``cardgen serve-sim`` was asked for."""
 
     model: str
     gpu: str = "A100-80GB"
@@ -72,10 +73,9 @@ class SimConfig:
         if self.perf != "roofline":
             return False
         try:
-            from cardgen.sim.roofline import profile_chunked_prefill
             return profile_chunked_prefill(engine=self.engine, model=self.model, model_config=self.model_config,
                                            max_model_len=self.max_model_len)
-        except (UsageError, ImportError, ValueError, KeyError, OSError):
+        except (UsageError, ValueError, KeyError, OSError):
             return False
 
     @property
@@ -128,12 +128,6 @@ def build_perf(config: SimConfig) -> PerfModel:
         return fixed_perf(config.fixed_json)
     if config.fixed_json:
         raise UsageError("--fixed-json needs --perf fixed")
-    try:
-        from cardgen.sim.roofline import build_perf_model
-    except ImportError as exc:
-        raise UsageError(
-            f"the roofline performance model is not available ({exc}); use --perf fixed"
-        ) from None
     try:
         return build_perf_model(
             model=config.model,

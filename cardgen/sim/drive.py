@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cardgen.datasets import resolve
+from cardgen.engines import get_adapter
 from cardgen.points import Point, expand, fit_context
 from cardgen.rundir import RunDir
 from cardgen.runinfo import RecordTally, begin_run_info
@@ -62,10 +64,12 @@ from cardgen.scenarios import (
 from cardgen.scenarios.waves import WavesProgram
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
 from cardgen.schemas.run import COMPLETE, STOP_COMPLETE, STOP_SKIPPED
+from cardgen.sim import tokenizer
+from cardgen.sim.answers import ENGINE_NAME, describe, models_answer, version_answer
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel, SeqWork
-from cardgen.sim.scheduler import block_hashes
+from cardgen.sim.scheduler import Scheduler, block_hashes
 from cardgen.sim.tokenizer import CHAT_MESSAGE_OVERHEAD, CHAT_REPLY_OVERHEAD
 from cardgen.sim.validate import error_body
 from cardgen.sim.virtual import VirtualRequest, VirtualServer
@@ -383,7 +387,7 @@ class VirtualInterpreter:
         """The prompt as the virtual server sees it (its text is not modelled): its tokens, and the hashes of its
         blocks. A chat turn's are its conversation's messages, in order (:meth:`_chat_ids`); a shared-prefix
         request's first ``prefix_tokens`` tokens are its prefix's, the rest its own, as the load engine's prompts
-        (``cardgen.load.prompts.prefix_templates``); every other prompt is unique from its first token (the
+        (``cardgen.prompts.prefix_templates``); every other prompt is unique from its first token (the
         request id), so shares no block."""
         point, size = run.point, self.clock.server.scheduler.block_size
         if send.conversation is not None:
@@ -511,8 +515,6 @@ def sample_datasets(points: Sequence[Point], config: SimConfig, perf: PerfModel)
     todo = [p for p in points if (p.dataset is not None or p.kind == "prefix") and not p.items]
     if not todo:
         return
-    from cardgen.datasets import resolve
-    from cardgen.sim import tokenizer
 
     def counter(endpoint: str) -> Callable[[str], int]:
         if endpoint == "chat":
@@ -522,7 +524,7 @@ def sample_datasets(points: Sequence[Point], config: SimConfig, perf: PerfModel)
     resolve(todo, counter=counter, max_model_len=max_model_len(config, perf))
 
 
-def closed_loop(perf: PerfModel, *, prompt_tokens: int, output_tokens: int, parallel: int, num_requests: int,
+def simulate_closed_loop(perf: PerfModel, *, prompt_tokens: int, output_tokens: int, parallel: int, num_requests: int,
                 chunked_prefill: bool = False) -> list[VirtualRequest]:
     """``parallel`` users in a closed loop until ``num_requests`` were sent, from time 0 on an idle server, with
     no network: the server's side of each request, in arrival order."""
@@ -538,23 +540,11 @@ def closed_loop(perf: PerfModel, *, prompt_tokens: int, output_tokens: int, para
 
 def probe_answer(config: SimConfig, perf: PerfModel, *, started_unix: float) -> ServerInfo:
     """What ``cardgen build``'s probe would say about this virtual server: its own ``/v1/models``,
-    ``/version`` and ``/cardgen/sim`` answers, read from a :class:`~cardgen.sim.server.SimServer` that is
-    never started."""
-    import asyncio
-
-    from cardgen.engines import get_adapter
-    from cardgen.sim.server import ENGINE_NAME, SimServer
-
-    server = SimServer(config, perf)
-    server.started_at, server.url = started_unix, URL
-
-    async def answers() -> tuple[Any, Any]:
-        models, version = await server.models(None), await server.version(None)  # type: ignore[arg-type]
-        return json.loads(models.text or "null"), json.loads(version.text or "null")
-
-    models, version = asyncio.run(answers())
-    described = server.describe()
-    described["pid"] = None  # no process: the server ran in virtual time
+    ``/version`` and ``/cardgen/sim`` answers (:mod:`cardgen.sim.answers`), with no process behind them."""
+    length = max_model_len(config, perf)
+    described = describe(config, perf, Scheduler(perf, chunked_prefill=config.chunked_prefill), max_model_len=length,
+                         faults=config.faults, started_at=started_unix, url=URL, pid=None)
+    models, version = models_answer(config, max_model_len=length, started_at=started_unix), version_answer()
     extra = {"sim": described}
     return ServerInfo(url=URL, engine=ENGINE_NAME, engine_version=get_adapter(ENGINE_NAME).server_version(extra, version),
                       served_model=config.model_name, models=models, version=version, extra=extra,

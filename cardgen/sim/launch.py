@@ -3,7 +3,7 @@
     with running_sim(["CodeLlama-7b", "--gpu", "A100-80GB"]) as sim:
         requests.post(f"{sim.url}/v1/completions", json=...)
 
-The child is ``python -m cardgen.sim ARGV --host 127.0.0.1 --port 0 --port-file TMP``; it also stops by itself
+The child is ``python -m cardgen serve-sim ARGV --host 127.0.0.1 --port 0 --port-file TMP``; it also stops by itself
 when this process dies or after ``--max-lifetime-s``.
 """
 
@@ -88,7 +88,7 @@ def running_sim(
     log_path: Path | None = None,
     env: dict[str, str] | None = None,
 ) -> Iterator[SimHandle]:
-    """Run ``python -m cardgen.sim *argv`` on a free loopback port while the block runs.
+    """Run ``cardgen serve-sim *argv`` on a free loopback port while the block runs.
 
     ``argv`` is the model and options of ``cardgen serve-sim`` without ``--host``/``--port``. The server's
     output goes to ``log_path`` (or nowhere). Raises :class:`ServerError`, with the log's last lines, when it
@@ -98,7 +98,8 @@ def running_sim(
         cmd = [
             sys.executable,
             "-m",
-            "cardgen.sim",
+            "cardgen",
+            "serve-sim",
             *argv,
             "--host",
             "127.0.0.1",

@@ -31,7 +31,8 @@ non-streaming request, when each token was due), ``prompt_tokens``, ``output_tok
 
 from __future__ import annotations
 
-from cardgen.sim.api import ENGINE_NAME, SimServer
+from cardgen.sim.answers import ENGINE_NAME
+from cardgen.sim.api import SimServer
 from cardgen.sim.engine import MAX_CATCH_UP_S, Engine
 from cardgen.sim.lifecycle import run_server, serve
 from cardgen.sim.live import Live

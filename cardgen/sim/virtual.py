@@ -216,21 +216,3 @@ def simulate_single(perf: PerfModel, *, prompt_tokens: int, output_tokens: int) 
     sim = VirtualServer(perf)
     sim.submit(prompt_tokens, output_tokens)
     return sim.run()[0]
-
-
-def simulate_closed_loop(
-    perf: PerfModel,
-    *,
-    prompt_tokens: int,
-    output_tokens: int,
-    parallel: int,
-    num_requests: int,
-    chunked_prefill: bool = False,
-) -> list[VirtualRequest]:
-    """``parallel`` users, each sending its next request the moment its previous one ends, until
-    ``num_requests`` were sent; all start at time 0. Returned in submission order. A closed-loop point run
-    by the virtual-time driver (:func:`cardgen.sim.drive.closed_loop`): the rule is the load engine's."""
-    from cardgen.sim.drive import closed_loop
-
-    return closed_loop(perf, prompt_tokens=prompt_tokens, output_tokens=output_tokens, parallel=parallel,
-                       num_requests=num_requests, chunked_prefill=chunked_prefill)

@@ -20,12 +20,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from cardgen.plan import PLAN_STEP_JITTER, duration_text, make_plan
+from cardgen.numbers import duration_text
+from cardgen.plan import make_plan
 from cardgen.points import expand, fit_context
 from cardgen.precision import closed_figures, median_interval, slope_interval
 from cardgen.rundir import RunDir
 from cardgen.sim.config import SimConfig, build_perf, max_model_len
 from cardgen.sim.drive import DriveOptions, drive
+from cardgen.sim.modelled import MODELLED_STEP_JITTER as PLAN_STEP_JITTER
 from cardgen.suite import load_suite, parse_suite
 
 MODEL, GPU = "CodeLlama-7b", "A100-80GB"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cardgen.cli.build import headline_text
 from cardgen.cli.main import main
+from cardgen.cli.render import headline_text
 from cardgen.errors import NewerSchemaError
 from cardgen.rundir import CARD_MD, RUN_JSON, SUMMARY_JSON, RunDir
 from cardgen.schemas import Summary

@@ -1,4 +1,4 @@
-from cardgen.cli.build import headline_text
+from cardgen.cli.render import headline_text
 from cardgen.schemas.summary import Headline, Summary
 
 

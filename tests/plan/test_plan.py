@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from cardgen.plan import duration_text, format_plan, make_plan
+from cardgen.numbers import duration_text
+from cardgen.plan import format_plan, make_plan
 from cardgen.sim.config import SimConfig
 from cardgen.suite import load_suite, parse_suite
 

@@ -18,10 +18,9 @@ from cardgen.scenarios.ingest import IngestProgram
 from cardgen.scenarios.openloop import OpenProgram
 from cardgen.schemas import RunInfo
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, drive, simulate_run
+from cardgen.sim.drive import DriveOptions, drive, simulate_closed_loop, simulate_run
 from cardgen.sim.faults import FaultPlan
 from cardgen.sim.perf import FixedPerf
-from cardgen.sim.virtual import simulate_closed_loop
 from cardgen.suite import parse_suite
 
 P = FixedPerf(prefill_tok_s=8000.0, step_overhead_s=0.008, per_seq_s=0.0004, kv_capacity_tokens=12288,

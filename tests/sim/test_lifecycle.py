@@ -34,7 +34,7 @@ def test_stops_when_its_parent_dies(tmp_path: Path) -> None:
         import subprocess, sys, time
         from pathlib import Path
         argv = {sim_argv("--no-metrics")!r}
-        child = subprocess.Popen([sys.executable, "-m", "cardgen.sim", *argv, "--port", "0",
+        child = subprocess.Popen([sys.executable, "-m", "cardgen", "serve-sim", *argv, "--port", "0",
                                   "--port-file", {str(port_file)!r}], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         print(child.pid, flush=True)

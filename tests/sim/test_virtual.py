@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from cardgen.sim.drive import simulate_closed_loop
 from cardgen.sim.faults import FaultPlan
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import FixedPerf
-from cardgen.sim.virtual import VirtualServer, simulate_closed_loop, simulate_single
+from cardgen.sim.virtual import VirtualServer, simulate_single
 
 P = FixedPerf(prefill_tok_s=20_000.0, step_overhead_s=0.01, per_seq_s=0.0002)
 

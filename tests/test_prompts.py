@@ -1,6 +1,6 @@
 import pytest
 
-from cardgen.load.prompts import ID_SLOT, build_template, request_id
+from cardgen.prompts import ID_SLOT, build_template, request_id
 
 
 def words(text: str) -> int:

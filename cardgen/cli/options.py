@@ -1,0 +1,80 @@
+"""The options ``build`` and ``resume`` share: how to reach the server and run the load, and the GPUs asked for.
+Plain click: importing this imports nothing that a load over HTTP must import after Locust."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from cardgen.errors import UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def server_options(*, workers_default: int | None) -> Callable[[F], F]:
+    """The options that say how to reach the server and run the load: the same for ``build`` and ``resume``."""
+    options = [
+        click.option("--url", help="Base URL of a running OpenAI-compatible server (e.g. http://127.0.0.1:8000)."),
+        click.option("--api-key", envvar="CARDGEN_API_KEY", help="Bearer token for the server (or CARDGEN_API_KEY)."),
+        click.option("--workers", default=None if workers_default is None else str(workers_default),
+                     show_default=workers_default is not None, metavar="N|auto",
+                     help="Locust worker processes (0 = one process; auto = as many as the busiest point needs, "
+                          "up to the cores). Spread load when the client is the bottleneck."
+                          + ("" if workers_default is not None else " [default: as the run did]")),
+        click.option("--remote-workers", is_flag=True, help="Wait for --workers started on other machines "
+                     "(`cardgen worker --master-host THIS_HOST`) instead of starting them here."),
+        click.option("--master-bind", default="127.0.0.1", show_default=True,
+                     help="Address the Locust master binds."),
+        click.option("--master-port", type=int, default=0, help="Port the Locust master binds (0 = any free port)."),
+        click.option("--engine", help="With a server: its engine (vllm, sglang, tgi, llamacpp, openai) instead of "
+                     "detecting it, or an engine profile (vllm-0.6 ...) that also sets its cost plan's. Without: the "
+                     "virtual server's engine profile (vllm, vllm-0.6, vllm-0.4, sglang, tgi; default vllm)."),
+        click.option("--launch", type=click.Choice(["vllm", "sglang", "tgi", "llamacpp"]),
+                     help="Start this engine on loopback, measure it, stop it."),
+        click.option("--engine-args", default="", help="Extra arguments for --launch, as one string."),
+        click.option("--gpu-metrics-url", help="A DCGM exporter's /metrics URL, for GPU telemetry when the server "
+                     "is on another host (a local server's GPUs are read through NVML)."),
+        click.option("--scrape-interval", type=float, default=0.5, show_default=True,
+                     help="Seconds between /metrics scrapes (at least 0.1)."),
+        click.option("--run-saturated", is_flag=True, help="Run every parallel count, also those larger than "
+                     "one that saturated the server (skipped by default)."),
+        click.option("--no-card", is_flag=True, help="Measure only: write the raw files, not the card."),
+        click.option("--quiet", is_flag=True, help="No progress bars."),
+    ]
+
+    def apply(f: F) -> F:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
+def parse_workers(value: int | str) -> int | str:
+    """``--workers``: a count of processes, or ``auto``; a one-line UsageError otherwise."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return "auto"
+    try:
+        workers = int(text)
+    except ValueError:
+        raise UsageError(f"--workers must be a number of processes or auto, not {value!r}") from None
+    if workers < 0:
+        raise UsageError("--workers must be 0 or more")
+    return workers
+
+
+REAL_TIME_OPTIONS = frozenset({"url", "api_key", "workers", "remote_workers", "master_bind", "master_port",
+                               "engine_args", "gpu_metrics_url", "scrape_interval"})
+
+
+def parse_gpus(gpu: str) -> list[str]:
+    """``--gpu``: one GPU, or several comma-separated (each a preset or a GPU file)."""
+    gpus = [g.strip() for g in gpu.split(",")]
+    if not all(gpus):
+        raise UsageError(f"--gpu {gpu!r} names an empty GPU: give presets or files separated by commas")
+    if len(set(gpus)) < len(gpus):
+        raise UsageError(f"--gpu {gpu!r} names a GPU twice")
+    return gpus
