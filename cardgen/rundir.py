@@ -44,6 +44,7 @@ SERVER_METRICS_JSONL = "server_metrics.jsonl"
 LOADGEN_JSONL = "loadgen.jsonl"
 GPU_METRICS_JSONL = "gpu_metrics.jsonl"
 SERVER_LOG = "server.log"
+WORKER_LOG = "worker-{name}.log"  # a local load worker's own output (its errors, its traceback)
 SUMMARY_JSON = "summary.json"
 BOOTSTRAP_JSON = "bootstrap.json"
 TABLES_DIR = "tables"
@@ -265,6 +266,9 @@ class RunDir:
     def server_log(self) -> Path:
         return self.path / SERVER_LOG
 
+    def worker_log(self, name: str) -> Path:
+        return self.path / WORKER_LOG.format(name=name)
+
     @property
     def summary_json(self) -> Path:
         return self.path / SUMMARY_JSON
@@ -480,3 +484,16 @@ def run_dirs(model: str, gpus: Sequence[str], *, out_dir: Path | None, runs_root
     for run_dir in dirs:
         check_run_dir(run_dir)
     return dirs
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file ("" when there is none)."""
+    try:
+        with Path(path).open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64 * 1024))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])

@@ -30,6 +30,7 @@ import requests
 from cardgen.engines.registry import ADAPTERS, engine_name
 from cardgen.errors import ServerError, UsageError
 from cardgen.redact import is_secret_env, redact_argv, scrub, secret_values
+from cardgen.rundir import log_tail
 
 #: flags cardgen sets itself: a user's --engine-args must not repeat them
 RESERVED_FLAGS = ("--host", "--hostname", "--port")
@@ -53,19 +54,6 @@ class LaunchedEngine:
 
     def log_tail(self, lines: int = 30) -> str:
         return log_tail(self.log_path, lines)
-
-
-def log_tail(path: Path, lines: int = 30) -> str:
-    """The last ``lines`` lines of a log file ("" when there is none)."""
-    try:
-        with Path(path).open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 64 * 1024))
-            text = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def _log_head(path: Path, limit: int = 1024 * 1024) -> str:

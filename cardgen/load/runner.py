@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from cardgen.load.scraper import ScrapeLog
 from cardgen.load.sink import RecordSink, fault_from_env
 from cardgen.points import Point
 from cardgen.recorder import Recorder
+from cardgen.rundir import RunDir, log_tail
 from cardgen.saturation import Reading
 from cardgen.scenarios import Judge, Ran, Said, run_points
 from cardgen.schemas.records import ErrorKind, RequestRecord
@@ -72,6 +74,7 @@ class RunPlan:
     attempts: Mapping[str, int] = field(default_factory=dict)  # point name -> the attempt stamped into its
     # records and outcome (``cardgen resume`` reruns a cut-off point as attempt 1, 2...); absent: 0
     run_saturated: bool = False  # run the larger counts a saturated closed-loop point would skip
+    run_dir: Path | None = None  # where local workers' logs go (worker-N.log; None: a temporary folder)
     server_metrics: Path | None = None  # the scraper's server_metrics.jsonl: gauges of closed-loop points
     # (None: no /metrics; saturation is then judged on the requests' speed alone)
     on_point_start: Callable[[Point, PointOutcome], None] | None = None  # the point starts (started_unix, attempt)
@@ -86,7 +89,7 @@ class RunOutcome:
     fatal: str | None = None  # why records could not reach the disk: the run failed
     points_done: list[str] = field(default_factory=list)
     points: list[PointOutcome] = field(default_factory=list)  # as given to ``on_point_end``
-    worker_logs: list[str] = field(default_factory=list)
+    worker_errors: list[str] = field(default_factory=list)  # local workers that ended badly: code, last line, log
 
 
 def freeze_heap() -> None:
@@ -336,17 +339,28 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
     messages.listen(runner, Fatal, on_fatal, on_error=on_error)
 
     procs: list[subprocess.Popen] = []
+    logs: list[Path] = []
     outcome = RunOutcome()
     stop.install()
+    scratch = tempfile.TemporaryDirectory(prefix="cardgen-workers-") if plan.run_dir is None else None
+    log_dir = RunDir(plan.run_dir if plan.run_dir is not None else scratch.name)  # type: ignore[union-attr]
+
+    def last_words(i: int) -> str:
+        """A local worker's last line of output, and where the rest is."""
+        tail = log_tail(logs[i], 1).strip()
+        return f"{tail or 'no output'} (its log: {logs[i]})"
+
     try:
         if not plan.remote_workers:
             env_vars = {**os.environ, "PYTHONUNBUFFERED": "1"}
             for i in range(n):
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "cardgen.load.worker", "--master-host", plan.master_bind_host,
-                     "--master-port", str(port), "--url", plan.url, "--name", f"worker-{i}",
-                     "--parent-pid", str(os.getpid())],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env_vars, start_new_session=True))
+                logs.append(log_dir.worker_log(str(i)))
+                with logs[i].open("ab") as out:  # a file, not a pipe: a chatty worker never blocks on it
+                    procs.append(subprocess.Popen(
+                        [sys.executable, "-m", "cardgen.load.worker", "--master-host", plan.master_bind_host,
+                         "--master-port", str(port), "--url", plan.url, "--name", f"worker-{i}",
+                         "--parent-pid", str(os.getpid())],
+                        stdout=out, stderr=subprocess.STDOUT, env=env_vars, start_new_session=True))
         else:
             log.warning("waiting for %d workers: run `cardgen worker --master-host <this host> --master-port %d "
                         "--url %s` on each", n, port, plan.url)
@@ -355,10 +369,9 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
             if stop.event.is_set():
                 outcome.interrupted = True
                 return outcome
-            for p in procs:
+            for i, p in enumerate(procs):
                 if p.poll() is not None:
-                    err = (p.stderr.read() if p.stderr else b"").decode(errors="replace").strip().splitlines()
-                    raise RunError(f"a load worker exited at start: {err[-1] if err else 'no output'}")
+                    raise RunError(f"a load worker exited at start: {last_words(i)}")
             if time.time() > deadline:
                 raise RunError(f"only {runner.worker_count} of {n} load workers connected within "
                                f"{WORKER_CONNECT_TIMEOUT_S:.0f} s")
@@ -373,8 +386,9 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
 
         def check_workers() -> None:
             if runner.worker_count < n:
+                gone = [last_words(i) for i, p in enumerate(procs) if p.poll() is not None]
                 raise RunError(f"a load worker was lost ({runner.worker_count} of {n} left); records so far are "
-                               "on disk")
+                               "on disk" + (f"; it said: {gone[0]}" if gone else ""))
 
         if not _wait(ready_event, stop, check=check_workers):
             outcome.interrupted = True
@@ -393,14 +407,16 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
     finally:
         stop.uninstall()
         gevent.spawn(runner.quit).join(timeout=10)
-        for p in procs:
+        for i, p in enumerate(procs):
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-            if p.stderr:
-                outcome.worker_logs.append(p.stderr.read().decode(errors="replace"))
+            if p.returncode not in (0, -signal.SIGTERM):
+                outcome.worker_errors.append(f"load worker {i} exited with code {p.returncode}: {last_words(i)}")
+        if scratch is not None:
+            scratch.cleanup()
         outcome.fatal = stop.fatal
     return outcome
 

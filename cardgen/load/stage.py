@@ -26,35 +26,32 @@ from __future__ import annotations
 
 import locust  # noqa: F401  (monkey-patches for gevent: keep first)
 
-import math
 import os
 import random
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
-import gevent
-import numpy as np
-from gevent.event import Event
 import requests
 
 from cardgen import __version__
 from cardgen.engines.detect import check_url, probe
 from cardgen.datasets import resolve
 from cardgen.errors import RunError, ServerError, UsageError
-from cardgen.gpu import start_gpu_sampler
+from cardgen.load.clientcheck import judge_client, loadgen_report
+from cardgen.load.heartbeat import Heartbeat
 from cardgen.load.messages import Setup
 from cardgen.load.progress import PlanSource, PointProgress
 from cardgen.recorder import Recorder
 from cardgen.load.runner import RunOutcome, RunPlan, run_plan
 from cardgen.load.scraper import Scraper
+from cardgen.load.telemetry import gpu_telemetry, metrics_available
 from cardgen.load.sizing import PromptBook
-from cardgen.load.workers import CPU_LIMIT_PERCENT, LOOP_LAG_LIMIT_S, SEND_LAG_LIMIT_S, choose_workers, client_verdict
+from cardgen.load.workers import choose_workers
 from cardgen.points import Point, expand, fit_context
 from cardgen.rundir import RunDir, check_run_dir, make_run_dir
 from cardgen.runinfo import begin_run_info
@@ -70,11 +67,6 @@ from cardgen.schemas.run import (
     record_counts,
 )
 from cardgen.suite import Suite
-
-LOOP_LAG_WARN_S = LOOP_LAG_LIMIT_S
-SEND_LAG_WARN_S = SEND_LAG_LIMIT_S
-CPU_WARN_PERCENT = CPU_LIMIT_PERCENT
-HEARTBEAT_S = 5.0  # how often run.json is re-signed while the load runs (a reader tells a live run by it)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,7 +257,7 @@ def execute(prepared: Prepared) -> Executed:
     else:
         progress.say(f"cardgen {__version__}: measuring {base} ({engine_txt}, model {prepared.setup.model}) with "
                      f"suite '{cfg.suite.name}': {len(prepared.points)} points -> {run_dir}")
-    scrape = _metrics_available(base, prepared.setup.headers)
+    scrape = metrics_available(base, prepared.setup.headers)
     if not scrape:
         info.warnings.append("the server has no Prometheus /metrics: no server-side figures (KV usage, queue)")
 
@@ -273,7 +265,7 @@ def execute(prepared: Prepared) -> Executed:
     if prepared.resumed:
         _count_earlier(recorder, files, prepared.attempts)
     recorder.listeners.append(progress.on_record)
-    heartbeat = _Heartbeat(files, info)
+    heartbeat = Heartbeat(files, info)
 
     def keep_point(outcome: PointOutcome) -> None:
         """run.json's ``points`` (saved by the heartbeat): the point's entry replaced, or appended."""
@@ -297,14 +289,16 @@ def execute(prepared: Prepared) -> Executed:
 
     plan = RunPlan(url=base, points=prepared.points, setup=prepared.setup, workers=int(cfg.workers),
                    remote_workers=cfg.remote_workers, master_bind_host=cfg.master_bind_host,
-                   master_port=cfg.master_port, server_metrics=files.server_metrics_jsonl if scrape else None,
+                   master_port=cfg.master_port, run_dir=run_dir,
+                   server_metrics=files.server_metrics_jsonl if scrape else None,
                    attempts=prepared.attempts, run_saturated=cfg.run_saturated, on_point_start=point_started,
                    on_point_end=point_ended)
     outcome: RunOutcome | None = None
     error: BaseException | None = None
     try:
         with ExitStack() as stack:
-            info.gpu = stack.enter_context(_gpu_telemetry(cfg, base, run_dir))
+            info.gpu = stack.enter_context(gpu_telemetry(base, run_dir, gpu=cfg.gpu, modelled=cfg.modelled,
+                                                         gpu_metrics_url=cfg.gpu_metrics_url))
             files.save_run_info(info)
             if scrape:
                 stack.enter_context(Scraper(f"{base}/metrics", files.server_metrics_jsonl,
@@ -330,78 +324,6 @@ def _count_earlier(recorder: Recorder, files: RunDir, attempts: Mapping[str, int
     recorder.count_earlier(records, samples, counts=lambda rec: record_counts(attempts, rec.scenario, rec.attempt))
 
 
-class _Heartbeat:
-    """While the load runs, re-save run.json every :data:`HEARTBEAT_S` seconds and soon after a point starts or
-    ends, so a reader can tell a live run from one killed without a word. The file is written in a thread of
-    gevent's pool: an fsync must not stall the event loop that stamps chunk arrivals."""
-
-    def __init__(self, files: RunDir, info: RunInfo) -> None:
-        self.files, self.info = files, info
-        self._dirty = False
-        self._stopping = False
-        self._wake = Event()
-        self._greenlet: gevent.Greenlet | None = None
-
-    def changed(self) -> None:
-        self._dirty = True
-
-    def _loop(self) -> None:
-        pool = gevent.get_hub().threadpool
-        last = time.monotonic()
-        while not self._stopping:
-            self._wake.wait(timeout=0.5)
-            if self._stopping:
-                return
-            if self._dirty or time.monotonic() - last >= HEARTBEAT_S:
-                self._dirty, last = False, time.monotonic()
-                pool.apply(self.files.save_run_info, (self.info.model_copy(deep=True),))
-
-    def __enter__(self) -> _Heartbeat:
-        self._greenlet = gevent.spawn(self._loop)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Stop after a save in progress (never kill it: a late save would overwrite the final run.json)."""
-        self._stopping = True
-        self._wake.set()
-        if self._greenlet is not None:
-            self._greenlet.join()
-            self._greenlet = None
-
-
-def _is_local(base: str) -> bool:
-    host = (urlparse(base).hostname or "").lower()
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
-@contextmanager
-def _gpu_telemetry(cfg: LoadConfig, base: str, run_dir: Path) -> Iterator[dict[str, Any]]:
-    """Sample the server's GPUs while the load runs: NVML when the server is on this machine, the DCGM
-    exporter at --gpu-metrics-url otherwise. Yields what run.json's ``gpu`` holds. Nothing for a modelled
-    run: its GPU is modelled, not there."""
-    if cfg.modelled:
-        yield dict(cfg.gpu)
-        return
-    if cfg.gpu_metrics_url is None and not _is_local(base):
-        yield {"telemetry": False, "reason": "no GPU telemetry: the server is on another host; give "
-                                             "--gpu-metrics-url with its DCGM exporter's /metrics"}
-        return
-
-    sampler = start_gpu_sampler(run_dir, dcgm_url=cfg.gpu_metrics_url)
-    try:
-        yield {**cfg.gpu, **sampler.describe()}
-    finally:
-        sampler.stop()
-
-
-def _metrics_available(base: str, headers: Mapping[str, str]) -> bool:
-    try:
-        resp = requests.get(f"{base}/metrics", headers=dict(headers), timeout=5)
-    except requests.RequestException:
-        return False
-    return resp.status_code == 200 and "# TYPE" in resp.text[:100_000]
-
-
 # -- finish --------------------------------------------------------------------------------------------------
 
 def finish(prepared: Prepared, executed: Executed) -> LoadResult:
@@ -413,9 +335,10 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     recorder, outcome, error = executed.recorder, executed.outcome, executed.error
     fatal = outcome.fatal if outcome is not None else None
     info = executed.info.model_copy(deep=True)
-    info.points = [_judge_client(recorder, p) for p in info.points]
-    info.loadgen, loadgen_warnings = _loadgen_report(recorder, info.points)
+    info.points = [judge_client(recorder, p) for p in info.points]
+    info.loadgen, loadgen_warnings = loadgen_report(recorder, info.points)
     info.warnings.extend(loadgen_warnings)
+    info.warnings.extend(outcome.worker_errors if outcome is not None else ())
     if isinstance(error, KeyboardInterrupt) or (error is None and fatal is None and outcome is not None
                                                 and outcome.interrupted):
         status = INTERRUPTED
@@ -446,59 +369,3 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     return LoadResult(run_dir=files.path, info=info)
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
-
-
-def _judged(point: PointOutcome) -> bool:
-    """Whether the client's timings matter to ``point``: it ran, and it is no wave (waves probe the KV cache by
-    what the server says: queueing, preemption)."""
-    return point.kind != "waves" and point.started_unix is not None
-
-
-def _during(point: PointOutcome, times: Sequence[float], values: Sequence[float]) -> list[float]:
-    """The load generator's samples taken while ``point`` ran (to now, when it was cut off)."""
-    assert point.started_unix is not None
-    start, end = point.started_unix, point.ended_unix if point.ended_unix is not None else math.inf
-    return [v for t, v in zip(times, values, strict=True) if start <= t <= end]
-
-
-def _judge_client(recorder: Recorder, point: PointOutcome) -> PointOutcome:
-    """``point`` with whether the load generator kept up while it ran (:func:`client_verdict` on the samples of
-    every process taken between its start and end)."""
-    if not _judged(point):
-        return point
-    kept_up, words = client_verdict(loop_lags_s=_during(point, recorder.loop_lag_times, recorder.loop_lags_s),
-                                    cpu_percents=_during(point, recorder.cpu_times, recorder.cpu_percents),
-                                    send_lags_s=recorder.send_lags_by_point.get(point.name, []))
-    return point.model_copy(update={"client_kept_up": kept_up, "client": words})
-
-
-def _loadgen_report(recorder: Recorder, points: Sequence[PointOutcome] = ()) -> tuple[dict[str, Any], list[str]]:
-    """Percentiles of event-loop lag, send lag and CPU, and warnings when the client was the bottleneck: per
-    point, the verdict :func:`_judge_client` gave it (``points`` are judged); without points, the whole run's."""
-    lags, cpus, send_lags = recorder.loop_lags_s, recorder.cpu_percents, recorder.send_lags_s
-    report = {
-        "loop_lag_p50_s": _pct(lags, 50), "loop_lag_p95_s": _pct(lags, 95), "loop_lag_p99_s": _pct(lags, 99),
-        "loop_lag_max_s": max(lags, default=None),
-        "send_lag_p50_s": _pct(send_lags, 50), "send_lag_p99_s": _pct(send_lags, 99),
-        "cpu_percent_p50": _pct(cpus, 50), "cpu_percent_max": max(cpus, default=None),
-        "samples": len(lags),
-    }
-    warnings = []
-    behind = [f"{p.name} ({p.client})" for p in points if p.client_kept_up is False] if points else None
-    if behind:
-        warnings.append(f"the load generator fell behind during {len(behind)} point(s), whose client-side timings "
-                        f"may be late: {'; '.join(behind)}; use --workers N to spread the load, or a machine where "
-                        "the server does not share the cores")
-    elif behind is None and report["loop_lag_p95_s"] is not None and report["loop_lag_p95_s"] > LOOP_LAG_WARN_S:
-        warnings.append(f"the load generator's event loop stalled over {report['loop_lag_p95_s'] * 1000:.0f} ms in "
-                        "more than 1 second in 20: client-side timings may be late; use --workers N to spread "
-                        "the load")
-    if report["send_lag_p99_s"] is not None and report["send_lag_p99_s"] > SEND_LAG_WARN_S:
-        warnings.append(f"open-loop requests left {report['send_lag_p99_s'] * 1000:.0f} ms (p99) after their "
-                        "scheduled time: the client, not the server, limited the arrival rate")
-    if report["cpu_percent_max"] is not None and report["cpu_percent_max"] > CPU_WARN_PERCENT:
-        warnings.append(f"a load-generator process used {report['cpu_percent_max']:.0f} % of a core: the client may "
-                        "be the bottleneck; use --workers N")
-    return report, warnings

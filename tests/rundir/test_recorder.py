@@ -86,7 +86,7 @@ def test_stalls_are_blamed_on_the_points_they_happened_in_and_not_on_waves(tmp_p
         import locust
         from pathlib import Path
         from cardgen.recorder import Recorder
-        from cardgen.load.stage import _judge_client, _loadgen_report
+        from cardgen.load.clientcheck import judge_client as _judge_client, loadgen_report as _loadgen_report
         from cardgen.schemas.records import LoadgenSample
         from cardgen.schemas.run import PointOutcome
 
