@@ -33,7 +33,7 @@ import json
 import random
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -201,24 +201,26 @@ def sample(source: str, *, num_requests: int, seed: int, count_prompt: Counter, 
 
 
 def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
-            max_model_len: int | None = None, tag: int = 0) -> dict[str, list[str]]:
+            max_model_len: int | None = None, tag: int = 0) -> tuple[list[Point], dict[str, list[str]]]:
     """The prompts of the points that bring their own: sample the requests of every dataset point
-    (:func:`sample`; points with the same :meth:`~cardgen.points.Point.dataset_key` share one sample), size the
-    prompts of every shared-prefix point (``cardgen.prompts.prefix_templates``, its prefixes marked with
-    ``tag``), and fill each point's ``items``; ``counter(endpoint)`` counts a prompt as that endpoint sends it.
-    Returns the prompt templates (with the request id's slot) by :meth:`~cardgen.points.Point.text_key`, for
-    the agents."""
+    (:func:`sample`; points with the same :meth:`~cardgen.points.Point.dataset_key` share one sample) and size
+    the prompts of every shared-prefix point (``cardgen.prompts.prefix_templates``, its prefixes marked with
+    ``tag``); ``counter(endpoint)`` counts a prompt as that endpoint sends it. Returns the points, those that
+    bring their own prompts with their ``items`` filled in (the others as they were), and the prompt templates
+    (with the request id's slot) by :meth:`~cardgen.points.Point.text_key`, for the agents."""
     texts: dict[str, list[str]] = {}
-    items: dict[str, list[list[int]]] = {}
+    items: dict[str, list[tuple[int, int]]] = {}
+    out: list[Point] = []
     for point in points:
         if point.kind == "prefix":
             made = prefix_templates(prefixes=point.prefixes, prefix_tokens=point.prefix_tokens,
                                     suffix_tokens=point.suffix_tokens, count=counter(point.endpoint), tag=tag,
                                     salt=point.name)
             texts[point.text_key()] = [t.text for t in made]
-            point.items = [[t.tokens, point.output_tokens] for t in made]
+            out.append(replace(point, items=tuple((t.tokens, point.output_tokens) for t in made)))
             continue
         if point.dataset is None:
+            out.append(point)
             continue
         key = point.dataset_key()
         if key not in texts:
@@ -232,6 +234,6 @@ def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
                             count_output=counter("completions"), fits=fits)
             templates = [dataset_template(s.prompt, count) for s in chosen]
             texts[key] = [t.text for t in templates]
-            items[key] = [[t.tokens, s.output_tokens] for t, s in zip(templates, chosen, strict=True)]
-        point.items = [list(i) for i in items[key]]
-    return texts
+            items[key] = [(t.tokens, s.output_tokens) for t, s in zip(templates, chosen, strict=True)]
+        out.append(replace(point, items=tuple(items[key])))
+    return out, texts

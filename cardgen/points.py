@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cardgen.suite import SHAREGPT, BatchSweep, Chat, ClosedLoop, Ingest, OpenLoop, SharedPrefix, Suite, Waves
 
 
-@dataclass
+@dataclass(frozen=True)
 class Point:
+    """One point: plain, frozen data (what changes makes a new point: ``dataclasses.replace``)."""
+
     name: str
     kind: str  # closed | open | waves | ingest | batch
     group: str
@@ -45,7 +47,7 @@ class Point:
     search: str = "step"  # waves: bisect | step
     resolution: int = 1  # waves, bisect: stop once the saturating size is known within this many requests
     # ingest
-    lengths: list[int] = field(default_factory=list)
+    lengths: tuple[int, ...] = ()
     repeats: int = 1
     # batch
     warmups: int = 0
@@ -54,7 +56,7 @@ class Point:
     # dataset (open loop): the requests are drawn from this dataset (cardgen.datasets); once sampled
     # (cardgen.datasets.resolve) ``items`` holds each request's [prompt tokens, output tokens] in send order
     dataset: str | None = None
-    items: list[list[int]] = field(default_factory=list)
+    items: tuple[tuple[int, int], ...] = ()
     # shared prefix: ``prefixes`` prefixes of ``prefix_tokens``, each request one of them and a unique suffix of
     # ``suffix_tokens``; a cold pass then ``warm_rounds`` warm ones (``items``: each prefix's request lengths)
     prefixes: int = 0
@@ -68,6 +70,10 @@ class Point:
     message_tokens: int = 0
     think_time_s: float = 0.0
     fresh_history: bool = False  # chat: every turn's history starts with a new id (nothing for the cache to reuse)
+
+    def __post_init__(self) -> None:  # lists given (a suite, the wire) become tuples: nothing inside changes either
+        object.__setattr__(self, "lengths", tuple(int(n) for n in self.lengths))
+        object.__setattr__(self, "items", tuple((int(p), int(o)) for p, o in self.items))
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
@@ -100,9 +106,15 @@ class Point:
             return self.conversations * self.turns
         return 0
 
+    @property
+    def brings_prompts(self) -> bool:
+        """Whether the point sends prompts of its own (a dataset's sample, shared prefixes), sampled before it
+        runs (``cardgen.datasets.resolve``), rather than sized templates."""
+        return self.dataset is not None or self.kind == "prefix"
+
     def prompt_lengths(self) -> list[int]:
         """The lengths of the sized prompt templates the point sends (none for a dataset's own prompts)."""
-        if self.dataset is not None or self.kind == "prefix":
+        if self.brings_prompts:
             return []
         if self.kind == "chat":
             return sorted({self.prompt_tokens, self.message_tokens})
@@ -205,10 +217,10 @@ def expand(suite: Suite) -> list[Point]:
                     warmups=entry.warmups, runs=entry.runs, target_ci=entry.target_ci,
                     max_runs=entry.max_runs, **common))
     seen: dict[str, int] = {}
-    for point in points:  # make names unique when two entries expand to the same parameters
+    for i, point in enumerate(points):  # make names unique when two entries expand to the same parameters
         if point.name in seen:
             seen[point.name] += 1
-            point.name = f"{point.name}-{seen[point.name]}"
+            points[i] = replace(point, name=f"{point.name}-{seen[point.name]}")
         else:
             seen[point.name] = 1
     return points
@@ -228,8 +240,7 @@ def fit_context(points: list[Point], max_model_len: int | None) -> tuple[list[Po
                 warnings.append(f"{point.name}: prompts over {max_model_len - point.output_tokens} tokens left out "
                                 f"(the server's max_model_len is {max_model_len})")
             if len(lengths) >= 2:
-                point.lengths = lengths
-                kept.append(point)
+                kept.append(replace(point, lengths=tuple(lengths)))
             continue
         if point.prompt_tokens + point.output_tokens > max_model_len:
             warnings.append(f"{point.name} left out: {point.prompt_tokens} + {point.output_tokens} tokens exceed "

@@ -126,7 +126,7 @@ def _fsync_dir(directory: Path) -> None:
 def _json_text(data: BaseModel | Mapping[str, Any]) -> str:
     """How cardgen writes a JSON document: two-space indent, keys in model order, ending with a newline."""
     if isinstance(data, BaseModel):
-        data = data.model_dump(mode="json")
+        data = data.model_dump(mode="json", by_alias=True)
     return json.dumps(data, indent=2, default=str) + "\n"
 
 

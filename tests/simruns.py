@@ -167,13 +167,13 @@ def _measured(info: RunInfo, server: SyntheticServer, model: str) -> RunInfo:
     if server.engine == "llamacpp" and server.expose_cache_config:
         extra["props"] = {"total_slots": server.max_num_seqs, "model_path": model,
                           "default_generation_settings": {"n_ctx": server.kv_capacity_tokens // server.max_num_seqs}}
-    return info.model_copy(update={
+    return RunInfo.model_validate({**info.model_dump(by_alias=True),
         "command": ["cardgen", "build", model, "--url", "http://127.0.0.1:8000"],
         "server": ServerInfo(url="http://127.0.0.1:8000", engine=engine, engine_version="synthetic",
                              served_model=model, extra=extra, tokenizer="server /tokenize",
                              launch={"args": ["--block-size", str(server.block_size),
                                               "--max-num-seqs", str(server.max_num_seqs)]}),
-        "modelled": False, "sim": None, "gpu": {"name": "Synthetic-GPU", "count": 1, "driver": "none"},
+        "modelled": False, "sim": None, "clock": "real", "gpu": {"name": "Synthetic-GPU", "count": 1, "driver": "none"},
     })
 
 

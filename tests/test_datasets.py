@@ -126,7 +126,7 @@ def test_resolve_gives_every_rate_the_same_requests_with_a_unique_id_slot(tmp_pa
     path = sharegpt_file(tmp_path / "d.json", [(10 + i, 20 + i) for i in range(12)])
     text = f"name: x\nscenarios:\n  - kind: open\n    rates: [2, 8]\n    num_requests: 6\n    dataset: {path}\n"
     points = expand(parse_suite(text, source="x"))
-    texts = resolve(points, counter=lambda endpoint: tokenizer.count_text, max_model_len=None)
+    points, texts = resolve(points, counter=lambda endpoint: tokenizer.count_text, max_model_len=None)
     (key, prompts), = texts.items()
     assert points[0].items == points[1].items and len(prompts) == 6
     from cardgen.prompts import ID_SLOT
@@ -136,13 +136,14 @@ def test_resolve_gives_every_rate_the_same_requests_with_a_unique_id_slot(tmp_pa
 
 
 def test_the_virtual_driver_sends_the_sampled_requests(tmp_path):
-    from cardgen.sim.config import SimConfig
-    from cardgen.sim.drive import drive
+    from cardgen.sim.config import SimConfig, build_perf
+    from cardgen.sim.drive import drive, sample_datasets
 
     path = sharegpt_file(tmp_path / "d.json", [(10 + i, 20 + i) for i in range(12)])
     text = f"name: x\nscenarios:\n  - kind: open\n    rates: [4, inf]\n    num_requests: 8\n    dataset: {path}\n"
-    points = expand(parse_suite(text, source="x"))
-    run = drive(points, SimConfig(model="CodeLlama-7b", gpu="A100-80GB"))
+    config = SimConfig(model="CodeLlama-7b", gpu="A100-80GB")
+    points = sample_datasets(expand(parse_suite(text, source="x")), config, build_perf(config))
+    run = drive(points, config)
     by_point: dict[str, list] = {}
     for r in run.records:
         by_point.setdefault(r.scenario, []).append(r)
@@ -150,5 +151,5 @@ def test_the_virtual_driver_sends_the_sampled_requests(tmp_path):
     for point in points:
         recs = sorted(by_point[point.name], key=lambda r: r.item)
         assert [r.item for r in recs] == list(range(8))
-        assert [[r.prompt_tokens, r.output_tokens] for r in recs] == point.items
+        assert [(r.prompt_tokens, r.output_tokens) for r in recs] == list(point.items)
         assert all(r.output_tokens_target == r.output_tokens for r in recs)

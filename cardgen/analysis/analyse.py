@@ -65,9 +65,10 @@ def modelled_by(info: RunInfo) -> str | None:
     """The virtual server's description in words (GPU and engine profile), or None for a measured run."""
     if not info.modelled:
         return None
-    sim = info.sim or {}
+    sim = info.sim
     gpu = modelled_gpu_name(info)
-    profile = _name(sim.get("engine_profile")) or _name(sim.get("profile")) or _name(sim.get("engine"))
+    profile = (_name(sim.engine_profile) or _name((sim.model_extra or {}).get("profile")) or _name(sim.engine)
+               if sim is not None else None)
     parts = ["cardgen's virtual GPU server"]
     if gpu:
         parts.append(f"modelling {gpu}")
@@ -209,14 +210,13 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
 
     capacity = capacity_thresholds(scenarios, min_speed_tok_s=options.min_speed_tok_s,
                                    max_kv_usage=options.max_kv_usage)
-    gpu = info.gpu or {}
-    gpu_name = _name(gpu)
+    gpu = info.gpu
+    gpu_name = _name(gpu.name)
     tables = build_tables(scenarios, requests, gpu=gpu_name, kv_cache_tokens=kv.tokens)
     tok_s = ingestion.fit.tok_s if ingestion else None
     summary = Summary(
         model=info.model, served_model=info.server.served_model, gpu=gpu_name,
-        gpu_count=int(gpu["count"]) if isinstance(gpu.get("count"), int | float) else None,
-        gpu_driver=str(gpu["driver"]) if gpu.get("driver") else None,
+        gpu_count=gpu.count, gpu_driver=gpu.driver or None,
         engine=engine, engine_version=info.server.engine_version, modelled=info.modelled,
         modelled_by=modelled_by(info), clock=info.clock or "real", suite=info.suite, started_at=info.started_at, ended_at=info.ended_at,
         run_status=info.status, cardgen_version=info.cardgen_version,

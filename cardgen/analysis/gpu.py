@@ -43,9 +43,8 @@ def _text(value: Any) -> str | None:
 def modelled_gpu_name(info: RunInfo) -> str | None:
     """The name of the GPU a modelled run modelled: run.json's ``gpu``, else the virtual server's own. (Its
     ``sim.gpu`` is how to start that server again: for a GPU of one's own, the file's path, not a name.)"""
-    sim = info.sim or {}
-    perf = sim.get("perf")
-    for value in (info.gpu, perf.get("gpu") if isinstance(perf, Mapping) else None, sim.get("gpu")):
+    perf = info.sim.perf if info.sim is not None else {}
+    for value in (info.gpu.name, perf.get("gpu"), info.sim.gpu if info.sim is not None else None):
         if isinstance(value, Mapping):
             value = value.get("name") or value.get("id")
         if value not in (None, ""):
@@ -59,15 +58,13 @@ def gpu_telemetry(info: RunInfo, records: Sequence[Mapping[str, Any]], requests:
     if info.modelled:
         return GpuTelemetry(status="modelled", name=modelled_gpu_name(info),
                             reason="the GPU is modelled by cardgen's virtual GPU server: there is no telemetry")
-    inventory = info.gpu or {}
+    inventory = info.gpu
     base: dict[str, Any] = {
-        "source": _text(inventory.get("source")), "name": _text(inventory.get("name")),
-        "count": _int(inventory.get("count")), "driver": _text(inventory.get("driver")),
-        "memory_total_bytes": _int(inventory.get("memory_total_bytes")),
+        "source": _text(inventory.source), "name": _text(inventory.name), "count": _int(inventory.count),
+        "driver": _text(inventory.driver), "memory_total_bytes": _int(inventory.memory_total_bytes),
     }
     if not records:
-        reason = (str(inventory["reason"]) if inventory.get("reason") else
-                  f"{GPU_METRICS_JSONL} is missing or empty, and run.json gives no reason")
+        reason = inventory.reason or f"{GPU_METRICS_JSONL} is missing or empty, and run.json gives no reason"
         return GpuTelemetry(status="no_telemetry", reason=reason, **base)
     start, end = measured_window(requests, info)
     ok = requests[requests["ok"]] if not requests.empty else requests

@@ -81,13 +81,11 @@ def nightly_test_name(group: str, rate: float) -> str:
 
 def gpu_label(info: RunInfo) -> str:
     """The GPU column: ``<name> x <count>`` as the nightly writes it; ``(modelled)`` for the virtual server."""
-    gpu = info.gpu or {}
-    name = gpu.get("name") if isinstance(gpu, dict) else None
-    if not name:
+    gpu = info.gpu
+    if not gpu.name:
         return "no GPU seen"
-    count = gpu.get("count")
-    label = f"{name} x {int(count)}" if isinstance(count, int | float) and count else str(name)
-    return f"{label} (modelled)" if info.modelled or gpu.get("modelled") else label
+    label = f"{gpu.name} x {gpu.count}" if gpu.count else gpu.name
+    return f"{label} (modelled)" if info.modelled or gpu.modelled else label
 
 
 def _ms(value: float | None) -> float | None:

@@ -251,14 +251,14 @@ def resume_measured(run_dir: Path, info: RunInfo, *, url: str | None, api_key: s
     count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url,
                                  workers=info.workers if workers is None else workers, scrape_interval=scrape_interval)
     virtual = None
-    launched = info.server.launch or {}
+    launched = info.server.launch
     if not url and not launch:
         if info.modelled and info.sim is not None:
             virtual = ModelledServer.of_run(info, model_config=model_config)
             virtual.check()
-        elif launched.get("engine"):
-            launch = str(launched["engine"])
-            args = [str(a) for a in launched.get("engine_args") or ()]
+        elif launched is not None and launched.engine:
+            launch = launched.engine
+            args = list(launched.engine_args)
             if any(MASK in a for a in args):
                 raise UsageError(f"the run started {launch} with a secret among its arguments (not saved): give "
                                  f"--launch {launch} --engine-args '...' again")

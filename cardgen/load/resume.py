@@ -43,8 +43,9 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
     resolve_workers(cfg, ())
     run_dir = Path(cfg.run_dir)
     files = RunDir(run_dir)
-    cfg = replace(cfg, model=info.model, suite=suite_of(info), modelled=info.modelled, sim=info.sim,
-                  gpu=dict(info.gpu))
+    cfg = replace(cfg, model=info.model, suite=suite_of(info), modelled=info.modelled,
+                  sim=info.sim.model_dump(by_alias=True) if info.sim is not None else None,
+                  gpu=info.gpu.model_dump(exclude_unset=True))
     headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
     was = info.server
     served = was.served_model or info.model
@@ -61,7 +62,7 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
     cfg, workers_choice = resolve_workers(cfg, resumed.to_run)
     templates, _ = size_prompts(base, headers, served, resumed.to_run)
     nonce = random.randrange(10_000)
-    dataset_texts = sample_datasets(base, headers, served, resumed.to_run, max_model_len(server), nonce=nonce)
+    to_run, dataset_texts = sample_datasets(base, headers, served, resumed.to_run, max_model_len(server), nonce=nonce)
 
     before = info.status
     info = info.model_copy(deep=True)
@@ -83,6 +84,6 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
     files.save_run_info(info)
     setup = Setup(model=served, engine=was.engine, headers=headers, templates=templates,
                   dataset_texts=dataset_texts, nonce=nonce)
-    return Prepared(cfg=cfg, base_url=base, server=was, points=tuple(resumed.to_run), setup=setup,
+    return Prepared(cfg=cfg, base_url=base, server=was, points=tuple(to_run), setup=setup,
                     info=info.model_copy(deep=True), attempts=resumed.attempts, resumed=True,
                     points_done=resumed.done)

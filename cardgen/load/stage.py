@@ -167,13 +167,12 @@ def size_prompts(base_url: str, headers: Mapping[str, str], served_model: str,
 
 
 def sample_datasets(base_url: str, headers: Mapping[str, str], served_model: str, points: Sequence[Point],
-                    max_len: int | None, *, nonce: int = 0) -> dict[str, list[str]]:
+                    max_len: int | None, *, nonce: int = 0) -> tuple[list[Point], dict[str, list[str]]]:
     """The prompts of the points that bring their own (``cardgen.datasets.resolve``: dataset samples and
-    shared prefixes, marked with the run's ``nonce``; fills each point's ``items``), counted by the server's
-    tokenizer; the prompt templates by :meth:`Point.text_key`."""
-
-    if not any(p.dataset is not None or p.kind == "prefix" for p in points):
-        return {}
+    shared prefixes, marked with the run's ``nonce``), counted by the server's tokenizer: the points with their
+    ``items``, and the prompt templates by :meth:`Point.text_key`."""
+    if not any(p.brings_prompts for p in points):
+        return list(points), {}
     session = requests.Session()
     session.trust_env = False
     session.headers.update(headers)
@@ -199,7 +198,7 @@ def prepare(cfg: LoadConfig) -> Prepared:
     cfg, workers_choice = resolve_workers(cfg, points)
     templates, tokenizer = size_prompts(base, headers, served, points)
     nonce = random.randrange(10_000)
-    dataset_texts = sample_datasets(base, headers, served, points, max_model_len(server), nonce=nonce)
+    points, dataset_texts = sample_datasets(base, headers, served, points, max_model_len(server), nonce=nonce)
     server = server.model_copy(update={"tokenizer": tokenizer,
                                        "launch": dict(cfg.launch) if cfg.launch else server.launch})
 

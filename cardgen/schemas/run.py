@@ -5,9 +5,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from cardgen.schemas.saved import Saved
+
+
+class Described(Saved):
+    """A description cardgen saves and reads back by field. Fields it does not name (an engine's own, a newer
+    cardgen's) are kept and written back as they were read."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class LaunchDescription(Described):
+    """How cardgen started the engine it measured (run.json ``server.launch``), secrets masked."""
+
+    engine: str | None = None
+    engine_version: str | None = None
+    command: list[str] = Field(default_factory=list)
+    arguments: dict[str, Any] = Field(default_factory=dict)  # the engine's arguments, parsed
+    engine_args: list[str] = Field(default_factory=list)  # as given to --engine-args
+    env: dict[str, str] = Field(default_factory=dict)  # the engine's environment as recorded (secrets masked)
+    host: str | None = None
+    port: int | None = None
+    url: str | None = None
+    pid: int | None = None
+    log: str | None = None
+    started_unix: float | None = None
+    ready_after_s: float | None = None
+    server_reported: dict[str, Any] | None = None  # what the engine's log said of its own configuration
+    stopped: str | None = None  # how it was stopped
 
 RUN_SCHEMA_VERSION = 1
 
@@ -24,6 +51,8 @@ DIED, STALE = "died", "stale"
 class ServerInfo(Saved):
     """What the server said about itself."""
 
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+
     url: str
     engine: str = "unknown"  # vllm | sglang | tgi | llamacpp | cardgen-sim | openai-compatible | unknown
     engine_version: str | None = None
@@ -31,7 +60,7 @@ class ServerInfo(Saved):
     models: Any = None  # /v1/models as returned
     version: Any = None  # /version as returned
     extra: dict[str, Any] = Field(default_factory=dict)  # /info, /props, ... whatever the adapter read
-    launch: dict[str, Any] | None = None  # command, arguments, version when cardgen started the engine
+    launch: LaunchDescription | None = None  # command, arguments, version when cardgen started the engine
     tokenizer: str = "unknown"  # how prompts were sized: "server /tokenize" or "usage calibration"
 
 
@@ -85,8 +114,89 @@ def record_counts(attempts: dict[str, int], scenario: str, attempt: int) -> bool
     return attempts.get(scenario, attempt) == attempt
 
 
+class SchedulerDescription(Described):
+    """The virtual server's scheduler: its KV blocks and its limits per step."""
+
+    policy: str | None = None  # prefill-first | chunked-prefill
+    block_size: int | None = None
+    num_gpu_blocks: int | None = None
+    kv_cache_size_tokens: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_model_len: int | None = None
+
+
+class DriveDescription(Described):
+    """How a run in virtual time was timed (``cardgen.sim.drive.DriveOptions``)."""
+
+    network_s: float = 0.0
+    read_jitter_s: float = 0.0
+    step_jitter: float = 0.0
+    seed: int = 0
+    processes: int = 1
+
+
+class SimDescription(Described):
+    """What the virtual server modelled (run.json ``sim``): enough to start it again and to say so on the card."""
+
+    engine: str | None = None
+    version: str | None = None
+    modelled: bool = True
+    model: str | None = None
+    served_model_name: str | None = None
+    gpu: str | None = None  # a preset's name, or the GPU file's path (how to start the server again)
+    tp: int = 1
+    engine_profile: str | None = None
+    perf: dict[str, Any] = Field(default_factory=dict)  # the performance model's own description
+    scheduler: SchedulerDescription = Field(default_factory=SchedulerDescription)
+    eos_rate: float | None = None
+    seed: int | None = None
+    faults: str | None = None
+    pid: int | None = None  # None: it ran in virtual time, in no process
+    started_at: float | None = None
+    url: str | None = None
+    model_config_path: str | None = Field(default=None, alias="model_config")  # --model-config, resolved
+    clock: str | None = None
+    drive: DriveDescription | None = None  # virtual time: how the run was timed
+    expected_error: dict[str, Any] | None = None  # the calibration's expected error, when recorded
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class GpuDescription(Described):
+    """The server's GPUs as run.json records them: the inventory NVML or DCGM gave (``telemetry`` true), the
+    reason there is none, or the modelled GPU."""
+
+    name: str | None = None
+    count: int | None = None
+    modelled: bool = False
+    telemetry: bool | None = None
+    reason: str | None = None  # why there is no telemetry
+    source: str | None = None  # nvml | dcgm
+    driver: str | None = None
+    cuda_driver: str | None = None
+    memory_total_bytes: int | None = None
+    gpus: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class LoadgenReport(Described):
+    """The load generator measuring itself over the run: event-loop lag, send lag and CPU percentiles."""
+
+    loop_lag_p50_s: float | None = None
+    loop_lag_p95_s: float | None = None
+    loop_lag_p99_s: float | None = None
+    loop_lag_max_s: float | None = None
+    send_lag_p50_s: float | None = None
+    send_lag_p99_s: float | None = None
+    cpu_percent_p50: float | None = None
+    cpu_percent_max: float | None = None
+    samples: int = 0
+
+
 class RunInfo(Saved):
     """Everything needed to know where the numbers of a run came from."""
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
 
     schema_version: int = RUN_SCHEMA_VERSION
     cardgen_version: str
@@ -110,21 +220,21 @@ class RunInfo(Saved):
     # before the field say it in ``sim.clock`` (virtual) or not at all (real): filled in when read
     clock: str | None = None
     modelled: bool = False
-    gpu: dict[str, Any] = Field(default_factory=dict)  # name, count, driver, memory ...; or the modelled GPU
-    sim: dict[str, Any] | None = None  # the virtual server's model, GPU and engine profile when modelled
+    gpu: GpuDescription = Field(default_factory=GpuDescription)  # name, count, driver, memory ...; or the modelled GPU
+    sim: SimDescription | None = None  # the virtual server's model, GPU and engine profile when modelled
     workers: int = 0  # Locust worker processes (0: one process)
     workers_choice: str | None = None  # ``--workers auto``: why that many (cardgen.load.workers)
     requests_total: int = 0
     requests_failed: int = 0
     failures_by_kind: dict[str, int] = Field(default_factory=dict)
     length_mismatches: int = 0  # successful requests whose usage.completion_tokens != the forced length
-    loadgen: dict[str, Any] = Field(default_factory=dict)  # loop-lag and send-lag percentiles, CPU, warnings
+    loadgen: LoadgenReport = Field(default_factory=LoadgenReport)  # loop-lag and send-lag percentiles, CPU
     warnings: list[str] = Field(default_factory=list)
     points: list[PointOutcome] = Field(default_factory=list)  # every point of the suite, in order (may be empty
     # in runs written before cardgen recorded them)
 
     @model_validator(mode="after")
     def _clock(self) -> RunInfo:
-        if self.clock is None:
-            self.clock = VIRTUAL if (self.sim or {}).get("clock") == VIRTUAL else REAL
+        if self.clock is None:  # validate_assignment: set through __dict__, not validated again
+            self.__dict__["clock"] = VIRTUAL if self.sim is not None and self.sim.clock == VIRTUAL else REAL
         return self

@@ -471,7 +471,7 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
     ``attempts`` entry says)."""
     opts = options or DriveOptions()
     base = build_perf(config) if perf is None else perf
-    sample_datasets(points, config, base)
+    points = sample_datasets(points, config, base)
     model = _Jitter(base, opts.step_jitter, opts.seed) if opts.step_jitter else base
     metrics = None
     if config.metrics:
@@ -509,19 +509,21 @@ def _point_run(outcome: PointOutcome, interpreter: VirtualInterpreter) -> PointR
     return run
 
 
-def sample_datasets(points: Sequence[Point], config: SimConfig, perf: PerfModel) -> None:
-    """Draw the requests of the dataset points not sampled yet (``cardgen.datasets.resolve``), counted as the
-    virtual server's ``/tokenize`` counts them (``cardgen.sim.tokenizer``)."""
-    todo = [p for p in points if (p.dataset is not None or p.kind == "prefix") and not p.items]
-    if not todo:
-        return
+def sample_datasets(points: Sequence[Point], config: SimConfig, perf: PerfModel) -> list[Point]:
+    """The points, those that bring their own prompts sampled if they were not (``cardgen.datasets.resolve``),
+    counted as the virtual server's ``/tokenize`` counts them (``cardgen.sim.tokenizer``)."""
+    if not any(p.brings_prompts and not p.items for p in points):
+        return list(points)
 
     def counter(endpoint: str) -> Callable[[str], int]:
         if endpoint == "chat":
             return lambda text: tokenizer.count_chat([{"role": "user", "content": text}])
         return tokenizer.count_text
 
-    resolve(todo, counter=counter, max_model_len=max_model_len(config, perf))
+    sampled, _ = resolve([p for p in points if p.brings_prompts and not p.items], counter=counter,
+                         max_model_len=max_model_len(config, perf))
+    fresh = {p.name: p for p in sampled}
+    return [fresh.get(p.name, p) for p in points]
 
 
 def simulate_closed_loop(perf: PerfModel, *, prompt_tokens: int, output_tokens: int, parallel: int, num_requests: int,

@@ -110,15 +110,13 @@ class ModelledServer:
     def of_run(cls, info: RunInfo, *, model_config: Path | None = None) -> ModelledServer:
         """The virtual server a modelled run measured, from run.json's ``sim`` (``model_config`` replaces the
         one it names)."""
-        sim = info.sim or {}
-        gpu, tp, config = sim.get("gpu"), sim.get("tp", 1), model_config or sim.get("model_config")
-        if not isinstance(gpu, str) or not isinstance(tp, int):
+        sim = info.sim
+        if sim is None or not sim.gpu:
             raise UsageError("run.json does not say which virtual server the run measured (its 'sim' names no GPU): "
                              "give --url of a server to resume against")
-        engine = sim.get("engine_profile")
-        return cls(model=str(sim.get("model") or info.model), gpu=gpu, tp=tp,
-                   model_config=Path(config) if config else None,
-                   engine=engine if isinstance(engine, str) else "vllm")
+        config = model_config or sim.model_config_path
+        return cls(model=sim.model or info.model, gpu=sim.gpu, tp=sim.tp, model_config=Path(config) if config else None,
+                   engine=sim.engine_profile or "vllm")
 
 
 class _RunFiles:

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from cardgen.rundir import default_run_dir
-from cardgen.schemas.run import ServerInfo
+from cardgen.schemas.run import GpuDescription, ServerInfo
 from cardgen.schemas.summary import Summary
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions, simulate_run
@@ -84,7 +84,7 @@ def _render_sample(out: Path, *, model: str, gpu: str, engine: str, modelled: bo
     info = run.info.model_copy(update={"server": run.info.server.model_copy(update={"engine": engine})})
     if not modelled:
         info = info.model_copy(update={
-            "modelled": False, "sim": None, "gpu": {"name": gpu, "count": 1},
+            "modelled": False, "sim": None, "clock": "real", "gpu": GpuDescription(name=gpu, count=1),
             "server": ServerInfo(url="http://127.0.0.1:8000", engine=engine, engine_version="0.0-sample",
                                  served_model=model, tokenizer="server /tokenize"),
         })

@@ -209,7 +209,7 @@ scenarios:
         if r.kind == "waves":
             assert r.wave == r.parallel
     info = run.info
-    assert info.modelled and info.server.engine == "cardgen-sim" and info.sim["clock"] == "virtual"
+    assert info.modelled and info.server.engine == "cardgen-sim" and info.sim.clock == "virtual"
     assert info.requests_total == len(recs) and info.failures_by_kind == {"http_status": len(failed)}
     assert info.server.models["data"][0]["id"] == "m" and info.server.extra["sim"]["perf"] == P.describe()
     scrapes = run.drive.scrapes
@@ -284,7 +284,8 @@ def test_a_roofline_run_renders_the_models_prefill_rate_and_capacity(tmp_path):
     # is a staircase, one step overhead per chunk, which the faster the prefill the taller it stands).
     assert summary["prompt_ingestion_tok_s"] == pytest.approx(ingestion_tok_s(perf, lengths=lengths), rel=0.05)
     info = RunInfo.model_validate_json((tmp_path / "roofline" / "run.json").read_text())
-    assert info.gpu == {"name": "A100-80GB", "count": 1, "modelled": True} and info.sim["gpu"] == "A100-80GB"
+    assert (info.gpu.name, info.gpu.count, info.gpu.modelled) == ("A100-80GB", 1, True)
+    assert info.sim.gpu == "A100-80GB"
 
 
 def test_same_seed_same_files(tmp_path):

@@ -50,7 +50,9 @@ def _plain(value: Any) -> str:
 def launch_table(info: RunInfo) -> TableView | None:
     """How the engine was started, when cardgen started it: its arguments (as a model card's parameter table),
     the command, the version and the recorded environment. Secret flags and variables are masked again."""
-    launch = info.server.launch
+    if info.server.launch is None:
+        return None
+    launch = info.server.launch.model_dump(exclude_unset=True)
     if not launch:
         return None
     rows: list[list[str]] = []

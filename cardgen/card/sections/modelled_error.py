@@ -32,9 +32,8 @@ def modelled_error(s: Summary, info: RunInfo) -> ModelledError | None:
     server's ``expected_error``), else as this cardgen's calibration has it. None for a measured run."""
     if not s.modelled:
         return None
-    sim = info.sim or {}
-    perf = sim.get("perf") if isinstance(sim.get("perf"), dict) else {}
-    record = sim.get("expected_error") or perf.get("expected_error")  # the server's own, or its model's
+    sim = info.sim
+    record = (sim.expected_error or sim.perf.get("expected_error")) if sim is not None else None  # its own, or its model's
     recorded = isinstance(record, dict)
     if not recorded:
         try:
