@@ -138,7 +138,8 @@ class Recorder:
 
 def metric_line(sample: MetricSample) -> str:
     """One line of ``server_metrics.jsonl``: the scrape as compact JSON, unset fields left out."""
-    return json.dumps(sample.model_dump(mode="json", exclude_none=True), separators=(",", ":")) + "\n"
+    fields = {"t": sample.t, "t_end": sample.t_end, "error": sample.error, "samples": sample.samples}
+    return json.dumps({k: v for k, v in fields.items() if v is not None}, separators=(",", ":")) + "\n"
 
 
 def set_torn_tail_aside(path: Path) -> int:

@@ -259,7 +259,9 @@ class _Clock:
         self.readings.append(Reading(t=t, usage=sched.kv_usage, waiting=len(sched.waiting),
                                      preemptions=sched.num_preemptions))
         if self.opts.scrapes and self.metrics is not None:
-            self.scrapes.append(MetricSample(t=t, t_end=t + SCRAPE_S, samples=self.metrics.samples(sched)))
+            # built, not parsed: the samples are the virtual server's own, already in the saved shape
+            self.scrapes.append(MetricSample.model_construct(t=t, t_end=t + SCRAPE_S,
+                                                             samples=self.metrics.samples(sched)))
         self.next_scrape = t + self.opts.scrape_interval_s
 
     def scrape_until(self, t: float) -> None:
