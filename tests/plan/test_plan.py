@@ -68,3 +68,40 @@ def test_duration_text():
 def test_builtin_suites_plan_quickly_enough_to_print_before_a_build():
     plan = make_plan(load_suite("standard"), SimConfig(model="CodeLlama-7b", gpu="A100-80GB"))
     assert plan.requests > 0 and plan.gpu_time_s > 60
+
+
+# CodeLlama-7b on an L4 (24 GB): its KV cache fills with a few dozen 2,048-token requests, and at 1 parallel a
+# request is already slower than a user accepts (the saturation rule's speed): the larger counts are skipped
+SATURATING = """
+name: saturating
+scenarios:
+  - kind: closed
+    prompt_tokens: 1024
+    output_tokens: 1024
+    parallel: [1, 16, 32, 64]
+    min_requests: 1
+"""
+
+
+@pytest.mark.parametrize("flag", [(), ("--run-saturated",)])
+def test_plan_lists_exactly_the_points_build_runs(tmp_path, flag):
+    suite = tmp_path / "saturating.yaml"
+    suite.write_text(SATURATING)
+    common = ("CodeLlama-7b", "--gpu", "L4", "--suite", str(suite), "--engine", "vllm-0.6", *flag)
+    planned = cardgen("plan", *common, "--json")
+    built = cardgen("build", *common, "--out", str(tmp_path / "run"), "--no-card", "--quiet")
+    assert planned.returncode == 0 and built.returncode == 0, planned.stderr + built.stderr
+    plan = [(p["name"], p["skipped"] is None, p["requests"]) for p in json.loads(planned.stdout)["points"]]
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    run = [(p["name"], p["stop"] != "skipped", p["requests"]) for p in info["points"]]
+    assert plan == run
+    skipped = [name for name, runs, _ in run if not runs]
+    assert (skipped == []) == bool(flag) and run[0][1]  # skipped only without --run-saturated
+    assert info["sim"]["engine_profile"] == "vllm-0.6"
+
+
+def test_an_unknown_engine_profile_is_a_one_line_error():
+    for command in ("plan", "build"):
+        proc = cardgen(command, "CodeLlama-7b", "--engine", "vllm-9.9", "--suite", "quick")
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "unknown engine profile 'vllm-9.9'" in proc.stderr and "vllm-0.4" in proc.stderr
