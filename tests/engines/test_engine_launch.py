@@ -19,6 +19,9 @@ from cardgen.engines import launched_engine
 from cardgen.engines.launch import parse_arguments
 from cardgen.errors import ServerError, UsageError
 
+# engine processes: health waits, SIGTERM and SIGKILL, timeouts of a second or so
+pytestmark = pytest.mark.sockets
+
 
 def alive(pid: int) -> bool:
     try:

@@ -19,6 +19,9 @@ from test_transport import SSE_HEAD, chunk, serving
 from cardgen.load import alarm
 from cardgen.load.transport import KERNEL_STAMPS, Connection, SendSchedule, Target, body_reads
 
+# the client's timing fidelity: receive stamps and the send alarm, on real sockets and the real clock
+pytestmark = pytest.mark.sockets
+
 blocking_sleep = get_original("time", "sleep")
 
 

@@ -10,7 +10,12 @@ import sys
 import time
 
 import numpy as np
+import pytest
 from loadkit import build, read_records, read_stamps, sim_server
+
+# the load engine against the virtual server over HTTP, in real time: the client's timing against the server's
+# own stamps, faults on the wire, worker processes, Ctrl-C, the scraper's period
+pytestmark = pytest.mark.sockets
 
 
 def timing_errors(records: list[dict], stamps: list[dict]) -> np.ndarray:

@@ -13,6 +13,9 @@ import time
 import pytest
 from loadkit import read_records, sim_server
 
+# the load stage as a process, in real time: durability when a record cannot be written, the heartbeat, kill -9
+pytestmark = pytest.mark.sockets
+
 HEARTBEAT_S = 5.0  # cardgen.load.stage.HEARTBEAT_S (importing it here would monkey-patch the test process)
 SUITE = ("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 8, parallel: 4, "
          "min_requests: 60}\n")

@@ -21,6 +21,9 @@ import pytest
 from cardgen.load.transport import Connection, Target, body_reads, body_text
 from cardgen.schemas.records import ErrorKind
 
+# the transport against a raw socket server: stalls, timeouts and resets are timed on real sockets
+pytestmark = pytest.mark.sockets
+
 Handler = Callable[[socket.socket, bytes], bool]  # (connection, request head+body) -> keep the connection open
 
 

@@ -43,6 +43,7 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimHandle
         yield handle, tmp / "stamps.jsonl"
 
 
+@pytest.mark.sockets
 def test_each_fault_at_its_index(faulty: tuple[SimHandle, Path]) -> None:
     sim, stamps = faulty
     results = {}
@@ -110,11 +111,13 @@ def test_each_fault_at_its_index(faulty: tuple[SimHandle, Path]) -> None:
             assert records[index]["output_tokens"] == AFTER and records[index]["finish_reason"] is None
 
 
+@pytest.mark.sockets
 def test_hidden_tokenize(faulty: tuple[SimHandle, Path]) -> None:
     sim, _ = faulty
     assert requests.post(f"{sim.url}/tokenize", json={"prompt": "a b"}, timeout=5).status_code == 404
 
 
+@pytest.mark.sockets
 def test_start_failure_is_a_server_error(tmp_path: Path) -> None:
     with pytest.raises(ServerError, match="bogus"):
         with running_sim(["m", "--perf", "fixed", "--fixed-json", '{"bogus": 1}'], log_path=tmp_path / "log"):

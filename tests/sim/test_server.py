@@ -14,6 +14,9 @@ from simclient import FIXED, MODEL, completion, post, read_stamps
 
 from cardgen.sim.launch import SimHandle
 
+# the real-time server's HTTP layer; its scheduling and metrics are tested in virtual time (test_virtual.py)
+pytestmark = pytest.mark.sockets
+
 
 def metrics(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Sample name -> [(labels, value)]."""
