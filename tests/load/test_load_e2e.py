@@ -276,6 +276,8 @@ def test_gpu_telemetry_from_a_dcgm_exporter_or_a_reason(tmp_path, write_suite):
 
 
 def test_points_beyond_the_servers_context_are_left_out_not_failed(tmp_path, write_suite):
+    """The load stage reads the served context over HTTP; the rule itself is tested in virtual time
+    (tests/sim/test_drive_workloads.py)."""
     suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: [64, 1024], output_tokens: 8, "
                         "parallel: 2, min_requests: 4}\n")
     with sim_server(tmp_path, "--max-model-len", "512") as (sim, _):
