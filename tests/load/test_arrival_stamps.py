@@ -80,7 +80,7 @@ def test_a_killed_sleeper_does_not_disturb_the_others():
 
     first = gevent.spawn(sleeper, "first", t + 0.03)
     second = gevent.spawn(sleeper, "second", t + 0.06)
-    gevent.sleep(0.01)
+    gevent.idle()  # both have started and wait on the alarm
     first.kill()
     second.join(timeout=2)
     assert woke == ["second"]
