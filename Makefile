@@ -36,14 +36,23 @@ browser-deps:
 install-engine: install
 	bash tests/engines/install_vllm.sh
 
+# The tests that time nothing run on both cores (pytest-xdist); then, one at a time, the tests that time real
+# sockets, the real vLLM and the browser: they must not share the cores with each other (their figures are
+# timings). Together they are every test; with CI=true none is skipped.
+PYTEST := $(BIN)/python -m pytest -q
+XDIST ?= -n 2
+UNTIMED := not sockets and not engine and not browser
+
 test: install-engine browser-deps lint
-	$(BIN)/python -m pytest -q
+	$(PYTEST) $(XDIST) -m "$(UNTIMED)"
+	$(PYTEST) -m "sockets or engine or browser"
 
 test-browser: install browser-deps
 	$(BIN)/python -m pytest -q -m browser
 
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not engine and not browser"
+	$(PYTEST) $(XDIST) -m "$(UNTIMED)"
+	$(PYTEST) -m "sockets and not engine and not browser"
 
 test-engine: install-engine
 	$(BIN)/python -m pytest -q -m engine

@@ -32,9 +32,9 @@ class SiteServer(ThreadingHTTPServer):
         self._slots.acquire()
         try:
             super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
+        except Exception:  # the thread never started: its slot is ours to give back (not on Ctrl-C: it may
+            self._slots.release()  # have started and released the slot itself; a second release would hide
+            raise  # the KeyboardInterrupt behind a ValueError, and the server would go on serving)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:

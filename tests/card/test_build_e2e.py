@@ -18,6 +18,9 @@ from cardgen.analysis import RunData, analyse, load_run
 from cardgen.rundir import CARD_MD, SUMMARY_JSON
 from cardgen.sim.launch import running_sim
 
+# the load engine over HTTP against the real-time virtual server, judged against the server's own stamps
+pytestmark = pytest.mark.sockets
+
 FIXED = {"prefill_tok_s": 20_000.0, "step_overhead_s": 0.010, "per_seq_s": 0.0002, "kv_capacity_tokens": 12288,
          "block_size": 16, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
 SUITE = """

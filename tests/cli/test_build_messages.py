@@ -33,21 +33,25 @@ def test_a_stopped_agent_sends_nothing_more():
     """The order that keeps the alarm away: the agent's measuring loop is over before the recorder closes."""
     code = textwrap.dedent("""
         import locust  # monkey-patches first, as in a load process
+        import time
         import gevent
         from cardgen.load import agent as agent_module
         from cardgen.load.agent import Agent
         from cardgen.load.messages import LoadgenTick, Setup
 
-        agent_module.LAG_REPORT_S = 0.2
+        agent_module.LAG_REPORT_S = 0.05
         sent = []
         agent = Agent(worker="w", send=sent.append)
         agent.setup(Setup(model="m", templates={}, nonce=1))
-        gevent.sleep(0.7)
-        ticks = [m for m in sent if isinstance(m, LoadgenTick)]
-        assert len(ticks) >= 2, sent
+        deadline = time.monotonic() + 30
+        while sum(isinstance(m, LoadgenTick) for m in sent) < 2:  # two reports: the measuring loop runs
+            assert time.monotonic() < deadline, sent
+            gevent.sleep(0.01)
+        loop = agent._lag_greenlet
         agent.stop()
         n = len(sent)
-        gevent.sleep(0.7)
+        assert loop.dead  # the measuring loop is over when stop() returns: nothing is left to send
+        gevent.idle()  # whatever else was scheduled runs
         assert len(sent) == n, sent[n:]
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

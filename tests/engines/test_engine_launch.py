@@ -19,6 +19,9 @@ from cardgen.engines import launched_engine
 from cardgen.engines.launch import parse_arguments
 from cardgen.errors import ServerError, UsageError
 
+# engine processes: health waits, SIGTERM and SIGKILL, timeouts of a second or so
+pytestmark = pytest.mark.sockets
+
 
 def alive(pid: int) -> bool:
     try:
@@ -81,7 +84,7 @@ def test_engine_not_healthy_in_time_is_stopped(fake, tmp_path):
         with launched_engine(fake, "m", engine_args=f"--delay 30 --child-pid-file {pid_file}",
                              log_path=tmp_path / "server.log", startup_timeout_s=1):
             pytest.fail("must not get here")
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 15  # its 1 s timeout, not the engine's 30 s delay (14 s of margin)
     assert wait_gone(int(pid_file.read_text()))
 
 
@@ -103,7 +106,10 @@ def test_sigterm_to_cardgen_stops_the_engine(fake, tmp_path):
         with launched_engine(fake, "m", log_path=tmp_path / "server.log") as srv:
             pid = srv.pid
             os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # the handler raises SystemExit in here
+                time.sleep(0.01)
+            pytest.fail("SIGTERM did not end the block")
     assert exc.value.code == 128 + signal.SIGTERM
     assert wait_gone(pid)
     assert signal.getsignal(signal.SIGTERM) is before

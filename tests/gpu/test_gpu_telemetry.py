@@ -36,6 +36,14 @@ def fake_nvml(monkeypatch):
     return fake_pynvml
 
 
+def wait_for_records(run_dir, n: int, *, where=lambda record: True, timeout_s: float = 30.0) -> None:
+    """Until the sampler has written ``n`` records (that ``where`` accepts) to the run's gpu_metrics.jsonl."""
+    deadline = time.monotonic() + timeout_s
+    while sum(1 for r in read_gpu_metrics(run_dir) if where(r)) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} GPU records after {timeout_s} s"
+        time.sleep(0.02)
+
+
 def test_inventory_and_one_sample_in_process(fake_nvml):
     inv = nv.inventory(fake_nvml)
     assert inv["name"] == "NVIDIA H100 80GB HBM3" and inv["count"] == 2
@@ -51,7 +59,7 @@ def test_sampler_process_writes_records_and_the_card_figures(fake_nvml, tmp_path
     tmp_path = tmp_path / "run"  # not made yet: the sampler makes it
     sampler = start_gpu_sampler(tmp_path, interval_s=0.05, nvml_module="fake_pynvml")
     assert sampler.running and sampler.reason is None
-    time.sleep(0.6)
+    wait_for_records(tmp_path, 2 * 6)
     sampler.stop()
     assert not sampler.running
     described = sampler.describe()
@@ -72,7 +80,7 @@ def test_sampler_process_writes_records_and_the_card_figures(fake_nvml, tmp_path
 def test_without_energy_counter_power_is_integrated(fake_nvml, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_NVML_MODE", "noenergy")
     with start_gpu_sampler(tmp_path, interval_s=0.05, nvml_module="fake_pynvml") as sampler:
-        time.sleep(0.4)
+        wait_for_records(tmp_path, 2 * 3)
     assert not sampler.running
     records = read_gpu_metrics(tmp_path)
     assert all(r["energy_mj"] is None for r in records)
@@ -157,7 +165,7 @@ def test_dcgm_url_is_scraped_into_the_same_records(tmp_path):
     try:
         with start_gpu_sampler(tmp_path, interval_s=0.1, dcgm_url=exporter.url) as sampler:
             assert sampler.source == "dcgm" and sampler.inventory["url"] == exporter.url
-            time.sleep(0.6)
+            wait_for_records(tmp_path, 2 * 4)
     finally:
         exporter.close()
     records = read_gpu_metrics(tmp_path)
@@ -211,7 +219,8 @@ from cardgen.gpu import read_gpu_metrics, start_gpu_sampler
 sampler = start_gpu_sampler({str(tmp_path)!r}, interval_s=0.05, nvml_module="fake_pynvml")
 ticks = []
 loop = gevent.spawn(lambda: [ticks.append(gevent.sleep(0.01)) for _ in range(20)])
-gevent.sleep(0.3)
+while len(read_gpu_metrics({str(tmp_path)!r})) < 4:  # the sampler writes beside the gevent loop
+    gevent.sleep(0.01)
 sampler.stop()
 loop.join()
 assert sampler.describe()["count"] == 2 and not sampler.running and len(ticks) == 20
@@ -245,9 +254,9 @@ def test_failed_dcgm_scrapes_are_on_disk_and_counted(tmp_path):
     exporter = FakeExporter()
     try:
         with start_gpu_sampler(tmp_path, interval_s=0.1, dcgm_url=exporter.url):
-            time.sleep(0.3)
+            wait_for_records(tmp_path, 2)
             exporter.close()  # the exporter goes away mid-run
-            time.sleep(0.5)
+            wait_for_records(tmp_path, 1, where=lambda r: r.get("failed"))
     finally:
         exporter.close()
     records = read_gpu_metrics(tmp_path)

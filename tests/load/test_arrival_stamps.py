@@ -19,6 +19,9 @@ from test_transport import SSE_HEAD, chunk, serving
 from cardgen.load import alarm
 from cardgen.load.transport import KERNEL_STAMPS, Connection, SendSchedule, Target, body_reads
 
+# the client's timing fidelity: receive stamps and the send alarm, on real sockets and the real clock
+pytestmark = pytest.mark.sockets
+
 blocking_sleep = get_original("time", "sleep")
 
 
@@ -77,7 +80,7 @@ def test_a_killed_sleeper_does_not_disturb_the_others():
 
     first = gevent.spawn(sleeper, "first", t + 0.03)
     second = gevent.spawn(sleeper, "second", t + 0.06)
-    gevent.sleep(0.01)
+    gevent.idle()  # both have started and wait on the alarm
     first.kill()
     second.join(timeout=2)
     assert woke == ["second"]
@@ -151,4 +154,4 @@ def test_work_that_holds_the_loop_waits_for_a_send_about_to_leave():
     overdue = SendSchedule()
     overdue.add(time.time() - 1)
     overdue.wait_clear(0.001)  # overdue past MAX_DEFER_S (its sender never came): holds nothing
-    assert time.time() - t < 1
+    assert time.time() - t < 1  # neither waits for the 5 s send or the overdue one: 1 s of margin for the loop

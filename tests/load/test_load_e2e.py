@@ -10,7 +10,12 @@ import sys
 import time
 
 import numpy as np
+import pytest
 from loadkit import build, read_records, read_stamps, sim_server
+
+# the load engine against the virtual server over HTTP, in real time: the client's timing against the server's
+# own stamps, faults on the wire, worker processes, Ctrl-C, the scraper's period
+pytestmark = pytest.mark.sockets
 
 
 def timing_errors(records: list[dict], stamps: list[dict]) -> np.ndarray:
@@ -166,7 +171,7 @@ def test_ctrl_c_keeps_every_completed_request(tmp_path, write_suite):
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
-        time.sleep(0.5)
+    # the server is stopped: its stamp log is flushed, every request it finished stamped
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     records = read_records(out)  # every line parses: nothing torn
@@ -213,7 +218,14 @@ def test_remote_worker_joins_a_master_by_host_and_port(tmp_path, write_suite):
                                    "--suite", str(suite), "--out", str(tmp_path / "run"), "--no-card", "--quiet",
                                    "--workers", "1", "--remote-workers", "--master-port", str(port)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(3)  # the master binds first, as on a real cluster; a worker started early retries anyway
+        deadline = time.monotonic() + 60  # the master binds first, as on a real cluster
+        while True:
+            assert master.poll() is None and time.monotonic() < deadline, "the master never listened"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
         worker = subprocess.Popen([sys.executable, "-m", "cardgen", "worker", "--master-host", "127.0.0.1",
                                    "--master-port", str(port), "--url", sim.url, "--name", "far-away"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -271,6 +283,8 @@ def test_gpu_telemetry_from_a_dcgm_exporter_or_a_reason(tmp_path, write_suite):
 
 
 def test_points_beyond_the_servers_context_are_left_out_not_failed(tmp_path, write_suite):
+    """The load stage reads the served context over HTTP; the rule itself is tested in virtual time
+    (tests/sim/test_drive_workloads.py)."""
     suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: [64, 1024], output_tokens: 8, "
                         "parallel: 2, min_requests: 4}\n")
     with sim_server(tmp_path, "--max-model-len", "512") as (sim, _):

@@ -21,6 +21,9 @@ import pytest
 from cardgen.load.transport import Connection, Target, body_reads, body_text
 from cardgen.schemas.records import ErrorKind
 
+# the transport against a raw socket server: stalls, timeouts and resets are timed on real sockets
+pytestmark = pytest.mark.sockets
+
 Handler = Callable[[socket.socket, bytes], bool]  # (connection, request head+body) -> keep the connection open
 
 
@@ -43,6 +46,8 @@ class RawServer:
         self.port = self.sock.getsockname()[1]
         self.connections = 0
         self.requests: list[bytes] = []
+        self._closed = threading.Condition()
+        self.closed = 0  # connections the server has closed
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -76,6 +81,14 @@ class RawServer:
             return
         finally:
             conn.close()
+            with self._closed:
+                self.closed += 1
+                self._closed.notify_all()
+
+    def wait_closed(self, n: int, *, timeout_s: float = 5.0) -> None:
+        """Until the server has closed ``n`` connections."""
+        with self._closed:
+            assert self._closed.wait_for(lambda: self.closed >= n, timeout=timeout_s), self.closed
 
     def close(self) -> None:
         self.sock.close()
@@ -97,6 +110,17 @@ def stream_events(conn: socket.socket, head: bytes) -> bool:
         conn.sendall(chunk(event))
     conn.sendall(b"0\r\n\r\n")
     return True
+
+
+def acked(conn: socket.socket, *, timeout_s: float = 5.0) -> None:
+    """Until the peer's host has acknowledged every byte sent on ``conn`` (the send queue is empty: SIOCOUTQ)."""
+    import fcntl
+    import struct
+
+    deadline = time.monotonic() + timeout_s
+    while struct.unpack("i", fcntl.ioctl(conn.fileno(), 0x5411, b"\0" * 4))[0] > 0:  # TIOCOUTQ == SIOCOUTQ
+        assert time.monotonic() < deadline, "the client never acknowledged the data"
+        time.sleep(0.001)
 
 
 def post(server: RawServer, *, timeout_s: float = 5.0, conn: Connection | None = None,
@@ -145,21 +169,28 @@ def test_connection_refused_is_a_connect_failure():
 
 
 def test_no_answer_within_the_timeout_is_a_timeout():
-    with serving(lambda conn, head: time.sleep(3) or False) as server:
+    released = threading.Event()
+    with serving(lambda conn, head: released.wait(10) and False) as server:  # no answer until the test is done
         t0 = time.monotonic()
         _, ex = post(server, timeout_s=0.3)
+        released.set()
+        # the client gave up on its own 0.3 s timeout: the server held the connection for up to 10 s (margin 1.7 s)
         assert ex.kind == ErrorKind.TIMEOUT and ex.status is None and time.monotonic() - t0 < 2
 
 
 def test_a_stream_that_stalls_is_a_timeout_with_what_came_before_kept():
+    released = threading.Event()
+
     def stall(conn: socket.socket, head: bytes) -> bool:
         conn.sendall(SSE_HEAD + chunk(EVENTS[0]))
-        time.sleep(3)
+        released.wait(10)  # the stall: held until the test is done
         return False
 
     with serving(stall) as server:
         t0 = time.monotonic()
         _, ex = post(server, timeout_s=0.3)
+        released.set()
+        # the client gave up on its own 0.3 s read timeout, not on the stall's end (margin 2.2 s)
         assert ex.kind == ErrorKind.TIMEOUT and ex.status == 200 and time.monotonic() - t0 < 2.5
         assert b"".join(p for _, p in body_reads(ex)) == EVENTS[0]
 
@@ -181,7 +212,7 @@ def test_a_stream_past_the_request_deadline_is_a_timeout():
 def test_a_connection_closed_mid_stream_is_a_dropped_stream(ending: bytes):
     def drop(conn: socket.socket, head: bytes) -> bool:
         conn.sendall(SSE_HEAD + chunk(EVENTS[0]) + ending)
-        time.sleep(0.05)
+        acked(conn)  # the client's host has every byte: then the reset
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # RST
         return False
 
@@ -192,13 +223,16 @@ def test_a_connection_closed_mid_stream_is_a_dropped_stream(ending: bytes):
 
 
 def test_broken_chunk_framing_is_a_dropped_stream():
+    released = threading.Event()
+
     def broken(conn: socket.socket, head: bytes) -> bool:
         conn.sendall(SSE_HEAD + chunk(EVENTS[0]) + b"zz\r\nnot a chunk\r\n\r\n")
-        time.sleep(0.2)
+        released.wait(10)  # the connection stays open: the framing alone must end the read
         return False
 
     with serving(broken) as server:
         _, ex = post(server)
+        released.set()
         assert ex.kind == ErrorKind.STREAM_DROPPED and "chunk" in ex.error
 
 
@@ -209,7 +243,7 @@ def test_a_kept_connection_the_server_closed_is_replaced_once():
 
     with serving(once) as server:
         conn, first = post(server)
-        time.sleep(0.05)
+        server.wait_closed(1)  # the server has closed the kept connection
         _, second = post(server, conn=conn)
         assert first.status == second.status == 200 and second.kind is None
         assert server.connections == 2 and len(server.requests) == 2

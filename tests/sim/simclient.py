@@ -28,6 +28,7 @@ class StreamResult:
     events: list[tuple[float, str]] = field(default_factory=list)  # (arrival time, data) per SSE event
     error: str | None = None  # the transport broke
     body: Any = None  # non-SSE answers, decoded
+    ended: float = 0.0  # when the read ended (the answer was whole, the connection closed, or the read was cut)
 
     @property
     def done(self) -> bool:
@@ -69,6 +70,12 @@ def post(url: str, path: str, body: dict[str, Any], *, timeout_s: float = 30.0,
          read_limit: int | None = None) -> StreamResult:  # fmt: skip
     """POST and read the answer as SSE (or JSON when it is not a stream). ``read_limit``: stop reading (and
     close the connection) after that many events."""
+    result = _post(url, path, body, timeout_s=timeout_s, read_limit=read_limit)
+    result.ended = time.time()
+    return result
+
+
+def _post(url: str, path: str, body: dict[str, Any], *, timeout_s: float, read_limit: int | None) -> StreamResult:
     sent = time.time()
     try:
         resp = requests.post(f"{url}{path}", json=body, stream=True, timeout=timeout_s)

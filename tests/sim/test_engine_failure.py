@@ -15,6 +15,9 @@ from cardgen.sim.config import SimConfig
 from cardgen.sim.scheduler import Scheduler
 from cardgen.sim.server import SimServer, run_server
 
+# the real-time server's engine loop, over HTTP
+pytestmark = pytest.mark.sockets
+
 
 def test_a_broken_engine_loop_stops_the_server_with_one_line(capfd, monkeypatch):
     monkeypatch.delenv("CARDGEN_DEBUG", raising=False)

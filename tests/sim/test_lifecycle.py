@@ -10,10 +10,14 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import requests
 from simclient import sim_argv
 
 from cardgen.sim.launch import running_sim
+
+# the real-time server as a process: it stops when its parent dies, after its lifetime, on SIGTERM
+pytestmark = pytest.mark.sockets
 
 
 def _alive(pid: int) -> bool:

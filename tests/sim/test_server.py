@@ -1,4 +1,6 @@
-"""The virtual server over HTTP: vLLM's streaming format, /tokenize, /metrics, stamps and timing."""
+"""The virtual server over HTTP: vLLM's streaming format, /tokenize, /metrics served, disconnects, the stamp log
+against the stream, and the real-time server's own timing. Its scheduling and metrics are tested in virtual
+time (test_virtual_server.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from simclient import FIXED, MODEL, completion, post, read_stamps
 
 from cardgen.sim.launch import SimHandle
+
+# the real-time server's HTTP layer and its own timing
+pytestmark = pytest.mark.sockets
 
 
 def metrics(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -143,50 +148,33 @@ def test_bad_requests(sim: SimHandle) -> None:
     assert r.status_code == 400
 
 
-def test_metrics_parse_and_count(sim: SimHandle) -> None:
+def test_metrics_are_served_as_prometheus_text_with_the_real_time_emit_lag(sim: SimHandle) -> None:
+    """/metrics over HTTP parses and counts what came over HTTP; the families and their counting rules are tested in
+    virtual time (test_virtual_server.py). The emission lag is the one real-time figure."""
     before = metrics(sim.url)
-    info = before["vllm:cache_config_info"]
-    assert len(info) == 1 and info[0][1] == 1.0
-    labels = info[0][0]
-    blocks = FIXED["kv_capacity_tokens"] // FIXED["block_size"]
-    assert labels["block_size"] == "16"
-    assert labels["num_gpu_blocks"] == str(blocks)
-    assert labels["kv_cache_size_tokens"] == str(FIXED["kv_capacity_tokens"])
-    assert labels["enable_prefix_caching"] == "True" and "gpu_memory_utilization" in labels
+    assert len(before["vllm:cache_config_info"]) == 1
     post(sim.url, "/v1/completions", completion(prompt_words=9, max_tokens=11))
     after = metrics(sim.url)
-    for name in ("vllm:prompt_tokens_total", "vllm:generation_tokens_total"):
-        assert (
-            value(after, name, model_name=MODEL) - value(before, name, model_name=MODEL)
-            == {
-                "vllm:prompt_tokens_total": 9,
-                "vllm:generation_tokens_total": 11,
-            }[name]
-        )
+    for name, n in (("vllm:prompt_tokens_total", 9), ("vllm:generation_tokens_total", 11)):
+        assert value(after, name, model_name=MODEL) - value(before, name, model_name=MODEL) == n
     count = "vllm:time_to_first_token_seconds_count"
     assert value(after, count) - value(before, count) == 1
-    assert value(after, "vllm:request_success_total", finished_reason="length") >= 1
-    assert value(after, "vllm:num_requests_running") == 0 and value(after, "vllm:kv_cache_usage_perc") == 0
     assert value(after, "cardgen_sim_emit_lag_seconds_count") > 0
-    for name in ("vllm:num_requests_waiting", "vllm:num_preemptions_total", "vllm:inter_token_latency_seconds_sum",
-                 "vllm:e2e_request_latency_seconds_count", "vllm:request_queue_time_seconds_count"):  # fmt: skip
-        assert name in after
 
 
-def test_kv_usage_while_running_and_disconnect_frees_blocks(sim: SimHandle) -> None:
+def test_a_client_that_goes_away_is_aborted_and_its_blocks_freed(sim: SimHandle) -> None:
+    """The disconnect is the socket's; what an abort frees is tested in virtual time (test_virtual_server.py)."""
     base = value(metrics(sim.url), "vllm:request_success_total", finished_reason="abort")
     resp = requests.post(f"{sim.url}/v1/completions", json=completion(prompt_words=700, max_tokens=1000), stream=True,
                          timeout=10)  # fmt: skip
     chunks = resp.iter_content(chunk_size=None)
     next(chunks)
     running = metrics(sim.url)
-    assert value(running, "vllm:num_requests_running") == 1
-    # 700 prompt tokens plus the few generated: 44 or 45 of the 256 blocks
-    assert value(running, "vllm:kv_cache_usage_perc") in (44 / 256, 45 / 256)
+    assert value(running, "vllm:num_requests_running") == 1 and value(running, "vllm:kv_cache_usage_perc") > 0
     resp.close()  # the client goes away
     m = running
     deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # a poll on the server's own counter, not a fixed sleep
         m = metrics(sim.url)
         if value(m, "vllm:request_success_total", finished_reason="abort") > base:
             break
@@ -203,10 +191,12 @@ def test_stamp_log_matches_the_stream(sim: SimHandle, stamp_path: Path) -> None:
     assert record["output_tokens"] == len(record["times"]) == len(arrivals) == 30
     assert record["prompt_tokens"] == 500 and record["finish_reason"] == "length" and "fault" not in record
     assert record["times"] == sorted(record["times"])
-    # every chunk arrives after the server stamped it, and soon after
+    # every chunk arrives after the server stamped it (2 ms: the stamp is taken just after the write), and soon after
+    # (a median of 50 ms on loopback, with the other tests' processes sharing the cores)
     delays = [a - s for a, s in zip(arrivals, record["times"], strict=True)]
     assert min(delays) > -0.002 and statistics.median(delays) < 0.05
-    # and the stamps follow the modelled times: TTFT = overhead + P / prefill rate, then one step per token
+    # and the real-time server keeps the modelled times (test_virtual_server.py has them exactly): TTFT = overhead +
+    # P / prefill rate within 4 ms, then one step per token, its median within 1.5 ms, judged on its own stamps
     assert r.sent <= record["arrived"] <= record["times"][0]
     ttft = record["times"][0] - record["arrived"]
     assert ttft == pytest.approx(FIXED["step_overhead_s"] + 500 / FIXED["prefill_tok_s"], abs=0.004)
