@@ -4,7 +4,7 @@ configuration finds the same points, stops them for the same reasons, and gives 
 the virtual-time driver (in process, no socket).
 
 Reduced where real time would be too long: each suite is cut down by :func:`reduced` (fewer prompt lengths,
-parallel counts, rates and requests, shorter waves; the 1024 in / 128 out pair at 10 parallel, the card's
+parallel counts, rates (4 requests/s and more) and requests, shorter waves; the 1024 in / 128 out pair at 10 parallel, the card's
 headline, is kept wherever the suite has it), and the virtual server is a fixed performance model whose steps
 (5 ms plus 0.2 ms a sequence, prefill at 100,000 tokens/s) keep a real-time point short while the client's own
 milliseconds stay small beside them. The same cut-down suite goes to both interpreters."""
@@ -42,16 +42,15 @@ def reduced(suite: Suite) -> Suite:
             outputs, shortest = entry["output_tokens"], min(entry["output_tokens"])
             entry.update(prompt_tokens=prompts, output_tokens=[shortest],
                          parallel=[p for p in entry["parallel"] if p in (1, 10)] or entry["parallel"][:1],
-                         max_requests=min(entry.get("max_requests") or 40, 40), max_duration_s=10)
+                         max_requests=min(entry.get("max_requests") or 30, 30), max_duration_s=10)
             if 128 in outputs and 10 in entry["parallel"]:
                 entries.append({**entry, "output_tokens": [128], "parallel": [10]})
                 if shortest == 128:  # the 128-token pair at 1 parallel goes: a few seconds of 6 requests
                     continue
-        elif kind == "open":  # a few seconds at each rate
-            rate = min(float(r) for r in entry["rates"])
-            entry.update(num_requests=min(entry["num_requests"], 16, max(4, int(4 * rate))))
+        elif kind == "open":  # its rates of 4 requests/s and more (and all at once), 8 requests each
+            entry.update(rates=[r for r in entry["rates"] if float(r) >= 4], num_requests=min(entry["num_requests"], 8))
         elif kind == "waves":
-            entry.update(output_tokens=32, max_wave=min(entry["max_wave"], 48), resolution=max(entry["resolution"], 2))
+            entry.update(output_tokens=32, max_wave=min(entry["max_wave"], 48), resolution=max(entry["resolution"], 4))
         elif kind == "ingest":
             entry.update(points=min(entry["points"], 8), repeats=min(entry["repeats"], 2))
         elif kind == "batch":
