@@ -5,8 +5,8 @@
    half-widths of the headline figures by the card's own methods (``cardgen.precision``): median speed from
    start and median TTFT of the reference point (1024 in, 128 out, 10 parallel), the worst over every closed
    point that ran, and the ingestion slope.
-2. Planned against measured: a small suite run for real against the virtual server (``cardgen build``, real
-   time, this machine's two cores shared by server and client) next to its plan.
+2. Planned against measured: a small suite run for real against the virtual server (``cardgen build
+   --real-time``, over HTTP, this machine's two cores shared by server and client) next to its plan.
 
 Run alone: ``python tests/bench bench_plan`` (``BENCH_PLAN_SUITES=quick,standard`` to leave out full).
 """
@@ -97,7 +97,7 @@ def planned_vs_measured() -> None:
         out = Path(tmp) / "run"
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "cardgen", "build", MODEL, "--gpu", GPU, "--suite",
-                               str(suite_file), "--out", str(out), "--no-card", "--quiet"],
+                               str(suite_file), "--out", str(out), "--no-card", "--quiet", "--real-time"],
                               capture_output=True, text=True, timeout=900)
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
