@@ -38,9 +38,26 @@ def count_text(text: str) -> int:
     return len(text.split())
 
 
+class _WordIds(dict[str, int]):
+    """``crc32(word) % VOCAB_SIZE`` for each word seen, computed once: a prompt's words repeat, and hashing each
+    word of an 8,192-token prompt anew cost the real-time server 9 ms before its prefill (a cost that grows with
+    the prompt, so it bent the measured ingestion slope); looked up, 0.6 ms. Forgets everything past
+    :data:`_MAX_WORDS` so a stream of unique words cannot grow it without bound."""
+
+    def __missing__(self, word: str) -> int:
+        if len(self) >= _MAX_WORDS:
+            self.clear()
+        token = self[word] = zlib.crc32(word.encode()) % VOCAB_SIZE
+        return token
+
+
+_MAX_WORDS = 1_000_000
+_WORD_IDS = _WordIds()
+
+
 def encode_text(text: str) -> list[int]:
     """Token ids of ``text``, one per word."""
-    return [zlib.crc32(word.encode()) % VOCAB_SIZE for word in text.split()]
+    return list(map(_WORD_IDS.__getitem__, text.split()))
 
 
 def decode_ids(ids: Sequence[int]) -> str:

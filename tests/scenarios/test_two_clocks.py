@@ -28,6 +28,10 @@ from cardgen.suite import BUILTIN_SUITES, Suite, load_suite
 FIXED = {"prefill_tok_s": 100_000.0, "step_overhead_s": 0.005, "per_seq_s": 0.0002, "kv_capacity_tokens": 32768,
          "block_size": 16, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
 TOLERANCE = 0.03
+# An open loop of 8 requests lasts about a second from its first send to its last token, so the load engine's
+# send lag and loopback delays at either end (tens of ms on a loaded 2-core machine) move its output throughput
+# by a few per cent: compared within 6 %. A wrong rate or a lost request moves it by far more.
+OPEN_TOLERANCE = 0.06
 
 pytestmark = pytest.mark.sockets
 
@@ -92,4 +96,4 @@ def test_both_interpreters_find_the_same_points_stops_and_headline_figures(name,
     served = {s.scenario: s.output_tok_s for s in real_run.scenarios if s.kind == "open"}
     for scenario in virtual_run.scenarios:  # an open loop's output throughput: what the server turned out
         if scenario.kind == "open":
-            assert served[scenario.scenario] == pytest.approx(scenario.output_tok_s, rel=TOLERANCE), scenario.scenario
+            assert served[scenario.scenario] == pytest.approx(scenario.output_tok_s, rel=OPEN_TOLERANCE), scenario.scenario
