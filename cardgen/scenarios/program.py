@@ -55,6 +55,7 @@ class Send:
     phase: str | None = None
     conversation: int | None = None
     turn: int | None = None
+    adapter: str | None = None  # the LoRA adapter it asks for (the model name it sends); None: the base model
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ def record_fields(point: Point, send: Send, *, worker: str, index: int, attempt:
         "worker": worker, "index": index, "attempt": attempt, "parallel": send.parallel,
         "rate_rps": send.rate_rps, "wave": send.wave, "repeat": send.repeat, "warmup": send.warmup,
         "item": send.item, "prefix": send.prefix, "phase": send.phase, "conversation": send.conversation,
-        "turn": send.turn,
+        "turn": send.turn, "adapter": send.adapter,
     }
 
 
