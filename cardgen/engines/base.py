@@ -8,10 +8,12 @@ the :class:`Fetch` a caller hands in (``detect.probe`` does, with ``requests``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cardgen.engines.lora import LoraModule
+from cardgen.errors import UsageError
 from cardgen.promtext import parse_metrics
 
 Samples = dict[str, list[dict[str, Any]]]
@@ -140,6 +142,10 @@ class EngineAdapter:
     # --- launching ----------------------------------------------------------------------------------
     def launch_command(self, model: str, host: str, port: int, args: list[str]) -> list[str]:
         raise NotImplementedError(f"cardgen cannot start {self.label}")
+
+    def lora_args(self, modules: Sequence[LoraModule]) -> list[str]:
+        """The engine's flags that serve ``modules`` (LoRA adapters), every one of them in the same batches."""
+        raise UsageError(f"cardgen cannot serve LoRA adapters with {self.label}: start it yourself and give --url")
 
     def check_installed(self) -> str | None:
         """None when the engine can be started here; else a one-line reason with how to install it."""

