@@ -134,7 +134,9 @@ class EngineAdapter:
     #: ``itl``, ``e2e``, ``queue`` (histogram base names, without ``_bucket``/``_sum``/``_count``); prefix cache:
     #: ``prefix_cache_queries`` / ``prefix_cache_hits`` (counters of prompt tokens looked up / found) or
     #: ``prefix_cache_hit_rate`` (a gauge, 0..1). llama.cpp reports cached tokens per response only
-    #: (``timings.cache_n``), not in ``/metrics``.
+    #: (``timings.cache_n``), not in ``/metrics``. Speculative decoding: counters ``spec_drafts``,
+    #: ``spec_draft_tokens``, ``spec_accepted_tokens`` and ``spec_accepted_per_pos`` (labelled ``position``), or
+    #: gauges ``spec_accept_length`` (tokens per verify step, bonus included) and ``spec_accept_rate``.
     metric_names: Mapping[str, str] = {}
     #: what older versions of the engine called the same things, tried in order after :attr:`metric_names`
     older_metric_names: Mapping[str, tuple[str, ...]] = {}

@@ -33,6 +33,10 @@ class SglangAdapter(EngineAdapter):
         "queue": "sglang:queue_time_seconds",
         # the radix cache's token hit rate, a gauge (no query / hit counters)
         "prefix_cache_hit_rate": "sglang:cache_hit_rate",
+        # speculative decoding, gauges over its last stats interval: tokens a sequence gains per verify step (the
+        # bonus token included) and accepted / drafted
+        "spec_accept_length": "sglang:spec_accept_length",
+        "spec_accept_rate": "sglang:spec_accept_rate",
     }
 
     def _server_info(self, fetch: Fetch) -> tuple[str, dict[str, Any]] | None:

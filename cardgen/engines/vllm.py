@@ -67,6 +67,12 @@ class VllmAdapter(EngineAdapter):
         # prefix cache, in prompt tokens looked up / found at admission (V1; counters since 0.9)
         "prefix_cache_queries": "vllm:prefix_cache_queries_total",
         "prefix_cache_hits": "vllm:prefix_cache_hits_total",
+        # speculative decoding (counters): drafts (a sequence's verify steps), draft tokens, accepted draft tokens,
+        # and accepted tokens by draft position (label ``position``, from 0)
+        "spec_drafts": "vllm:spec_decode_num_drafts_total",
+        "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+        "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+        "spec_accepted_per_pos": "vllm:spec_decode_num_accepted_tokens_per_pos_total",
     }
     older_metric_names = {"itl": ("vllm:time_per_output_token_seconds",)}  # renamed in 0.9
 
