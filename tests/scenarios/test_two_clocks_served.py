@@ -18,6 +18,7 @@ import sys
 
 import pytest
 import yaml
+from test_two_clocks import FIXED, outcomes
 
 from cardgen.analysis import analyse, load_run
 from cardgen.sim.config import SimConfig
@@ -25,8 +26,6 @@ from cardgen.sim.drive import DriveOptions, simulate_run
 from cardgen.sim.launch import running_sim
 from cardgen.sim.served import ServedModel
 from cardgen.suite import parse_suite
-
-from test_two_clocks import FIXED, outcomes
 
 pytestmark = pytest.mark.sockets
 
