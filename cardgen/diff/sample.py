@@ -62,6 +62,7 @@ HEADLINES = (
     ("ttft_s_at_10_parallel_1024_128", f"TTFT p50, {_AT}", "s", LOWER),
     (KV, "KV cache capacity", "tokens", HIGHER),
     ("ttfa_s_at_10_parallel_1024_128", f"Time to first answer token p50, {_AT}", "s", LOWER),
+    (ACCEPTANCE[0], "Speculative acceptance rate, the run", "fraction", HIGHER),
 )
 HEADLINE_FIGURES = {  # the headlines that are a figure of the headline point (its metric/stat)
     "generation_tok_s_at_10_parallel_1024_128": "speed_from_start_tok_s/p50",
@@ -302,4 +303,8 @@ def run_sample(summary: Summary, digests: Mapping[str, np.ndarray | None] | None
             headlines[key] = Figure(key, *labels[key], figure.value, figure.spread)
     if summary.kv_cache.tokens is not None:
         headlines[KV] = Figure(KV, *labels[KV], float(summary.kv_cache.tokens), _kv(summary))
+    accepted = summary.speculative.acceptance_rate if summary.speculative is not None else None
+    if accepted is not None:
+        headlines[ACCEPTANCE[0]] = Figure(ACCEPTANCE[0], *labels[ACCEPTANCE[0]], accepted,
+                                          Spread(NONE, note="the server's counters over the run: no interval"))
     return RunSample(summary=summary, path=path, headlines=headlines, points=points, suite_points=suite_points)

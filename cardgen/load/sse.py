@@ -223,6 +223,9 @@ def _settle(result: StreamResult) -> StreamResult:
         result.first_answer_at = result.chunk_times[0] if result.chunk_times else None
         if result.reasoning_times:
             result.chunk_times = sorted(result.chunk_times + result.reasoning_times)
+        parts = result.reasoning_parts
+        if parts and parts[0].startswith(THINK_OPEN):  # vLLM's parsers pass the tag on when it shares a delta
+            parts[0] = parts[0][len(THINK_OPEN):]
         return result
     whole = "".join(result.text_parts)
     if THINK_CLOSE in whole or whole.lstrip().startswith(THINK_OPEN):
