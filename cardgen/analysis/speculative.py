@@ -9,8 +9,10 @@ acceptance, over the run and over each point, read through the engine's adapter 
   ``spec_accept_rate`` and of ``spec_accept_length`` (mean accepted = accept length - 1); no per-position figure.
 
 The run's window is its first to its last scrape. A point's is the last scrape before its first send to the first
-after its last end; when another point's requests fall inside it (no scrape between the two points), the point
-has no figure of its own (None): its counters would mix two workloads.
+after its last end; when another point's requests fall inside it (points run back to back, with no scrape between
+them), it is the first scrape after its first send to the last before its last end instead (the point's middle:
+only its own requests run then), and the point has no figure of its own (None) when fewer than two scrapes fall
+inside it: its counters would mix two workloads.
 """
 
 from __future__ import annotations
@@ -99,5 +101,8 @@ def speculative_points(metrics: Sequence[MetricSample], scenarios: Sequence[Scen
             continue
         t0, t1 = starts[i0], starts[i1]
         if any(name != s.scenario and start < t1 and end > t0 for name, start, end in spans):
-            continue
+            i0 = bisect_left(starts, s.started_unix)  # the first scrape sent after the first send
+            i1 = bisect_right(ends, s.ended_unix) - 1  # the last scrape over before the last end
+            if i1 <= i0:
+                continue
         s.speculative = _over(scrapes[i0:i1 + 1], names)

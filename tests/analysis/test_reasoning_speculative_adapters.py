@@ -69,7 +69,12 @@ def test_vllm_counters_give_acceptance_over_the_run_and_each_point_the_scrapes_i
     speculative_points(scrapes, points, engine="vllm")
     a, b, c = (p.speculative for p in points)
     assert a.acceptance_rate == pytest.approx(0.75) and a.per_position == pytest.approx([0.9, 0.6])
-    assert b is None and c is None  # no scrape between b's end and c's start: the counters would mix them
+    # no scrape between b's end and c's start: each has the scrapes inside it (b: 2.0 alone, c: 3.0 alone: none)
+    assert b is None and c is None
+    inside = [*scrapes[:3], scrape(2.3, 150, 300, 170, (100, 70)), *scrapes[3:]]
+    speculative_points(inside, points, engine="vllm")
+    b, c = points[1].speculative, points[2].speculative
+    assert (b.start_unix, b.end_unix, b.drafts, b.accepted_tokens) == (2.0, 2.3, 50, 20) and c is None
     points[2].started_unix = 3.05  # now the scrape at 3.0 falls between them
     speculative_points(scrapes, points, engine="vllm")
     b, c = points[1].speculative, points[2].speculative
