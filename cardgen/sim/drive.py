@@ -207,6 +207,11 @@ class _Jitter:
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         return self.perf.step_time_s(prefill, decode) * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
 
+    def draft_time_s(self, decode: list[SeqWork], tokens: int) -> float:
+        """A draft head's time, as ``perf`` models it (none when it models none: drafts cost nothing)."""
+        draft = getattr(self.perf, "draft_time_s", None)
+        return float(draft(decode, tokens)) if draft is not None else 0.0
+
     def describe(self) -> dict[str, object]:
         return self.perf.describe()
 
