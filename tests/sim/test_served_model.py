@@ -189,3 +189,22 @@ def test_the_served_model_survives_run_json(tmp_path):
     described = run.info.sim.model_extra
     assert ServedModel.of_described(described) == served
     assert ServedModel.of_described({}) == ServedModel()
+
+
+def test_a_modelled_run_pays_for_an_eagle_draft_head_and_not_for_ngram_lookups():
+    points = expand(suite("""  - kind: closed
+    prompt_tokens: [512]
+    output_tokens: [64]
+    parallel: [4]
+    min_requests: 8
+    max_requests: 8"""))
+
+    def tpot(**served) -> float:
+        config = SimConfig(model="Llama-3.1-8B", gpu="H100", served=ServedModel(**served))
+        run = drive(points, config, options=DriveOptions(step_jitter=0.02))  # jittered steps, as a modelled build
+        return sorted((r.end_at - r.first_token_at) / (r.output_tokens - 1) for r in run.records)[4]
+
+    plain = tpot()
+    ngram = tpot(speculation=Speculation(tokens=4, acceptance=0.7))
+    eagle = tpot(speculation=Speculation(tokens=4, acceptance=0.7, method="eagle"))
+    assert ngram < eagle < plain  # 3.8 tokens a step; the draft head's four passes cost some of that back
