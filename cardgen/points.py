@@ -70,10 +70,15 @@ class Point:
     message_tokens: int = 0
     think_time_s: float = 0.0
     fresh_history: bool = False  # chat: every turn's history starts with a new id (nothing for the cache to reuse)
+    # LoRA: the adapters the point's requests ask for (their model names; none: the base model) and how each
+    # request picks one (round-robin | random | per-user: cardgen.scenarios.program.Program.adapter)
+    adapters: tuple[str, ...] = ()
+    adapter_pick: str = "round-robin"
 
     def __post_init__(self) -> None:  # lists given (a suite, the wire) become tuples: nothing inside changes either
         object.__setattr__(self, "lengths", tuple(int(n) for n in self.lengths))
         object.__setattr__(self, "items", tuple((int(p), int(o)) for p, o in self.items))
+        object.__setattr__(self, "adapters", tuple(str(a) for a in self.adapters))
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
@@ -154,6 +159,7 @@ def expand(suite: Suite) -> list[Point]:
     """Every point of the suite, in order. Names are unique within the suite."""
     points: list[Point] = []
     for n, entry in enumerate(suite.scenarios):
+        first = len(points)  # the entry's points start here
         common = {
             "endpoint": entry.endpoint or suite.endpoint,
             "timeout_s": entry.timeout_s or suite.timeout_s,
@@ -216,6 +222,8 @@ def expand(suite: Suite) -> list[Point]:
                     prompt_tokens=entry.prompt_tokens, output_tokens=entry.output_tokens, parallel=b,
                     warmups=entry.warmups, runs=entry.runs, target_ci=entry.target_ci,
                     max_runs=entry.max_runs, **common))
+        if entry.adapters:
+            points[first:] = with_adapters(points[first:], entry.adapters, entry.adapter_counts, entry.adapter_pick)
     seen: dict[str, int] = {}
     for i, point in enumerate(points):  # make names unique when two entries expand to the same parameters
         if point.name in seen:
@@ -224,6 +232,22 @@ def expand(suite: Suite) -> list[Point]:
         else:
             seen[point.name] = 1
     return points
+
+
+def with_adapters(points: list[Point], adapters: list[str], counts: list[int] | None, pick: str) -> list[Point]:
+    """An entry's points once per adapter count (``-a<N>``: its requests pick among the first N adapters; N = 0 is
+    the base model), or with every adapter when no count is given."""
+    out = []
+    for point in points:
+        for k in counts if counts is not None else [len(adapters)]:
+            suffix = f"-a{k}" if counts is not None else ""
+            out.append(replace(point, name=point.name + suffix, adapters=tuple(adapters[:k]), adapter_pick=pick))
+    return out
+
+
+def suite_adapters(points: list[Point]) -> tuple[str, ...]:
+    """Every adapter the points ask for, in the order they first appear."""
+    return tuple(dict.fromkeys(a for p in points for a in p.adapters))
 
 
 def fit_context(points: list[Point], max_model_len: int | None) -> tuple[list[Point], list[str]]:

@@ -49,6 +49,23 @@ class _Entry(BaseModel):
     name: str | None = None
     endpoint: Endpoint | None = None  # overrides the suite's endpoint
     timeout_s: float | None = Field(default=None, gt=0)
+    # LoRA adapters the entry's requests ask for (each a model name the server serves); ``adapter_counts``: one
+    # point per count, its requests picking among the first N adapters (0: the base model); ``adapter_pick``: in
+    # turn, at random, or one adapter per user
+    adapters: list[str] | None = Field(default=None, min_length=1)
+    adapter_counts: list[int] | None = Field(default=None, min_length=1)
+    adapter_pick: Literal["round-robin", "random", "per-user"] = "round-robin"
+
+    @model_validator(mode="after")
+    def _adapter_counts(self) -> _Entry:
+        if self.adapters is not None and (len(set(self.adapters)) < len(self.adapters) or not all(self.adapters)):
+            raise ValueError("'adapters' must name each adapter once")
+        if self.adapter_counts is not None:
+            if self.adapters is None:
+                raise ValueError("'adapter_counts' needs 'adapters'")
+            if any(not 0 <= k <= len(self.adapters) for k in self.adapter_counts):
+                raise ValueError(f"'adapter_counts' must be 0 to {len(self.adapters)} (the adapters named)")
+        return self
 
 
 class ClosedLoop(_Entry):

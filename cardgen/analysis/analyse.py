@@ -19,9 +19,11 @@ from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion
 from cardgen.analysis.kv import declared_kv, kv_capacity
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.outcomes import counted_mask, with_outcomes
+from cardgen.analysis.reasoning import reasons
 from cardgen.analysis.requests import request_frame
 from cardgen.analysis.rundata import RunData
 from cardgen.analysis.scenarios import scenario_summaries
+from cardgen.analysis.speculative import speculative_points, speculative_run
 from cardgen.analysis.tables import batch_precision, build_tables, write_tables
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
@@ -154,6 +156,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
 
     scenarios = scenario_summaries(requests, ts, slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     scenarios = with_outcomes(scenarios, info, superseded={str(k): int(v) for k, v in superseded.items()})
+    speculative_points(data.metrics, scenarios, engine=engine)
 
     ingestion = fit_ingestion(*ingestion_points(requests)) if not requests.empty else None
     batches = batch_precision(requests)
@@ -235,7 +238,10 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         server_vs_client=server_vs_client(data.metrics, every, scenarios, engine=engine),
         options=asdict(options),
         tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
+        reasoning=reasons(requests), speculative=speculative_run(data.metrics, engine=engine),
     )
+    if summary.reasoning and point is not None:  # the user waits for the answer: its first token is a headline
+        summary.headline.ttfa_s_at_10_parallel_1024_128 = point.ttfa_s.p50
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, data.metrics))
 

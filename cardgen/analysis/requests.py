@@ -8,11 +8,21 @@
 - ``send_lag_s`` = send - scheduled send (open loop)
 - per-chunk gaps (ITL): differences of consecutive text-chunk arrival times
 
-Token counts are the server's (``usage``); chunks are never counted as tokens.
+A reasoning model's stream (reasoning chunks count as text chunks above: TTFT is its first thinking token):
+
+- ``ttfa_s`` = the answer's first chunk - send (NaN when the output ended before the answer began)
+- ``answer_tokens`` = output tokens - reasoning tokens
+- ``reasoning_tok_s`` = reasoning tokens / (TTFA - TTFT): the tokens generated from the first one to the answer's
+  first, over that time; (reasoning tokens - 1) / (E2E - TTFT) when the answer never began
+- ``answer_tok_s`` = (answer tokens - 1) / (E2E - TTFA): the answer's decode speed
+
+Token counts are the server's (``usage``; reasoning: ``completion_tokens_details.reasoning_tokens``, else the
+server's ``/tokenize`` of the reasoning text); chunks are never counted as tokens.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -26,6 +36,8 @@ COLUMNS = (
     "scheduled_at", "sent_at", "first_token_at", "end_at", "ok", "error_kind",
     "ttft_s", "e2e_s", "tpot_s", "decode_tok_s", "speed_from_start_tok_s", "send_lag_s", "n_chunks",
     "chunk_times", "item", "prefix", "phase", "conversation", "turn",
+    "adapter", "ttfa_s", "reasoning_tokens", "answer_tokens", "reasoning_tok_s", "answer_tok_s", "reasoning_chunks",
+    "reasoning_tokens_source",
 )
 
 _NAN = float("nan")
@@ -64,7 +76,24 @@ def request_row(rec: RequestRecord) -> dict[str, object]:
         "chunk_times": np.asarray(rec.chunk_times, dtype=float),
         "item": _num(rec.item), "prefix": _num(rec.prefix), "phase": rec.phase or "",
         "conversation": _num(rec.conversation), "turn": _num(rec.turn),
+        "adapter": rec.adapter or "", **_reasoning(rec, ttft, e2e, out),
     }
+
+
+def _reasoning(rec: RequestRecord, ttft: float, e2e: float, out: float) -> dict[str, object]:
+    """A record's reasoning columns (NaN where the record says nothing: a failed request, or an old record)."""
+    ok = rec.error is None
+    ttfa = _num(rec.first_answer_at) - rec.sent_at if ok else _NAN
+    thought = _num(rec.reasoning_tokens) if ok else _NAN
+    answer = out - thought
+    if ttfa - ttft > 0:
+        think_speed = thought / (ttfa - ttft)
+    else:
+        think_speed = (thought - 1) / (e2e - ttft) if math.isnan(ttfa) and thought > 1 and e2e > ttft else _NAN
+    return {"ttfa_s": ttfa, "reasoning_tokens": thought, "answer_tokens": answer, "reasoning_tok_s": think_speed,
+            "answer_tok_s": (answer - 1) / (e2e - ttfa) if answer > 1 and e2e > ttfa else _NAN,
+            "reasoning_chunks": _num(rec.reasoning_chunks) if ok else _NAN,
+            "reasoning_tokens_source": rec.reasoning_tokens_source or ""}
 
 
 def request_frame(records: Iterable[RequestRecord]) -> pd.DataFrame:

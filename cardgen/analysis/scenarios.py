@@ -29,6 +29,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from cardgen.analysis.adapters import adapter_figures
+from cardgen.analysis.reasoning import reasoning_figures
 from cardgen.analysis.requests import chunk_gaps
 from cardgen.analysis.stats import describe
 from cardgen.analysis.timeseries import counter_increase, window
@@ -167,6 +169,8 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
     summary.itl_s = describe(chunk_gaps(ok))
     summary.decode_tok_s = describe(ok["decode_tok_s"])
     summary.speed_from_start_tok_s = describe(ok["speed_from_start_tok_s"])
+    reasoning_figures(summary, ok)
+    adapter_figures(summary, ok, rows)
     if kind == "open":
         summary.send_lag_s = describe(rows["send_lag_s"], ci=False)
     win = window(ts, start, end)

@@ -13,6 +13,7 @@ from typing import TypedDict
 from markupsafe import Markup
 
 from cardgen.analysis.analyse import Analysis
+from cardgen.card.sections.adapters import AdaptersSection, adapters_section
 from cardgen.card.sections.batch import batch_table
 from cardgen.card.sections.chat import ChatSection, chat_sections
 from cardgen.card.sections.datasets import DatasetSection, dataset_sections, nightly_code, nightly_table
@@ -28,8 +29,10 @@ from cardgen.card.sections.main import main_table
 from cardgen.card.sections.modelled_error import ModelledError, modelled_error
 from cardgen.card.sections.parameters import parameters_table
 from cardgen.card.sections.prefix import PrefixSection, prefix_sections
+from cardgen.card.sections.reasoning import ReasoningSection, reasoning_section
 from cardgen.card.sections.scenarios import scenarios_table
 from cardgen.card.sections.server_vs_client import server_vs_client_tables
+from cardgen.card.sections.speculative import SpeculativeSection, speculative_section
 from cardgen.card.table import TableView
 from cardgen.saturation import MAX_KV_USAGE, MIN_SPEED_TOK_S, WAVE_FULL_USAGE
 from cardgen.schemas.summary import Summary
@@ -82,6 +85,9 @@ class CardContext(TypedDict):
     interactivity: TableView | None  # throughput against interactivity, Pareto fronts (issue 14)
     workloads: WorkloadSections  # dataset serving tests, prefix cache, chat (issue 11)
     modelled_error: ModelledError | None  # a modelled run's expected error per headline (issue 12)
+    reasoning: ReasoningSection | None  # reasoning models, speculative decoding, LoRA adapters (issue 22)
+    speculative: SpeculativeSection | None
+    adapters: AdaptersSection | None
 
 
 def _workload_sections(analysis: Analysis) -> WorkloadSections:
@@ -114,4 +120,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         interactivity=interactivity_table(s),
         workloads=_workload_sections(analysis),
         modelled_error=modelled_error(s, analysis.info),
+        reasoning=reasoning_section(s), speculative=speculative_section(s), adapters=adapters_section(s),
     )

@@ -13,7 +13,11 @@ import click
 from click.core import ParameterSource
 
 from cardgen.cli.options import REAL_TIME_OPTIONS, parse_gpus, server_options
+from cardgen.cli.served import NAMES as SERVED_OPTIONS
+from cardgen.cli.served import served_model_options
 from cardgen.errors import UsageError
+from cardgen.points import expand, suite_adapters
+from cardgen.sim.served import ServedModel
 from cardgen.suite import load_suite
 
 
@@ -34,17 +38,32 @@ from cardgen.suite import load_suite
 @click.option("--real-time", is_flag=True, help="Virtual server: serve it on loopback and measure it over HTTP with "
               "the load engine, in real time (for testing a client or the load path), instead of computing its "
               "run in virtual time.")
+@click.option("--lora-module", "lora_modules", multiple=True, metavar="NAME=PATH",
+              help="With --launch: serve this LoRA adapter (a PEFT directory) under NAME, the model name the suite's "
+                   "requests ask for (repeat for each adapter).")
 @server_options(workers_default=0)
+@served_model_options(adapters=False)
 @click.pass_context
 def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_dir: Path | None, runs_root: Path,
           api_key: str | None, workers: str, remote_workers: bool, master_bind: str, master_port: int,
           engine: str | None, launch: str | None, engine_args: str, gpu: str, model_config: Path | None, tp: int,
           real_time: bool, gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
-          quiet: bool) -> None:
+          quiet: bool, lora_modules: tuple[str, ...], reasoning_share: float, spec_tokens: int,
+          spec_acceptance: float | None, spec_method: str, lora_rank: int | None, max_loras: int | None) -> None:
     """Measure MODEL's server and write its card into a run directory; without a server, model one."""
     suite = load_suite(suite_name)
     given = {name for name in ctx.params if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)}
     gpus = parse_gpus(gpu)
+    modelled_only = sorted(given & set(SERVED_OPTIONS))
+    if (url or launch) and modelled_only:
+        raise UsageError(f"--{modelled_only[0].replace('_', '-')} describes the virtual server's model: against a "
+                         "real server, give the engine its own flags (--engine-args)")
+    if lora_modules and not launch:
+        raise UsageError("--lora-module serves an adapter from an engine cardgen starts: give --launch (a server at "
+                         "--url serves its own)")
+    served = None if (url or launch) else ServedModel.of_options(
+        reasoning_share=reasoning_share, spec_tokens=spec_tokens, spec_acceptance=spec_acceptance,
+        spec_method=spec_method, adapters=suite_adapters(expand(suite)), lora_rank=lora_rank, max_loras=max_loras)
     if url or launch or real_time:
         from cardgen.cli import measure  # noqa: PLC0415  Locust patches ssl: a load over HTTP imports it before all else
 
@@ -54,7 +73,8 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
                                master_port=master_port, engine=engine, engine_args=engine_args,
                                model_config=model_config, tp=tp, gpu_given="gpu" in given,
                                gpu_metrics_url=gpu_metrics_url, scrape_interval=scrape_interval,
-                               run_saturated=run_saturated, no_card=no_card, quiet=quiet)
+                               run_saturated=run_saturated, no_card=no_card, quiet=quiet, served=served,
+                               lora_modules=lora_modules)
         return
     real_only = sorted(given & REAL_TIME_OPTIONS)
     if real_only:
@@ -64,6 +84,6 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
 
     modelled.build_modelled(model, suite=suite, gpus=gpus, out_dir=out_dir, runs_root=runs_root, engine=engine,
                             model_config=model_config, tp=tp, run_saturated=run_saturated, no_card=no_card,
-                            quiet=quiet)
+                            quiet=quiet, served=served or ServedModel())
 
 

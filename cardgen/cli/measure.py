@@ -24,11 +24,13 @@ from cardgen.cli.options import parse_workers
 from cardgen.cli.render import render_card
 from cardgen.engines.detect import check_url
 from cardgen.engines.launch import launched_engine
-from cardgen.engines.registry import ENGINES, engine_name
+from cardgen.engines.lora import LoraModule, check_served
+from cardgen.engines.registry import ENGINES, engine_name, get_adapter
 from cardgen.errors import UsageError
 from cardgen.load.progress import PlannedTime
 from cardgen.load.resume import prepare_resume
 from cardgen.numbers import duration_text
+from cardgen.points import expand, suite_adapters
 from cardgen.redact import MASK
 from cardgen.rundir import SERVER_LOG, check_run_dir, default_run_dir, make_run_dir, run_dirs
 from cardgen.runinfo import load_seconds
@@ -38,6 +40,7 @@ from cardgen.sim.catalog import read_data, resolve
 from cardgen.sim.launch import running_sim
 from cardgen.sim.modelled import ModelledServer
 from cardgen.sim.roofline import list_engines
+from cardgen.sim.served import ServedModel
 from cardgen.suite import Suite
 
 
@@ -46,9 +49,14 @@ def build_measured(model: str, *, url: str | None, launch: str | None, real_time
                    workers: str, remote_workers: bool, master_bind: str, master_port: int, engine: str | None,
                    engine_args: str, model_config: Path | None, tp: int, gpu_given: bool,
                    gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
-                   quiet: bool) -> None:
+                   quiet: bool, served: ServedModel | None = None, lora_modules: Sequence[str] = ()) -> None:
     """``cardgen build`` over HTTP: the server at ``url`` or started with ``launch`` (one GPU type), or with
-    ``real_time`` the virtual server of each GPU on loopback."""
+    ``real_time`` the virtual server of each GPU on loopback (its model doing what ``served`` says). An engine
+    started with ``launch`` serves ``lora_modules`` (``NAME=PATH``) too."""
+    if launch and lora_modules:
+        modules = [LoraModule.parse(spec) for spec in lora_modules]
+        check_served(modules, suite_adapters(expand(suite)))
+        engine_args = shlex.join([*shlex.split(engine_args), *get_adapter(launch).lora_args(modules)])
     common = dict(suite_name=suite_name, suite=suite, runs_root=runs_root, api_key=api_key, workers=workers,
                   remote_workers=remote_workers, master_bind=master_bind, master_port=master_port,
                   engine_args=engine_args, model_config=model_config, tp=tp, gpu_metrics_url=gpu_metrics_url,
@@ -63,8 +71,8 @@ def build_measured(model: str, *, url: str | None, launch: str | None, real_time
         measure(model, url=url, launch=launch, out_dir=out_dir, engine=adapter, gpu=gpus[0], profile=profile,
                 gpu_given=gpu_given, **common)  # type: ignore[arg-type]
         return
-    servers = [ModelledServer(model=model, gpu=g, tp=tp, model_config=model_config, engine=engine or "vllm")
-               for g in gpus]
+    servers = [ModelledServer(model=model, gpu=g, tp=tp, model_config=model_config, engine=engine or "vllm",
+                              served=served or ServedModel()) for g in gpus]
     for server in servers:
         server.check()
     for server, run_dir in zip(servers, run_dirs(model, gpus, out_dir=out_dir, runs_root=runs_root), strict=True):

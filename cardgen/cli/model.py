@@ -17,15 +17,16 @@ from cardgen.rundir import make_run_dir, run_dirs
 from cardgen.runinfo import load_seconds
 from cardgen.schemas.run import RunInfo
 from cardgen.sim.modelled import ModelledServer, modelled_run, resume_modelled
+from cardgen.sim.served import ServedModel
 from cardgen.suite import Suite
 
 
 def build_modelled(model: str, *, suite: Suite, gpus: Sequence[str], out_dir: Path | None, runs_root: Path,
                    engine: str | None, model_config: Path | None, tp: int, run_saturated: bool, no_card: bool,
-                   quiet: bool) -> None:
+                   quiet: bool, served: ServedModel | None = None) -> None:
     """One modelled run per GPU, each computed in virtual time, with its card."""
-    servers = [ModelledServer(model=model, gpu=g, tp=tp, model_config=model_config, engine=engine or "vllm")
-               for g in gpus]
+    servers = [ModelledServer(model=model, gpu=g, tp=tp, model_config=model_config, engine=engine or "vllm",
+                              served=served or ServedModel()) for g in gpus]
     for server in servers:
         server.check()
     for server, run_dir in zip(servers, run_dirs(model, gpus, out_dir=out_dir, runs_root=runs_root), strict=True):

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
+from cardgen.cli.served import served_model_options
 from cardgen.sim.config import PERF_KINDS, SimConfig, parse_faults
+from cardgen.sim.served import ServedModel
 from cardgen.sim.server import SimServer, serve
 
 
@@ -82,6 +84,7 @@ from cardgen.sim.server import SimServer, serve
 @click.option("--no-tokenize", is_flag=True, help="Hide /tokenize and /detokenize (404).")
 @click.option("--hide-cache-config", is_flag=True, help="Leave vllm:cache_config_info out of /metrics.")
 @click.option("--no-metrics", is_flag=True, help="Hide /metrics (404).")
+@served_model_options(adapters=True)
 def serve_sim(
     model: str,
     gpu: str,
@@ -109,6 +112,13 @@ def serve_sim(
     no_tokenize: bool,
     hide_cache_config: bool,
     no_metrics: bool,
+    reasoning_share: float,
+    spec_tokens: int,
+    spec_acceptance: float | None,
+    spec_method: str,
+    lora_rank: int | None,
+    max_loras: int | None,
+    lora_adapters: str,
 ) -> None:
     """Serve MODEL as vLLM would on GPU, in real time, with every figure MODELLED (no GPU is used)."""
 
@@ -138,6 +148,10 @@ def serve_sim(
         tokenize=not no_tokenize,
         cache_config=not hide_cache_config,
         metrics=not no_metrics,
+        served=ServedModel.of_options(
+            reasoning_share=reasoning_share, spec_tokens=spec_tokens, spec_acceptance=spec_acceptance,
+            spec_method=spec_method, adapters=tuple(a.strip() for a in lora_adapters.split(",") if a.strip()),
+            lora_rank=lora_rank, max_loras=max_loras),
     )
 
     def ready(server: SimServer) -> None:

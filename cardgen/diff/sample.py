@@ -43,7 +43,11 @@ METRICS = (
     ("tpot_s", "TPOT", "s", LOWER),
     ("e2e_s", "E2E latency", "s", LOWER),
 )
+# a reasoning model's points only (a point whose requests reasoned): time to the answer's first token
+REASONING_METRICS = (("ttfa_s", "time to first answer token", "s", LOWER),)
 STATS = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
+# the server's own counters over a point (speculative decoding): one number, no request-level spread
+ACCEPTANCE = ("acceptance_rate", "speculative acceptance rate", "fraction", HIGHER)
 THROUGHPUT = ("output_tok_s", "total output throughput", "tok/s", HIGHER)
 POINT_KINDS = ("closed", "open", "batch")  # serving points; ingestion and waves feed the headline figures
 
@@ -57,11 +61,14 @@ HEADLINES = (
     ("decode_tok_s_at_10_parallel_1024_128", f"Decode speed per request, {_AT}", "tok/s", HIGHER),
     ("ttft_s_at_10_parallel_1024_128", f"TTFT p50, {_AT}", "s", LOWER),
     (KV, "KV cache capacity", "tokens", HIGHER),
+    ("ttfa_s_at_10_parallel_1024_128", f"Time to first answer token p50, {_AT}", "s", LOWER),
+    (ACCEPTANCE[0], "Speculative acceptance rate, the run", "fraction", HIGHER),
 )
 HEADLINE_FIGURES = {  # the headlines that are a figure of the headline point (its metric/stat)
     "generation_tok_s_at_10_parallel_1024_128": "speed_from_start_tok_s/p50",
     "decode_tok_s_at_10_parallel_1024_128": "decode_tok_s/p50",
     "ttft_s_at_10_parallel_1024_128": "ttft_s/p50",
+    "ttfa_s_at_10_parallel_1024_128": "ttfa_s/p50",
 }
 
 # how a figure's spread is known
@@ -190,10 +197,15 @@ def _point_requests(analysis: Analysis, s: ScenarioSummary) -> tuple[pd.DataFram
     return rows, np.arange(len(rows))
 
 
+def point_metrics(s: ScenarioSummary) -> tuple[tuple[str, str, str, str], ...]:
+    """The per-request figures a point has: the time to first answer token too when its requests reasoned."""
+    return METRICS + (REASONING_METRICS if s.reasoning_tokens_mean or s.unanswered else ())
+
+
 def _point_digests(analysis: Analysis, s: ScenarioSummary) -> dict[str, np.ndarray | None]:
     rows, labels = _point_requests(analysis, s)
     out: dict[str, np.ndarray | None] = {}
-    for metric, *_ in METRICS:
+    for metric, *_ in point_metrics(s):
         reps = resample.quantile_replicates(rows[metric].to_numpy(dtype=float), labels, [q for _, q in STATS])
         for j, (stat, _) in enumerate(STATS):
             out[figure_id(s.scenario, f"{metric}/{stat}")] = resample.digest(None if reps is None else reps[j])
@@ -234,7 +246,7 @@ def _bootstrap(digests: Mapping[str, np.ndarray | None] | None, fid: str, few: s
 def _point(s: ScenarioSummary, digests: Mapping[str, np.ndarray | None] | None) -> PointSample:
     few = f"fewer than {resample.MIN_UNITS} {_unit(s)}: no interval"
     figures: dict[str, Figure] = {}
-    for metric, label, unit, better in METRICS:
+    for metric, label, unit, better in point_metrics(s):
         for stat, _ in STATS:
             value = resample.finite_or_none(getattr(getattr(s, metric), stat))
             if value is not None:
@@ -252,6 +264,11 @@ def _point(s: ScenarioSummary, digests: Mapping[str, np.ndarray | None] | None) 
             spread = Spread(NONE, note=f"{s.kind} point: its throughput follows the offered load, not a sample "
                                        "of requests")
         figures[key] = Figure(key, label, unit, better, value, spread)
+    key, label, unit, better = ACCEPTANCE
+    value = resample.finite_or_none(s.speculative.acceptance_rate) if s.speculative is not None else None
+    if value is not None:
+        figures[key] = Figure(key, label, unit, better, value,
+                              Spread(NONE, note="the server's counters over the point: one number, no interval"))
     return PointSample(scenario_key(s), s.scenario, figures)
 
 
@@ -286,4 +303,8 @@ def run_sample(summary: Summary, digests: Mapping[str, np.ndarray | None] | None
             headlines[key] = Figure(key, *labels[key], figure.value, figure.spread)
     if summary.kv_cache.tokens is not None:
         headlines[KV] = Figure(KV, *labels[KV], float(summary.kv_cache.tokens), _kv(summary))
+    accepted = summary.speculative.acceptance_rate if summary.speculative is not None else None
+    if accepted is not None:
+        headlines[ACCEPTANCE[0]] = Figure(ACCEPTANCE[0], *labels[ACCEPTANCE[0]], accepted,
+                                          Spread(NONE, note="the server's counters over the run: no interval"))
     return RunSample(summary=summary, path=path, headlines=headlines, points=points, suite_points=suite_points)

@@ -9,7 +9,7 @@ Public API (pure functions take what is already on disk: a ``server_metrics.json
 - :func:`load_gauges` -- KV usage (0..1), running and waiting requests at one scrape.
 - :func:`metric_names` -- the engine's own token counters and latency histograms, by role;
   :func:`metric_candidates` adds the names older versions used; :func:`counter` reads one counter from a scrape,
-  :func:`first_counter` the first of several names.
+  :func:`first_counter` the first of several names, :func:`labelled_counter` one counter per value of a label.
 - :func:`histogram`, :func:`histogram_delta`, :func:`histogram_quantile` -- Prometheus histograms as plain data
   (the server-vs-client latency comparison).
 - :func:`get_adapter`, :func:`engine_name` -- the adapter behind a name (aliases: ``llama.cpp``, ``openai``...).
@@ -29,6 +29,7 @@ from cardgen.engines.readings import (
     histogram_delta,
     histogram_quantile,
     kv_config,
+    labelled_counter,
     load_gauges,
     metric_candidates,
     metric_names,
@@ -37,6 +38,6 @@ from cardgen.engines.registry import ADAPTERS, ENGINES, LAUNCHABLE, engine_name,
 
 __all__ = [
     "ADAPTERS", "ENGINES", "LAUNCHABLE", "EngineAdapter", "LaunchedEngine", "counter", "engine_name",
-    "first_counter", "get_adapter", "histogram", "histogram_delta", "histogram_quantile", "kv_config",
+    "first_counter", "get_adapter", "histogram", "histogram_delta", "histogram_quantile", "kv_config", "labelled_counter",
     "launched_engine", "load_gauges", "metric_candidates", "metric_names", "probe",
 ]

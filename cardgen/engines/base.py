@@ -8,10 +8,12 @@ the :class:`Fetch` a caller hands in (``detect.probe`` does, with ``requests``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cardgen.engines.lora import LoraModule
+from cardgen.errors import UsageError
 from cardgen.promtext import parse_metrics
 
 Samples = dict[str, list[dict[str, Any]]]
@@ -132,7 +134,9 @@ class EngineAdapter:
     #: ``itl``, ``e2e``, ``queue`` (histogram base names, without ``_bucket``/``_sum``/``_count``); prefix cache:
     #: ``prefix_cache_queries`` / ``prefix_cache_hits`` (counters of prompt tokens looked up / found) or
     #: ``prefix_cache_hit_rate`` (a gauge, 0..1). llama.cpp reports cached tokens per response only
-    #: (``timings.cache_n``), not in ``/metrics``.
+    #: (``timings.cache_n``), not in ``/metrics``. Speculative decoding: counters ``spec_drafts``,
+    #: ``spec_draft_tokens``, ``spec_accepted_tokens`` and ``spec_accepted_per_pos`` (labelled ``position``), or
+    #: gauges ``spec_accept_length`` (tokens per verify step, bonus included) and ``spec_accept_rate``.
     metric_names: Mapping[str, str] = {}
     #: what older versions of the engine called the same things, tried in order after :attr:`metric_names`
     older_metric_names: Mapping[str, tuple[str, ...]] = {}
@@ -140,6 +144,10 @@ class EngineAdapter:
     # --- launching ----------------------------------------------------------------------------------
     def launch_command(self, model: str, host: str, port: int, args: list[str]) -> list[str]:
         raise NotImplementedError(f"cardgen cannot start {self.label}")
+
+    def lora_args(self, modules: Sequence[LoraModule]) -> list[str]:
+        """The engine's flags that serve ``modules`` (LoRA adapters), every one of them in the same batches."""
+        raise UsageError(f"cardgen cannot serve LoRA adapters with {self.label}: start it yourself and give --url")
 
     def check_installed(self) -> str | None:
         """None when the engine can be started here; else a one-line reason with how to install it."""

@@ -106,3 +106,18 @@ def histogram_quantile(hist: Mapping[str, Any], q: float) -> float | None:
             return prev_le + (le - prev_le) * (rank - prev_count) / (count - prev_count)
         prev_le, prev_count = le, count
     return prev_le
+
+
+def labelled_counter(sample: Any, name: str, label: str) -> dict[str, float]:
+    """A counter's value per value of ``label``, summed over the other labels (vLLM's accepted tokens per draft
+    position: ``{"0": 812.0, "1": 540.0, ...}``); empty when the scrape has none."""
+    out: dict[str, float] = {}
+    for s in samples_of(sample).get(name, ()) if name else ():
+        key = (s.get("labels") or {}).get(label)
+        try:
+            value = float(s.get("value"))
+        except (TypeError, ValueError):
+            continue
+        if key is not None and not math.isnan(value):
+            out[str(key)] = out.get(str(key), 0.0) + value
+    return out

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
 from cardgen.engines.base import EngineAdapter, Fetch, Samples, as_int, gauge
+from cardgen.engines.lora import LoraModule
 from cardgen.redact import redact_mapping
 
 INFO_PATHS = ("/server_info", "/get_server_info")
@@ -32,6 +33,10 @@ class SglangAdapter(EngineAdapter):
         "queue": "sglang:queue_time_seconds",
         # the radix cache's token hit rate, a gauge (no query / hit counters)
         "prefix_cache_hit_rate": "sglang:cache_hit_rate",
+        # speculative decoding, gauges over its last stats interval: tokens a sequence gains per verify step (the
+        # bonus token included) and accepted / drafted
+        "spec_accept_length": "sglang:spec_accept_length",
+        "spec_accept_rate": "sglang:spec_accept_rate",
     }
 
     def _server_info(self, fetch: Fetch) -> tuple[str, dict[str, Any]] | None:
@@ -78,6 +83,10 @@ class SglangAdapter(EngineAdapter):
         extra = [] if "--enable-metrics" in args else ["--enable-metrics"]
         return [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--host", host,
                 "--port", str(port), *extra, *args]
+
+    def lora_args(self, modules: Sequence[LoraModule]) -> list[str]:
+        return ["--enable-lora", "--lora-paths", *(f"{m.name}={m.path}" for m in modules),
+                "--max-loras-per-batch", str(len(modules)), "--max-lora-rank", str(max(m.rank for m in modules))]
 
     def check_installed(self) -> str | None:
         if importlib.util.find_spec("sglang") is None:

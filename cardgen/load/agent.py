@@ -316,7 +316,7 @@ class _PointContext:
         else:
             template = agent.templates[(point.endpoint, send.prompt_tokens)]
         prompt = template.render(agent.next_request_id())
-        payload = build_payload(endpoint=point.endpoint, model=setup.model, prompt=prompt,
+        payload = build_payload(endpoint=point.endpoint, model=send.adapter or setup.model, prompt=prompt,
                                 output_tokens=send.output_tokens)
         history = self._history(send) if send.conversation is not None else None
         reply: list[str] = []

@@ -17,7 +17,8 @@ from typing import Any
 import gevent
 from gevent.lock import Semaphore
 
-from cardgen.load.sse import parse_stream
+from cardgen.load.reasoning import counted, needs_tokenize, tokenize_reasoning
+from cardgen.load.sse import StreamResult, parse_stream
 from cardgen.load.transport import SENDS, Connection, Exchange, body_reads, body_text
 from cardgen.schemas.records import ErrorKind, RequestRecord
 
@@ -73,7 +74,14 @@ def stream_once(conn: Connection, *, endpoint: str, payload: dict[str, Any], rec
         return None
     ex = conn.post(PATHS[endpoint], body, timeout_s=timeout_s)
     with _ONE_AT_A_TIME:
-        return _finish(ex, endpoint=endpoint, record=record, report=report, on_text=on_text)
+        parsed = _parse(ex)
+        if parsed is None or ex.kind is not None or not needs_tokenize(parsed):
+            return _finish(ex, parsed, counted(parsed) if parsed else (None, None), endpoint=endpoint,
+                           record=record, report=report, on_text=on_text)
+    # reasoning the server did not count: its /tokenize counts it, outside the one-at-a-time section (a round trip)
+    reasoning = tokenize_reasoning(conn, parsed, model=str(payload.get("model")), timeout_s=timeout_s)
+    with _ONE_AT_A_TIME:
+        return _finish(ex, parsed, reasoning, endpoint=endpoint, record=record, report=report, on_text=on_text)
 
 
 # What follows a stream (parsing, the record) waits until no read is waiting to be stamped, one stream at a time:
@@ -83,11 +91,15 @@ _ONE_AT_A_TIME = Semaphore()
 PARSE_ROOM_S = 0.001  # parsing and recording a stream takes ~0.5 ms: not started when an open-loop send is that near
 
 
-def _finish(ex: Exchange, *, endpoint: str, record: dict[str, Any], report: Callable[..., Any],
-            on_text: Callable[[str], None] | None = None) -> RequestRecord:
+def _parse(ex: Exchange) -> StreamResult | None:
     gevent.idle()
     SENDS.wait_clear(PARSE_ROOM_S)
-    parsed = parse_stream(body_reads(ex)) if ex.status == 200 else None
+    return parse_stream(body_reads(ex)) if ex.status == 200 else None
+
+
+def _finish(ex: Exchange, parsed: StreamResult | None, reasoning: tuple[int | None, str | None], *, endpoint: str,
+            record: dict[str, Any], report: Callable[..., Any],
+            on_text: Callable[[str], None] | None = None) -> RequestRecord:
     if on_text is not None:
         on_text(parsed.text if parsed is not None else "")
 
@@ -122,6 +134,10 @@ def _finish(ex: Exchange, *, endpoint: str, record: dict[str, Any], report: Call
         finish_reason=parsed.finish_reason if parsed else None,
         error=error,
         error_kind=kind,
+        first_answer_at=parsed.first_answer_at if parsed else None,
+        reasoning_chunks=parsed.reasoning_chunks if parsed else None,
+        reasoning_tokens=reasoning[0],
+        reasoning_tokens_source=reasoning[1],
     )
     report(request_type="POST", name=record["scenario"], response_time=(end_at - ex.sent_at) * 1000.0,
            response_length=sum(len(c) for _, c in ex.reads), response=None, url=PATHS[endpoint],

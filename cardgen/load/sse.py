@@ -9,6 +9,13 @@ cheap without changing what any stream means: most events of a stream are the sa
 one text string, byte for byte. Once an event has been parsed, its bytes around its text string are kept
 (:class:`_Template`); a later event with the same bytes around a JSON string is that object with another
 text, so its effect is known without parsing it. Anything else is parsed in full.
+
+A reasoning model's stream has two parts: its reasoning (``delta.reasoning_content`` of SGLang and older vLLM,
+``delta.reasoning`` of vLLM 0.10 and later, or, from a server without a reasoning parser, the text of a
+``<think>`` span: ``<think>...</think>`` or, when the chat template opened it, everything up to ``</think>``)
+and its answer (``text`` / ``delta.content`` outside that span). Every text-bearing chunk of either part is a
+chunk (TTFT is the first of them); the answer's first chunk is the first answer token, and the reasoning part's
+text and token count (``usage.completion_tokens_details.reasoning_tokens`` where the server gives one) are kept.
 """
 
 from __future__ import annotations
@@ -32,21 +39,39 @@ class StreamResult:
     events: int = 0
     malformed: str | None = None  # first malformed event, shortened
     server_error: str | None = None  # an {"error": ...} object in the stream
-    text_parts: list[str] = field(default_factory=list)  # the text the chunks carried, in order
+    text_parts: list[str] = field(default_factory=list)  # the answer text the chunks carried, in order
+    # reasoning: the chunks that carried only reasoning text (merged into chunk_times once parsed), the reasoning
+    # text, how many chunks carried some of it, the answer's first chunk, and the server's count of its tokens
+    reasoning_times: list[float] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
+    reasoning_chunks: int = 0
+    first_answer_at: float | None = None
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
 
     @property
     def text(self) -> str:
-        """The whole generated text (a chat scenario sends it back as the assistant's turn)."""
+        """The answer's text (a chat scenario sends it back as the assistant's turn, without the reasoning)."""
         return "".join(self.text_parts)
+
+    @property
+    def reasoning_text(self) -> str:
+        """The reasoning part's text (inside a ``<think>`` span: without its tags)."""
+        return "".join(self.reasoning_parts)
 
     @property
     def first_token_at(self) -> float | None:
         return self.chunk_times[0] if self.chunk_times else None
 
 
-def _chunk_text(obj: dict[str, Any]) -> str:
-    """The text a completion or chat chunk carries ('' for role-only, empty or usage-only chunks)."""
-    parts: list[str] = []
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # SGLang's and vLLM's before 0.10; vLLM's since
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def _chunk_texts(obj: dict[str, Any]) -> tuple[str, str]:
+    """The answer text and the reasoning text a completion or chat chunk carries ('' for none: role-only, empty
+    or usage-only chunks)."""
+    answer: list[str] = []
+    reasoning: list[str] = []
     for choice in obj.get("choices") or ():
         if not isinstance(choice, dict):
             continue
@@ -55,11 +80,12 @@ def _chunk_text(obj: dict[str, Any]) -> str:
             delta = choice.get("delta")
             if isinstance(delta, dict):
                 text = delta.get("content")
-                if not text:
-                    text = delta.get("reasoning_content") or delta.get("reasoning")
+                thought = next((t for t in (delta.get(f) for f in REASONING_FIELDS) if isinstance(t, str) and t), "")
+                if thought:
+                    reasoning.append(thought)
         if isinstance(text, str) and text:
-            parts.append(text)
-    return "".join(parts)
+            answer.append(text)
+    return "".join(answer), "".join(reasoning)
 
 
 def _is_token_chunk(obj: dict[str, Any]) -> bool:
@@ -70,7 +96,7 @@ def _is_token_chunk(obj: dict[str, Any]) -> bool:
             continue
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            if "role" not in delta and "content" in delta:
+            if "role" not in delta and ("content" in delta or any(f in delta for f in REASONING_FIELDS)):
                 return True
         elif "text" in choice:
             return True
@@ -78,6 +104,7 @@ def _is_token_chunk(obj: dict[str, Any]) -> bool:
 
 
 _TEXT_KEYS = (b'"text":', b'"content":')
+_DELTA_KEYS = {"content": b'"content":', "reasoning_content": b'"reasoning_content":', "reasoning": b'"reasoning":'}
 
 
 class _Template:
@@ -86,17 +113,19 @@ class _Template:
     unescaped quote, so such bytes cannot mean anything else; strings with quotes or a trailing backslash in
     them are not matched (they are parsed in full)."""
 
-    __slots__ = ("prefix", "suffix", "size", "silent")
+    __slots__ = ("prefix", "suffix", "size", "silent", "reasoning")
 
-    def __init__(self, prefix: bytes, suffix: bytes, silent: bool) -> None:
+    def __init__(self, prefix: bytes, suffix: bytes, silent: bool, reasoning: bool = False) -> None:
         self.prefix, self.suffix = prefix, suffix
         self.size = len(prefix) + len(suffix)
         self.silent = silent  # with an empty text, the event is still a token (not a role-only chunk)
+        self.reasoning = reasoning  # the text is the reasoning part's (``delta.reasoning``...)
 
     @classmethod
-    def of(cls, payload: bytes, obj: dict[str, Any]) -> _Template | None:
+    def of(cls, payload: bytes, obj: dict[str, Any]) -> _Template | None:  # noqa: C901 - one event's shape
         """The template of a parsed token event: one choice, no finish, usage or error (their effect would have
-        to be repeated), text in ``text`` or ``delta.content`` alone; None for any other event."""
+        to be repeated), text in ``text`` or in one of ``delta.content``, ``delta.reasoning``,
+        ``delta.reasoning_content`` (the others absent or null); None for any other event."""
         choices = obj.get("choices")
         if obj.get("usage") is not None or "error" in obj or not isinstance(choices, list) or len(choices) != 1:
             return None
@@ -104,10 +133,15 @@ class _Template:
         if not isinstance(choice, dict) or choice.get("finish_reason") is not None:
             return None
         delta = choice.get("delta")
+        reasoning = False
         if isinstance(delta, dict):
-            text, key = delta.get("content"), _TEXT_KEYS[1]
-            if "reasoning_content" in delta or "reasoning" in delta or "text" in choice:
+            if "text" in choice:
                 return None
+            fields = [f for f in _DELTA_KEYS if delta.get(f) is not None]
+            if len(fields) > 1 or "role" in delta:
+                return None
+            field_name = fields[0] if fields else "content"
+            text, key, reasoning = delta.get(field_name), _DELTA_KEYS[field_name], field_name != "content"
         else:
             text, key = choice.get("text"), _TEXT_KEYS[0]
         if not isinstance(text, str) or payload.count(key) != 1:
@@ -129,7 +163,7 @@ class _Template:
                 return None
         except ValueError:
             return None
-        return cls(payload[:start], payload[end + 1:], _is_token_chunk(obj))
+        return cls(payload[:start], payload[end + 1:], _is_token_chunk(obj), reasoning)
 
 
 def _apply(result: StreamResult, payload: str, at: float) -> dict[str, Any] | None:
@@ -155,10 +189,15 @@ def _apply(result: StreamResult, payload: str, at: float) -> dict[str, Any] | No
         return obj
     if result.response_id is None and isinstance(obj.get("id"), str):
         result.response_id = obj["id"]
-    text = _chunk_text(obj)
+    text, thought = _chunk_texts(obj)
+    if thought:
+        result.reasoning_parts.append(thought)
+        result.reasoning_chunks += 1
     if text:
         result.chunk_times.append(at)
         result.text_parts.append(text)
+    elif thought:
+        result.reasoning_times.append(at)
     elif _is_token_chunk(obj):
         result.silent_times.append(at)
     for choice in obj.get("choices") or ():
@@ -170,7 +209,51 @@ def _apply(result: StreamResult, payload: str, at: float) -> dict[str, Any] | No
             result.prompt_tokens = usage["prompt_tokens"]
         if isinstance(usage.get("completion_tokens"), int):
             result.output_tokens = usage["completion_tokens"]
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
+            result.reasoning_tokens = details["reasoning_tokens"]
     return obj
+
+
+def _settle(result: StreamResult) -> StreamResult:
+    """The stream's two parts, once every event is in: where the answer starts, and every text chunk in
+    ``chunk_times`` (reasoning-only chunks merged in, in time order). Without reasoning fields, a ``<think>``
+    span in the answer's text is the reasoning (:func:`_split_think`)."""
+    if result.reasoning_times or result.reasoning_parts:
+        result.first_answer_at = result.chunk_times[0] if result.chunk_times else None
+        if result.reasoning_times:
+            result.chunk_times = sorted(result.chunk_times + result.reasoning_times)
+        parts = result.reasoning_parts
+        if parts and parts[0].startswith(THINK_OPEN):  # vLLM's parsers pass the tag on when it shares a delta
+            parts[0] = parts[0][len(THINK_OPEN):]
+        return result
+    whole = "".join(result.text_parts)
+    if THINK_CLOSE in whole or whole.lstrip().startswith(THINK_OPEN):
+        _split_think(result, whole)
+    elif result.chunk_times:
+        result.first_answer_at = result.chunk_times[0]
+    return result
+
+
+def _split_think(result: StreamResult, whole: str) -> None:
+    """The text of a server without a reasoning parser: the reasoning is what precedes the first ``</think>``
+    (a leading ``<think>`` left out, as vLLM's parsers do); a text that opens ``<think>`` and never closes it is
+    all reasoning. A chunk is a reasoning chunk when it carries some of the span (its tags included), the answer's
+    first chunk the first that carries text after it."""
+    close = whole.find(THINK_CLOSE)
+    end = len(whole) if close < 0 else close + len(THINK_CLOSE)  # where the span ends, its tags included
+    inner = whole[:close] if close >= 0 else whole
+    if inner.lstrip().startswith(THINK_OPEN):
+        inner = inner.lstrip()[len(THINK_OPEN):]
+    offset = 0
+    for at, part in zip(result.chunk_times, result.text_parts, strict=True):
+        if offset < end:
+            result.reasoning_chunks += 1
+        offset += len(part)
+        if offset > end and result.first_answer_at is None:
+            result.first_answer_at = at
+    result.reasoning_parts = [inner]
+    result.text_parts = [whole[end:]]
 
 
 def _event_data(event: bytes) -> bytes | None:
@@ -215,7 +298,7 @@ def parse_stream(reads: list[tuple[float, bytes]]) -> StreamResult:
         if payload is not None:
             _apply(result, payload.decode("utf-8", errors="replace"), reads[-1][0])
     # a partial line left over means the stream was cut mid-event: `done` stays False
-    return result
+    return _settle(result)
 
 
 class _Events:
@@ -227,6 +310,8 @@ class _Events:
         self.chunk_times = result.chunk_times.append
         self.text_parts = result.text_parts.append
         self.silent_times = result.silent_times.append
+        self.reasoning_times = result.reasoning_times.append
+        self.reasoning_parts = result.reasoning_parts.append
 
     def simple(self, payload: bytes, at: float) -> None:
         """A one-line ``data: <payload>`` event."""
@@ -237,8 +322,14 @@ class _Events:
             if literal[:1] == b'"' and literal[-1:] == b'"' and b'"' not in inner and inner[-1:] != b"\\":
                 self.result.events += 1
                 if inner:
-                    self.chunk_times(at)
-                    self.text_parts(json.loads(literal) if b"\\" in inner else inner.decode("utf-8", "replace"))
+                    text = json.loads(literal) if b"\\" in inner else inner.decode("utf-8", "replace")
+                    if t.reasoning:
+                        self.reasoning_times(at)
+                        self.reasoning_parts(text)
+                        self.result.reasoning_chunks += 1
+                    else:
+                        self.chunk_times(at)
+                        self.text_parts(text)
                 elif t.silent:
                     self.silent_times(at)
                 return
@@ -285,4 +376,4 @@ def _parse_lines(reads: list[tuple[float, bytes]]) -> StreamResult:
     if data_lines:  # a last event without its blank line: still count it
         _apply(result, "\n".join(data_lines), reads[-1][0])
     # a partial line left in `buf` means the stream was cut mid-event: `done` stays False
-    return result
+    return _settle(result)

@@ -25,6 +25,7 @@ virtual server on a virtual clock). What needs every process's records, a closed
 
 from __future__ import annotations
 
+import random
 import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -55,6 +56,7 @@ class Send:
     phase: str | None = None
     conversation: int | None = None
     turn: int | None = None
+    adapter: str | None = None  # the LoRA adapter it asks for (the model name it sends); None: the base model
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +91,7 @@ def record_fields(point: Point, send: Send, *, worker: str, index: int, attempt:
         "worker": worker, "index": index, "attempt": attempt, "parallel": send.parallel,
         "rate_rps": send.rate_rps, "wave": send.wave, "repeat": send.repeat, "warmup": send.warmup,
         "item": send.item, "prefix": send.prefix, "phase": send.phase, "conversation": send.conversation,
-        "turn": send.turn,
+        "turn": send.turn, "adapter": send.adapter,
     }
 
 
@@ -107,6 +109,7 @@ class Program:
         self.issued = 0  # the requests this program has asked for
         self.stop: str | None = None  # why it stopped sending (STOP_*), once it has
         self.detail: str | None = None  # the words behind ``stop``
+        self._rng: random.Random | None = None  # the random adapter pick's
 
     @classmethod
     def runs_on(cls, index: int) -> bool:
@@ -126,11 +129,27 @@ class Program:
         """The point's figures are known (its :class:`Judge` said so, on every process's records)."""
 
     def send(self, *, prompt_tokens: int | None = None, output_tokens: int | None = None, **fields: Any) -> Send:
-        """A :class:`Send` of the point's own lengths unless told otherwise; counted in ``issued``."""
-        self.issued += 1
+        """A :class:`Send` of the point's own lengths unless told otherwise, with the adapter it picks; counted in
+        ``issued``."""
         point = self.point
+        if point.adapters and "adapter" not in fields:
+            fields["adapter"] = self.adapter(fields.get("slot"))
+        self.issued += 1
         return Send(prompt_tokens=point.prompt_tokens if prompt_tokens is None else prompt_tokens,
                     output_tokens=point.output_tokens if output_tokens is None else output_tokens, **fields)
+
+    def adapter(self, slot: int | None) -> str:
+        """The LoRA adapter the next request asks for, by the point's rule (``Point.adapter_pick``): in turn over
+        the point's requests (every process's, interleaved), at random (seeded by the point and the process), or
+        one per user (``slot``; in turn for a request of no user)."""
+        adapters, pick = self.point.adapters, self.point.adapter_pick
+        if pick == "per-user" and slot is not None:
+            return adapters[slot % len(adapters)]
+        if pick == "random":
+            if self._rng is None:
+                self._rng = random.Random(f"adapters:{self.point.name}:{self.index}")
+            return adapters[self._rng.randrange(len(adapters))]
+        return adapters[(self.issued * self.parts + self.index) % len(adapters)]
 
     def item(self, number: int, **fields: Any) -> Send:
         """A :class:`Send` of request ``number`` of the point's own sample (a dataset's, a shared prefix's)."""

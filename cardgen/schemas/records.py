@@ -78,6 +78,16 @@ class RequestRecord(Saved):
     error: str | None = None
     error_kind: ErrorKind | None = None
 
+    # a reasoning model's stream: its answer's first chunk (None: the answer never started, or a record written
+    # before cardgen told the parts apart), the chunks that carried reasoning (None: such an old record), its
+    # reasoning tokens and where that count came from (``usage``: the server's
+    # ``completion_tokens_details.reasoning_tokens``; ``tokenize``: the reasoning text through its ``/tokenize``)
+    first_answer_at: float | None = None
+    reasoning_chunks: int | None = None
+    reasoning_tokens: int | None = None
+    reasoning_tokens_source: str | None = None
+    adapter: str | None = None  # the LoRA adapter the request asked for (its model name); None: the base model
+
     @property
     def ok(self) -> bool:
         return self.error is None

@@ -22,6 +22,9 @@ Layout (``schema_version`` 3)::
     gpu_telemetry GpuTelemetry: the GPUs over the measured window (gpu_metrics.jsonl), or why there is none
     server_vs_client  ServerVsClient: the server's own latency histograms and token counters next to the
                   client's figures for the same requests, for the whole run and per closed-loop point
+    reasoning     whether the model reasoned before answering (each scenario: ttfa_s, reasoning_tokens_mean,
+                  answer_tokens_mean, their speeds)
+    speculative   SpeculativeDecoding over the run (each scenario: its own, where the counters allow)
     options       the SLOs and thresholds the figures were computed with
     tables, figures   file names written next to summary.json
     missing, warnings
@@ -50,6 +53,7 @@ class Headline(Saved):
     generation_tok_s_at_10_parallel_1024_128: float | None = None  # median speed from start
     decode_tok_s_at_10_parallel_1024_128: float | None = None  # median decode speed
     kv_cache_tokens: float | None = None
+    ttfa_s_at_10_parallel_1024_128: float | None = None  # median time to first answer token (a reasoning model)
 
 
 class Distribution(Saved):
@@ -82,6 +86,38 @@ class PointPrecision(Saved):
     # decode speed per request
     slope: float | None = None  # ingest: the slope of TTFT against prompt tokens (so the ingestion speed)
     batches: int | None = None  # closed: batches of whole rounds; batch: rounds; ingest: points fitted
+
+
+class SpeculativeDecoding(Saved):
+    """Speculative decoding as the server counted it over a window between two scrapes of its ``/metrics`` (the
+    run: first to last scrape; a point: the last scrape before its first send to the first after its last end,
+    when no other point's request falls in it). ``method`` ``counters``: increases of vLLM's ``spec_decode_*``
+    counters (exact); ``gauges``: the mean over the window's scrapes of SGLang's accept-length and accept-rate
+    gauges (each the server's own average over its last stats interval)."""
+
+    acceptance_rate: float | None = None  # accepted draft tokens / draft tokens (0..1)
+    mean_accepted_tokens: float | None = None  # accepted draft tokens per draft (a sequence's verify step)
+    mean_acceptance_length: float | None = None  # 1 + mean_accepted_tokens: tokens a sequence gains per step
+    per_position: list[float] = Field(default_factory=list)  # share of drafts whose position i (from 0) was accepted
+    drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
+    method: str = "counters"  # counters | gauges
+    source: str = ""  # the metrics read
+    start_unix: float | None = None
+    end_unix: float | None = None
+
+
+class AdapterFigures(Saved):
+    """One LoRA adapter's requests within a point (``adapter`` "": the base model's): medians with intervals, as
+    the point's own figures are taken (its steady requests, for a closed loop)."""
+
+    adapter: str
+    requests: int = 0
+    ttft_s: Distribution = Field(default_factory=Distribution)
+    tpot_s: Distribution = Field(default_factory=Distribution)
+    decode_tok_s: Distribution = Field(default_factory=Distribution)
+    output_tok_s: float | None = None  # its share of the point's output throughput: its output tokens / duration
 
 
 class ScenarioSummary(Saved):
@@ -145,6 +181,19 @@ class ScenarioSummary(Saved):
     client: str | None = None
     target_ci: float | None = None  # the suite's precision target for the point (0.03 is +-3 %)
     precision: PointPrecision | None = None
+    # reasoning models (cardgen.analysis.reasoning): time to the answer's first chunk (a request that reasons
+    # first: TTFT times its first thinking token), reasoning and answer tokens per request (answer = output -
+    # reasoning), their speeds, the requests whose output ended before the answer began, where the counts came from
+    ttfa_s: Distribution = Field(default_factory=Distribution)
+    reasoning_tokens_mean: float | None = None
+    answer_tokens_mean: float | None = None
+    reasoning_tok_s: Distribution = Field(default_factory=Distribution)
+    answer_tok_s: Distribution = Field(default_factory=Distribution)
+    unanswered: int = 0
+    reasoning_tokens_source: str | None = None  # usage | tokenize | both, in words
+    speculative: SpeculativeDecoding | None = None  # the server's counters over the point, where they allow
+    adapters_in_flight: float | None = None  # LoRA: mean distinct adapters among the requests in flight
+    per_adapter: list[AdapterFigures] = Field(default_factory=list)
 
     @property
     def not_run(self) -> bool:
@@ -399,6 +448,8 @@ class Summary(Saved):
     figures: list[str] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)  # what the run lacked, in words
     warnings: list[str] = Field(default_factory=list)
+    reasoning: bool = False  # the model reasoned before it answered (some request streamed reasoning)
+    speculative: SpeculativeDecoding | None = None  # over the whole run, when the server counts drafts
 
     def to_json(self) -> str:
         """The file's text: stable key order, two-space indent, NaN and inf written as null."""

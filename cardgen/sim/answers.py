@@ -58,6 +58,7 @@ def describe(config: SimConfig, perf: PerfModel, scheduler: Scheduler, *, max_mo
             "max_model_len": max_model_len,
         },
         "eos_rate": config.eos_rate,
+        **config.served.described(),
         "seed": config.seed,
         "faults": faults.spec() or None,
         "pid": pid,

@@ -22,8 +22,9 @@ from cardgen.sim.config import SimConfig
 from cardgen.sim.engine import Engine
 from cardgen.sim.live import Live
 from cardgen.sim.perf import PerfModel
+from cardgen.sim.reasoning import thinking
 from cardgen.sim.scheduler import Seq, block_hashes
-from cardgen.sim.sse import SSE_HEADERS, token_text
+from cardgen.sim.sse import SSE_HEADERS
 from cardgen.sim.validate import ApiError, GenParams, check_model, error_body, parse_generation, read_json
 
 _REQUEST_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
@@ -45,7 +46,8 @@ class SimServer(Engine):
         self.started_at = time.time()
         self.url: str | None = None
         self._index = 0
-        self._names = (config.model_name, config.model)
+        self._adapters = config.served.lora.adapters if config.served.lora is not None else ()
+        self._names = (config.model_name, config.model, *self._adapters)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -168,15 +170,19 @@ class SimServer(Engine):
         index = self._index
         fault = self.faults.fault_for(index) if self.faults else None
         loop = self._loop
+        adapter = body.get("model") if body.get("model") in self._adapters else None
+        share = self.config.served.reasoning_share
         live = Live(
             index=index,
             id=f"{'chatcmpl' if chat else 'cmpl'}-{_client_request_id(request) or secrets.token_hex(16)}",
             params=params,
             created=int(time.time()),
-            model=self.config.model_name,
+            model=adapter or self.config.model_name,
             fault=fault,
             fault_at=self.faults.fault_token(params.max_tokens) if fault else 0,
             done=loop.create_future(),
+            thinking=thinking(share, params.max_tokens, chat=chat),
+            reasoning_usage=chat and share > 0,
         )
         if fault is not None:
             self.metrics.count_fault(fault)
@@ -187,7 +193,7 @@ class SimServer(Engine):
             )
         seq = Seq(
             params.prompt_tokens, params.max_tokens, stop_at=self._stop_at(params, index, fault), ctx=live,
-            block_hashes=self._block_hashes(body, params),
+            block_hashes=self._block_hashes(body, params), adapter=adapter,
         )
         live.seq = seq
         response: web.StreamResponse | None = None
@@ -219,12 +225,14 @@ class SimServer(Engine):
         if outcome != "ok":  # dropped, stalled, shut down: the connection is already closed
             return web.Response(status=500)
         n = seq.output_tokens
-        text = "".join(token_text(i) for i in range(1, n + 1))
-        p = live.params.prompt_tokens
+        text, reasoning = live.texts(1, n)
         if live.params.chat:
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if live.reasoning_usage:
+                message["reasoning"] = reasoning or None
             choice: dict[str, Any] = {
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": seq.finish_reason,
             }
@@ -245,7 +253,7 @@ class SimServer(Engine):
                 "created": live.created,
                 "model": live.model,
                 "choices": [choice],
-                "usage": {"prompt_tokens": p, "total_tokens": p + n, "completion_tokens": n},
+                "usage": live.usage(n),
             }
         )
         if live.malformed:

@@ -17,6 +17,7 @@ from cardgen.errors import UsageError
 from cardgen.sim.faults import FaultPlan
 from cardgen.sim.perf import FixedPerf, PerfModel
 from cardgen.sim.roofline import build_perf_model, profile_chunked_prefill
+from cardgen.sim.served import ServedModel
 
 PERF_KINDS = ("roofline", "fixed")
 
@@ -51,6 +52,8 @@ class SimConfig:
     cache_config: bool = True  # False: no vllm:cache_config_info
     metrics: bool = True  # False: /metrics answers 404
 
+    served: ServedModel = field(default_factory=ServedModel)  # reasoning, speculative decoding, LoRA adapters
+
     def __post_init__(self) -> None:
         if self.perf not in PERF_KINDS:
             raise UsageError(f"--perf must be one of {', '.join(PERF_KINDS)}, not {self.perf!r}")
@@ -81,6 +84,10 @@ class SimConfig:
     @property
     def model_name(self) -> str:
         return self.served_model_name or self.model
+
+    def scheduler_options(self) -> dict[str, object]:
+        """What the scheduler takes from the served model: speculative decoding, the LoRA slots, the seed."""
+        return self.served.scheduler_options(self.seed)
 
 
 def parse_faults(
@@ -135,6 +142,7 @@ def build_perf(config: SimConfig) -> PerfModel:
             gpu=config.gpu,
             tp=config.tp,
             engine=config.engine,
+            lora_rank=config.served.lora.rank if config.served.lora is not None else 0,
         )
     except (ValueError, KeyError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None

@@ -69,6 +69,7 @@ from cardgen.sim.answers import ENGINE_NAME, describe, models_answer, version_an
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel, SeqWork
+from cardgen.sim.reasoning import thinking
 from cardgen.sim.scheduler import Scheduler, block_hashes
 from cardgen.sim.tokenizer import CHAT_MESSAGE_OVERHEAD, CHAT_REPLY_OVERHEAD
 from cardgen.sim.validate import error_body
@@ -206,6 +207,11 @@ class _Jitter:
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         return self.perf.step_time_s(prefill, decode) * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
 
+    def draft_time_s(self, decode: list[SeqWork], tokens: int) -> float:
+        """A draft head's time, as ``perf`` models it (none when it models none: drafts cost nothing)."""
+        draft = getattr(self.perf, "draft_time_s", None)
+        return float(draft(decode, tokens)) if draft is not None else 0.0
+
     def describe(self) -> dict[str, object]:
         return self.perf.describe()
 
@@ -311,8 +317,9 @@ class VirtualInterpreter:
     """Runs scenario programs on the virtual server (:class:`~cardgen.scenarios.Interpreter`): one process, no
     network but ``network_s``, the next point ``pause_s`` after the last one ended."""
 
-    def __init__(self, clock: _Clock, options: DriveOptions) -> None:
+    def __init__(self, clock: _Clock, options: DriveOptions, *, reasoning_share: float = 0.0) -> None:
         self.clock, self.opts = clock, options
+        self.reasoning_share = reasoning_share
         self.rng = random.Random(f"client:{options.seed}")
         self.requests: list[DrivenRequest] = []
         self.programs: dict[str, Program] = {}
@@ -380,7 +387,7 @@ class VirtualInterpreter:
     def _arrive(self, request: _Request) -> None:
         arrival = request.sent + self.opts.network_s
         seq = self.clock.server.arrive(request.prompt_tokens, request.send.output_tokens, at=arrival,
-                                       tag=request, block_hashes=request.block_hashes)
+                                       tag=request, block_hashes=request.block_hashes, adapter=request.send.adapter)
         if seq is None:  # a fault answered at once
             back = arrival + self.opts.network_s
             self.clock.at(back, lambda: self._complete(request, None, [], back))
@@ -443,9 +450,11 @@ class VirtualInterpreter:
             record = RequestRecord(**request.fields, sent_at=request.sent, headers_at=headers,
                                    first_token_at=chunks[0], chunk_times=chunks, end_at=end, response_id=rid,
                                    status=200, prompt_tokens=served.prompt_tokens,
-                                   output_tokens=served.output_tokens, finish_reason="length")
-        if send.conversation is not None and record.ok:
-            run.chats[send.conversation].append(("assistant", send.output_tokens))
+                                   output_tokens=served.output_tokens, finish_reason="length",
+                                   **self._reasoning(run.point.endpoint == "chat", served, chunks))
+        if send.conversation is not None and record.ok:  # the reply goes back without its reasoning, as a client's
+            answer = send.output_tokens - (record.reasoning_tokens or 0)
+            run.chats[send.conversation].append(("assistant", answer))
         driven = DrivenRequest(record, served)
         self.requests.append(driven)
         run.done.append(driven)
@@ -455,6 +464,27 @@ class VirtualInterpreter:
             for program in run.programs:
                 program.told_precise()
         self._execute(run, run.program.ended(send, record, now), end)
+
+
+    def _reasoning(self, chat: bool, served: VirtualRequest, chunks: list[float]) -> dict[str, Any]:
+        """The fields a client's record of this stream holds about its reasoning, as the real-time server streams
+        it (:mod:`cardgen.sim.reasoning`): the answer's first chunk, the chunks that carried reasoning, and the
+        reasoning tokens (chat: the server's usage; completions: the ``<think>`` span through ``/tokenize``)."""
+        share = self.reasoning_share
+        split = thinking(share, served.output_tokens, chat=chat)
+        first_answer, reasoning_chunks, last = None, 0, 0
+        for at, tokens in zip(chunks, served.chunk_tokens or (1,) * len(chunks), strict=True):
+            first, last = last + 1, last + tokens
+            if split.is_reasoning(first):
+                reasoning_chunks += 1
+            if first_answer is None and split.first_answer is not None and last >= split.first_answer:
+                first_answer = at
+        out: dict[str, Any] = {"first_answer_at": first_answer, "reasoning_chunks": reasoning_chunks}
+        if share > 0 and chat:  # the server's reasoning parser counts, 0 included
+            out.update(reasoning_tokens=split.reasoning_tokens, reasoning_tokens_source="usage")
+        elif split.reasoning_tokens:
+            out.update(reasoning_tokens=split.reasoning_tokens, reasoning_tokens_source="tokenize")
+        return out
 
 
 # --- entry points --------------------------------------------------------------------------------------------
@@ -479,10 +509,11 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
     if config.metrics:
         cache = cache_config_labels(base, max_len=max_model_len(config, base)) if config.cache_config else None
         metrics = SimMetrics(model_name=config.model_name, cache_config=cache)
-    server = VirtualServer(model, chunked_prefill=config.chunked_prefill, metrics=metrics, faults=config.faults)
+    server = VirtualServer(model, chunked_prefill=bool(config.chunked_prefill), metrics=metrics,
+                           faults=config.faults, **config.scheduler_options())  # type: ignore[arg-type]
     server.now = opts.start_unix
     clock = _Clock(server, metrics, opts)
-    interpreter = VirtualInterpreter(clock, opts)
+    interpreter = VirtualInterpreter(clock, opts, reasoning_share=config.served.reasoning_share)
     ended = None if on_point_end is None else (
         lambda point, outcome: on_point_end(outcome, interpreter.requests, clock.scrapes))
     outcomes = run_points(points, interpreter, attempts=attempts, run_saturated=run_saturated, on_end=ended).points

@@ -30,7 +30,7 @@ from cardgen.sim.live import Live
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel
 from cardgen.sim.scheduler import Scheduler, Seq
-from cardgen.sim.sse import DONE, NWORDS, event, frame, token_text
+from cardgen.sim.sse import DONE, NWORDS, event, frame
 from cardgen.sim.stamps import StampLog, stamp_record
 from cardgen.sim.validate import error_body
 
@@ -46,7 +46,8 @@ class Engine:
         self.config = config
         self.perf = perf if perf is not None else build_perf(config)
         self.max_model_len = max_model_len(config, self.perf)
-        self.scheduler = Scheduler(self.perf, chunked_prefill=config.chunked_prefill)
+        self.scheduler = Scheduler(self.perf, chunked_prefill=bool(config.chunked_prefill),
+                                   **config.scheduler_options())  # type: ignore[arg-type]
         cache = cache_config_labels(self.perf, max_len=self.max_model_len) if config.cache_config else None
         self.metrics = SimMetrics(model_name=config.model_name, cache_config=cache)
         self.faults = config.faults
@@ -172,14 +173,14 @@ class Engine:
             await sleep(0)
 
     def _emit(self, target_wall: float, emitted: list[Seq]) -> None:
-        """Write every emitted token; the common case (a streamed token mid-way) is the first branch."""
+        """Write every emitted token; the common case (one streamed token mid-way) is the first branch."""
         now = time.time
         observe_lag = self.metrics.observe_lag
         observe_itl = self.metrics.itl.observe
         for seq in emitted:
             live: Live = seq.ctx
             n = seq.output_tokens
-            if n != live.next_special:
+            if n < live.next_special and seq.emitted == 1:
                 observe_itl(seq.gap_s)  # type: ignore[arg-type]
                 t = now()
                 if live.framed:
@@ -189,9 +190,11 @@ class Engine:
             else:
                 self._emit_special(seq, live, n, target_wall)
 
-    def _emit_special(self, seq: Seq, live: Live, n: int, target_wall: float) -> None:
-        """First token, last token, or a fault."""
+    def _emit_special(self, seq: Seq, live: Live, n: int, target_wall: float) -> None:  # noqa: C901 - one chunk
+        """First token, last token, a fault, a turn of the reasoning's span, or several tokens in one step
+        (speculative decoding): one chunk with every token the step gave."""
         metrics = self.metrics
+        first = n - seq.emitted + 1  # the step's first token
         if n == 1:
             metrics.observe_first_token(seq)
         else:
@@ -199,7 +202,7 @@ class Engine:
         stream = bool(live.framed)
         transport = live.transport
         out: list[bytes] = []
-        if n == live.fault_at:
+        if live.fault_at and first <= live.fault_at <= n:
             fault = live.fault
             if fault == "malformed":
                 if stream:
@@ -222,13 +225,12 @@ class Engine:
         if stream:
             if n == 1 and live.params.chat:
                 out.append(event(live.role_chunk()))
+            text, reasoning = live.texts(first, n)
+            out.append(event(live.chunk(text, seq.finish_reason if seq.finished else None, reasoning)))
             if seq.finished:
-                out.append(event(live.chunk(token_text(n), seq.finish_reason)))
                 if live.params.include_usage:
                     out.append(event(live.usage_chunk(n)))
                 out.append(DONE)
-            else:
-                out.append(event(live.chunk(token_text(n))))
             t = time.time()
             assert transport is not None
             transport.write(frame(b"".join(out)))
@@ -236,16 +238,21 @@ class Engine:
         else:
             t = time.time()
         live.times.append(t)
+        live.extra_tokens += seq.emitted - 1
         if seq.finished:
             metrics.observe_finished(seq)
             self.stamp(live, seq)
             live.resolve("ok")
             return
+        if live.answer_framed and n >= live.thinking.last:  # the reasoning is over: the answer's events from now
+            live.framed, live.answer_framed = live.answer_framed, ()
         candidates = [seq.max_tokens]
         if seq.stop_at is not None:
             candidates.append(seq.stop_at)
         if live.fault_at > n:
             candidates.append(live.fault_at)
+        if live.thinking.last > n:  # the reasoning's last token (the closing tag, in a completion's text)
+            candidates.append(live.thinking.last)
         live.next_special = min(candidates)
 
     def _end_stall(self, live: Live) -> None:

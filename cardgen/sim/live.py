@@ -1,5 +1,9 @@
 """One generation request as the engine loop sees it: its state (``Seq.ctx``), and the SSE chunks of its
-response, encoded as far as they can be when it arrives so that emitting a token costs one write."""
+response, encoded as far as they can be when it arrives so that emitting a token costs one write.
+
+A reasoning model's output (:mod:`cardgen.sim.reasoning`) is streamed as vLLM streams it: chat chunks carry the
+reasoning in ``delta.reasoning`` and the answer in ``delta.content`` (one chunk may carry both, when a step's
+tokens cross from one to the other), completions chunks carry the ``<think>`` span in their text."""
 
 from __future__ import annotations
 
@@ -7,8 +11,9 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
+from cardgen.sim.reasoning import NONE, Thinking
 from cardgen.sim.scheduler import Seq
-from cardgen.sim.sse import WORDS, event, frame
+from cardgen.sim.sse import WORDS, event, frame, token_text
 from cardgen.sim.validate import GenParams
 
 
@@ -32,6 +37,10 @@ class Live:
     seq: Seq | None = None
     queued: bool = False  # handed to the scheduler
     arrived: float | None = None  # time.time() when it joined the scheduler's queue
+    thinking: Thinking = NONE  # how its output divides into reasoning and answer
+    reasoning_usage: bool = False  # usage says its reasoning tokens (a chat request to a reasoning model)
+    answer_framed: tuple[bytes, ...] = ()  # the answer's word events, once the reasoning is over (chat)
+    extra_tokens: int = 0  # tokens written beyond one per chunk (speculative decoding's steps)
 
     # --- pre-encoded SSE -----------------------------------------------------------------------------------
     def _base(self) -> str:
@@ -40,10 +49,13 @@ class Live:
             f'{{"id":"{self.id}","object":"{obj}","created":{self.created},"model":{json.dumps(self.model)},'
         )
 
-    def chunk(self, text: str, finish_reason: str | None = None) -> str:
+    def chunk(self, text: str, finish_reason: str | None = None, reasoning: str = "") -> str:
+        """One chunk: ``text`` (the answer's), and in a chat chunk ``reasoning`` (the reasoning part's)."""
         finish = "null" if finish_reason is None else f'"{finish_reason}"'
         if self.params.chat:
-            choice = f'{{"index":0,"delta":{{"content":"{text}"}},"logprobs":null,"finish_reason":{finish}}}'
+            parts = ([f'"reasoning":"{reasoning}"'] if reasoning else []) + ([f'"content":"{text}"'] if text or
+                                                                              not reasoning else [])
+            choice = f'{{"index":0,"delta":{{{",".join(parts)}}},"logprobs":null,"finish_reason":{finish}}}'
         else:
             choice = (
                 f'{{"index":0,"text":"{text}","logprobs":null,"finish_reason":{finish},"stop_reason":null}}'
@@ -57,15 +69,33 @@ class Live:
         )
 
     def usage_chunk(self, output_tokens: int) -> str:
+        return f'{self._base()}"choices":[],"usage":{json.dumps(self.usage(output_tokens), separators=(",", ":"))}}}'
+
+    def usage(self, output_tokens: int) -> dict[str, object]:
+        """The request's ``usage``: with a reasoning parser (chat), its reasoning tokens too."""
         p = self.params.prompt_tokens
-        return (
-            f'{self._base()}"choices":[],"usage":{{"prompt_tokens":{p},'
-            f'"total_tokens":{p + output_tokens},"completion_tokens":{output_tokens}}}}}'
-        )
+        out: dict[str, object] = {"prompt_tokens": p, "total_tokens": p + output_tokens,
+                                  "completion_tokens": output_tokens}
+        if self.reasoning_usage:
+            out["completion_tokens_details"] = {"reasoning_tokens": min(self.thinking.reasoning_tokens, output_tokens)}
+        return out
+
+    def texts(self, first: int, last: int) -> tuple[str, str]:
+        """The answer's and the reasoning's text of output tokens ``first`` to ``last`` (a completion's reasoning
+        is in its text, tags and all)."""
+        think = self.thinking
+        answer, reasoning = [], []
+        for n in range(first, last + 1):
+            word = think.text_of(n, token_text(n))
+            (reasoning if self.params.chat and think.is_reasoning(n) else answer).append(word)
+        return "".join(answer), "".join(reasoning)
 
     def prepare_stream(self, transport: asyncio.Transport) -> None:
         self.transport = transport
         self.framed = tuple(frame(event(self.chunk(w))) for w in WORDS)
+        if self.params.chat and self.thinking.last:  # the reasoning's word events first, the answer's after it
+            self.answer_framed = self.framed
+            self.framed = tuple(frame(event(self.chunk("", reasoning=w))) for w in WORDS)
 
     def resolve(self, outcome: str) -> None:
         if not self.done.done():

@@ -262,8 +262,22 @@ class SimMetrics:
             ("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
              sched.prefix_hits),
         ]
+        if sched.spec is not None:  # vLLM's names, as its speculative decoding exposes them
+            c = sched.spec_counters
+            scalars += [
+                ("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", c.drafts),
+                ("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", c.draft_tokens),
+                ("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
+                 c.accepted_tokens),
+            ]
         for name, kind, help_text, value in scalars:
             out.append(Family(name, kind, help_text, [(name, dict(lab), float(value))]))
+        if sched.spec is not None:
+            per_pos = sched.spec_counters.accepted_per_pos
+            name = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+            out.append(Family(name, "counter", "Accepted tokens per draft position.",
+                              [(name, {**lab, "position": str(i)},
+                                float(per_pos[i] if i < len(per_pos) else 0)) for i in range(sched.spec.tokens)]))
         out.append(Family("vllm:request_success_total", "counter", "Count of successfully processed requests.",
                           [("vllm:request_success_total", {**lab, "finished_reason": reason}, float(n))
                            for reason, n in sched.finished_total.items()]))

@@ -36,6 +36,7 @@ from cardgen.sim.drive import DrivenRequest, DriveOptions, drive, probe_answer
 from cardgen.sim.hardware import is_gpu_file, load_gpu_file
 from cardgen.sim.perf import PerfModel
 from cardgen.sim.roofline import list_engines
+from cardgen.sim.served import ServedModel
 from cardgen.suite import Suite
 
 #: the modelled run's steps vary by this relative standard deviation around the model's: about a steady real
@@ -66,6 +67,7 @@ class ModelledServer:
     tp: int = 1
     model_config: Path | None = None
     engine: str = "vllm"  # the engine profile
+    served: ServedModel = ServedModel()  # what its model does besides answering (reasoning, speculation, LoRA)
 
     def check(self) -> None:
         """A one-line UsageError, before anything runs, for an unknown model, GPU or engine profile, or a missing
@@ -79,7 +81,7 @@ class ModelledServer:
 
     def config(self) -> SimConfig:
         return SimConfig(model=self.model, gpu=self.gpu, tp=self.tp, model_config=self.model_config,
-                         engine=check_engine_profile(self.engine))
+                         engine=check_engine_profile(self.engine), served=self.served)
 
     @property
     def gpu_name(self) -> str:
@@ -93,7 +95,7 @@ class ModelledServer:
         argv = [self.model, "--gpu", self.gpu, "--tp", str(self.tp), "--engine", self.engine]
         if self.model_config is not None:
             argv += ["--model-config", str(self.model_config)]
-        return argv
+        return argv + self.served.argv()
 
     def describe(self, described: Mapping[str, Any]) -> dict[str, Any]:
         """run.json's ``sim``: the server's own description, and how to start it again."""
@@ -116,7 +118,7 @@ class ModelledServer:
                              "give --url of a server to resume against")
         config = model_config or sim.model_config_path
         return cls(model=sim.model or info.model, gpu=sim.gpu, tp=sim.tp, model_config=Path(config) if config else None,
-                   engine=sim.engine_profile or "vllm")
+                   engine=sim.engine_profile or "vllm", served=ServedModel.of_described(sim.model_extra or {}))
 
 
 class _RunFiles:

@@ -17,11 +17,13 @@ from typing import Protocol
 
 @dataclass(frozen=True, slots=True)
 class SeqWork:
-    """One sequence's share of a step: ``new_tokens`` computed this step (a prompt chunk, or 1 when decoding)
-    on top of ``context_tokens`` already in its KV cache."""
+    """One sequence's share of a step: ``new_tokens`` computed this step (a prompt chunk, 1 when decoding, 1 + K
+    when verifying K speculative drafts) on top of ``context_tokens`` already in its KV cache; ``adapter``: the
+    LoRA adapter it runs with (None: the base model)."""
 
     new_tokens: int
     context_tokens: int
+    adapter: str | None = None
 
 
 class PerfModel(Protocol):

@@ -12,6 +12,10 @@ One engine step computes some prompt chunks and one token for each decoding sequ
   the resident KV cache of every sequence in the step; the new KV written) / (bandwidth x bandwidth
   efficiency). Decode is bound here.
 - all-reduce time: two all-reduces of the step's activations per layer when ``tp`` > 1.
+- LoRA (``lora_rank`` > 0): each distinct adapter of the step adds its weights to the bytes read, and each token
+  of an adapted sequence its FLOPs (:mod:`cardgen.sim.lora`). Speculative decoding: a verifying sequence computes
+  1 + K tokens (the scheduler says so); an EAGLE-style draft head adds K passes of one layer and the output head
+  over the decoding sequences (:meth:`RooflinePerf.draft_time_s`).
 
 KV capacity is what the engine's memory budget leaves after the weights, the activation peak of its profiling
 step, the sampler, memory outside PyTorch and (vLLM >= 0.21) CUDA graphs, in whole blocks (:class:`MemoryPlan`). The engine constants live in ``data/engines.yaml``; the
@@ -27,6 +31,7 @@ from pathlib import Path
 from cardgen.errors import UsageError
 from cardgen.sim.catalog import Architecture, find_model, list_models, load_model_config, read_data, resolve
 from cardgen.sim.hardware import GIB, GPU, find_gpu, list_gpus
+from cardgen.sim.lora import lora_dims
 from cardgen.sim.perf import PerfModel, SeqWork
 
 __all__ = ["EngineProfile", "MemoryPlan", "RooflinePerf", "StepCost", "build_perf_model", "find_engine", "list_engines",
@@ -205,7 +210,7 @@ class StepCost:
 class RooflinePerf:
     """:class:`~cardgen.sim.perf.PerfModel` of ``arch`` on ``tp`` x ``gpu`` under ``engine``."""
 
-    def __init__(self, arch: Architecture, gpu: GPU, engine: EngineProfile, *, tp: int = 1) -> None:
+    def __init__(self, arch: Architecture, gpu: GPU, engine: EngineProfile, *, tp: int = 1, lora_rank: int = 0) -> None:
         if tp < 1:
             raise UsageError(f"tensor parallel size must be at least 1, not {tp}")
         if arch.heads % tp:
@@ -258,6 +263,10 @@ class RooflinePerf:
         self.compute_efficiency = engine.compute_efficiency_on(gpu)
         self._flop_s = gpu.peak_flops * self.compute_efficiency
         self._byte_s = gpu.bandwidth_bytes_s * engine.bandwidth_efficiency
+        # LoRA: one adapter's bytes (every layer's A and B matrices, split over tp) and FLOPs per adapted token
+        self.lora_rank = lora_rank
+        self._lora_bytes = arch.layers * lora_rank * lora_dims(arch) * arch.dtype_bytes / tp
+        self._lora_flops_per_token = 2.0 * arch.layers * lora_rank * lora_dims(arch) / tp
 
     def _activation_bytes_per_token(self) -> float:
         """Activation bytes one token holds at the forward pass's peak, per GPU: the residual stream and the
@@ -318,6 +327,10 @@ class RooflinePerf:
         flops = (tokens * self._linear_flops + seqs * self._head_flops + self._attn_flops_per_pair * pairs) / tp
         kv = self.kv_bytes_per_token_per_gpu
         nbytes = self._weight_read_bytes(tokens) + (cached + tokens) * kv
+        if self.lora_rank:
+            adapters = {w.adapter for w in work if w.adapter is not None}
+            nbytes += len(adapters) * self._lora_bytes
+            flops += sum(w.new_tokens for w in work if w.adapter is not None) * self._lora_flops_per_token
         comm = 2 * a.layers * self.gpu.allreduce_s(tokens * a.hidden * a.dtype_bytes, tp) if tp > 1 else 0.0
         e = self.engine
         return StepCost(
@@ -332,6 +345,21 @@ class RooflinePerf:
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         """Seconds of one engine step; never below :meth:`roofline_s`."""
         return self.cost(prefill, decode).total_s
+
+    def draft_time_s(self, decode: list[SeqWork], tokens: int) -> float:
+        """Seconds an EAGLE-style draft head takes to propose ``tokens`` drafts for every sequence of ``decode``:
+        ``tokens`` passes, one after another, each of one decoder layer and the output head over one token per
+        sequence (the layer's weights, the output head and the sequences' KV of that layer read once per pass)."""
+        if not decode or tokens < 1:
+            return 0.0
+        a, tp = self.arch, self.tp
+        seqs = len(decode)
+        context = sum(min(w.context_tokens + w.new_tokens, self._window) for w in decode)
+        flops = seqs * (self._linear_flops / a.layers + self._head_flops) / tp
+        flops += self._attn_flops_per_pair / a.layers * context / tp
+        layer = (a.attention_params + a.experts_per_token * a.expert_params) * a.linear_weight_bytes_per_param / tp
+        nbytes = layer + a.lm_head_params * a.dtype_bytes / tp + context * self.kv_bytes_per_token_per_gpu / a.layers
+        return tokens * max(flops / self._flop_s, nbytes / self._byte_s)
 
     def roofline_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         """The hardware bound of a step: its FLOPs at peak or its bytes at full bandwidth, whichever is longer."""
@@ -374,6 +402,8 @@ class RooflinePerf:
             "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "max_model_len": self.max_model_len,
+            **({"lora_rank": self.lora_rank, "lora_gb_per_adapter_per_gpu": self._lora_bytes / 1e9}
+               if self.lora_rank else {}),
             # the model's error on held-out published figures (data/expected_error.yaml), for the card
             "expected_error": read_data("expected_error.yaml"),
         }
@@ -400,7 +430,7 @@ def profile_chunked_prefill(*, engine: str, model: str | None, model_config: Pat
 
 
 def build_perf_model(*, model: str | None, model_config: Path | None, gpu: str, tp: int = 1,
-                     engine: str = "vllm") -> PerfModel:
+                     engine: str = "vllm", lora_rank: int = 0) -> PerfModel:
     """The roofline model of ``model`` (a preset name, or any name when ``model_config`` is given: a Hugging
     Face ``config.json``) on ``tp`` x ``gpu`` under the ``engine`` profile.
 
@@ -408,4 +438,4 @@ def build_perf_model(*, model: str | None, model_config: Path | None, gpu: str, 
     names), an unreadable config, or a model that does not fit."""
     g = find_gpu(gpu)
     profile = find_engine(engine)
-    return RooflinePerf(_architecture(model, model_config), g, profile, tp=tp)
+    return RooflinePerf(_architecture(model, model_config), g, profile, tp=tp, lora_rank=lora_rank)

@@ -33,10 +33,17 @@ Policy:
   sequence that hit them; a block no running sequence holds stays cached but counts as free, and is evicted,
   least recently used first, when an allocation needs its room. ``prefix_queries`` / ``prefix_hits`` count
   prompt tokens looked up and found at each admission (vLLM's ``prefix_cache_queries`` / ``_hits``).
+- Speculative decoding (``spec``, :mod:`cardgen.sim.speculation`): a decoding sequence verifies K drafts per
+  step (K + 1 tokens of the step's budget and compute, KV room for K + 1 more tokens) and gains 1 + j tokens, j
+  drawn (seeded by ``seed``) at the configured acceptance; the counters are vLLM's ``spec_decode_*``.
+- LoRA (``max_loras``, :mod:`cardgen.sim.lora`): a sequence may run with an ``adapter``; at most ``max_loras``
+  distinct adapters run at once, and a waiting request whose adapter would be one too many is passed over (it
+  keeps its place) while the requests behind it are admitted, as vLLM's scheduler does.
 """
 
 from __future__ import annotations
 
+import random
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +51,7 @@ from enum import IntEnum
 from typing import Any
 
 from cardgen.sim.perf import PerfModel, SeqWork
+from cardgen.sim.speculation import SpecCounters, Speculation
 
 
 class SeqStatus(IntEnum):
@@ -72,6 +80,8 @@ class Seq:
     block_hashes: tuple[int, ...] = ()  # chain hashes of the prompt's full blocks (prefix caching)
     pinned: list[int] = field(default_factory=list)  # the cached blocks it holds (hashes), leading blocks first
     cached_tokens: int = 0  # prompt tokens found in the prefix cache at its last admission
+    adapter: str | None = None  # the LoRA adapter it runs with
+    emitted: int = 0  # tokens it gained in its last step (more than 1 with speculative decoding)
 
     arrival_s: float = 0.0
     scheduled_s: float | None = None  # first admitted
@@ -121,10 +131,16 @@ def block_hashes(token_ids: Sequence[int], block_size: int) -> tuple[int, ...]:
 class Scheduler:
     """Continuous batching over ``perf``'s KV cache (see the module docstring for the policy)."""
 
-    def __init__(self, perf: PerfModel, *, chunked_prefill: bool = False, prefix_caching: bool = True) -> None:
+    def __init__(self, perf: PerfModel, *, chunked_prefill: bool = False, prefix_caching: bool = True,
+                 spec: Speculation | None = None, max_loras: int | None = None, seed: int = 0) -> None:
         if perf.block_size < 1 or perf.kv_capacity_tokens < perf.block_size:
             raise ValueError("the KV cache must hold at least one block")
         self.perf = perf
+        self.spec = spec
+        self.lookahead = spec.tokens if spec is not None else 0  # draft tokens verified per decoding sequence
+        self.spec_counters = SpecCounters()
+        self._spec_rng = random.Random(f"spec:{seed}")
+        self.max_loras = max_loras
         self.chunked_prefill = chunked_prefill
         self.block_size = int(perf.block_size)
         self.total_blocks = int(perf.kv_capacity_tokens) // self.block_size
@@ -215,10 +231,14 @@ class Scheduler:
         if not step.prefill and not step.decode:
             return None
         prefill_work = [
-            SeqWork(n, s.computed - n) for s, n in zip(step.prefill, step.prefill_tokens, strict=True)
+            SeqWork(n, s.computed - n, s.adapter) for s, n in zip(step.prefill, step.prefill_tokens, strict=True)
         ]
-        decode_work = [SeqWork(1, s.computed - 1) for s in step.decode]
+        verify = 1 + self.lookahead
+        decode_work = [SeqWork(verify, s.computed - 1, s.adapter) for s in step.decode]
         step.duration_s = float(self.perf.step_time_s(prefill_work, decode_work))
+        if self.spec is not None and self.spec.method != "ngram" and decode_work:
+            draft = getattr(self.perf, "draft_time_s", None)
+            step.duration_s += float(draft(decode_work, self.spec.tokens)) if draft is not None else 0.0
         self._in_flight = step
         self.num_steps += 1
         return step
@@ -235,13 +255,19 @@ class Scheduler:
         for s in step.prefill:
             if s.status == running and s.computed == s.prompt_tokens + s.output_tokens:
                 s.prefilled = True
+                s.emitted = 1
                 emitted.append(s)
+        spec = self.spec
         for s in step.decode:
             if s.status == running:
+                s.emitted = 1 if spec is None else self._verified(s, spec)
                 emitted.append(s)
         finished = 0
+        tokens = 0
         for s in emitted:
-            out = s.output_tokens = s.output_tokens + 1
+            gained = s.emitted
+            tokens += gained
+            out = s.output_tokens = s.output_tokens + gained
             last = s.last_token_s
             if last is None:
                 s.first_token_s = end
@@ -256,10 +282,22 @@ class Scheduler:
                 self._release(s)
                 self.finished_total[s.finish_reason] += 1
                 finished += 1
-        self.generation_tokens_total += len(emitted)
+        self.generation_tokens_total += tokens
         if finished:
             self.running = [s for s in self.running if s.status == running]
         return emitted
+
+    def _verified(self, s: Seq, spec: Speculation) -> int:
+        """Tokens a decoding sequence gains from one verify step: the bonus token and the drafts accepted, no more
+        than its output still allows (counted as vLLM counts them: every draft, every accepted one)."""
+        accepted = spec.draw(self._spec_rng)
+        self.spec_counters.observe(spec.tokens, accepted)
+        room = s.max_tokens - s.output_tokens
+        if s.stop_at is not None:
+            room = min(room, s.stop_at - s.output_tokens)
+        gained = max(1, min(1 + accepted, room))
+        s.computed += gained - 1  # the step reserved one token; the accepted drafts are now in its KV cache too
+        return gained
 
     # --- internals -------------------------------------------------------------------------------------
     def _schedule_running(self, step: Step, budget: int) -> int:
@@ -268,13 +306,15 @@ class Scheduler:
         bs = self.block_size
         running = self.running
         decode = step.decode
+        ahead = self.lookahead
         i = 0
         while i < len(running):
             s = running[i]
-            if budget <= 0:
+            if budget <= 0 or (s.prefilled and budget <= ahead):
                 break
             n = 1 if s.prefilled else min(s.prompt_tokens + s.output_tokens - s.computed, budget)
-            need = (s.computed + n + bs - 1) // bs - s.blocks - len(s.pinned)
+            extra = ahead if s.prefilled else 0  # room for the drafts it verifies
+            need = max(0, (s.computed + n + extra + bs - 1) // bs - s.blocks - len(s.pinned))
             if need > self.free_blocks:
                 victim = None
                 while need > self.free_blocks and victim is not s:
@@ -287,7 +327,7 @@ class Scheduler:
             s.computed += n
             self._cache_computed(s)
             self._evict()
-            budget -= n
+            budget -= n + extra
             if s.prefilled:
                 decode.append(s)
             else:
@@ -300,8 +340,14 @@ class Scheduler:
         waiting = self.waiting
         running = self.running
         chunked = self.chunked_prefill
-        while waiting and len(running) < self.max_num_seqs and budget > 0:
-            s = waiting[0]
+        loras = {s.adapter for s in running if s.adapter is not None} if self.max_loras is not None else None
+        passed = 0  # waiting requests passed over: their adapter would be one too many
+        while len(waiting) > passed and len(running) < self.max_num_seqs and budget > 0:
+            s = waiting[passed]
+            if (loras is not None and s.adapter is not None and s.adapter not in loras
+                    and len(loras) >= self.max_loras):  # type: ignore[operator]
+                passed += 1
+                continue
             hits = self._lookup(s) if s.computed == 0 else []
             cached = len(hits) * self.block_size
             n = s.prompt_tokens + s.output_tokens - s.computed - cached
@@ -320,7 +366,12 @@ class Scheduler:
                 self.prefix_hits += cached
                 s.cached_tokens = cached
                 self._pin(s, hits)
-            waiting.popleft()
+            if passed:
+                del waiting[passed]
+            else:
+                waiting.popleft()
+            if loras is not None and s.adapter is not None:
+                loras.add(s.adapter)
             running.append(s)
             s.status = SeqStatus.RUNNING
             s.prefilled = False

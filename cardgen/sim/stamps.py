@@ -57,7 +57,7 @@ def stamp_record(live: Live, seq: Seq | None, *, aborted: bool = False) -> dict[
         "arrived": live.arrived,
         "times": live.times,
         "prompt_tokens": live.params.prompt_tokens,
-        "output_tokens": len(live.times),
+        "output_tokens": len(live.times) + live.extra_tokens,
         "finish_reason": seq.finish_reason
         if seq is not None and seq.status == SeqStatus.FINISHED
         else None,

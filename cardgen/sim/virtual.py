@@ -24,6 +24,7 @@ from cardgen.sim.faults import FaultPlan
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel
 from cardgen.sim.scheduler import Scheduler, Seq, Step
+from cardgen.sim.speculation import Speculation
 
 #: the faults the virtual-time server injects; the others act on a live connection (drop, stall...)
 VIRTUAL_FAULTS = ("http500",)
@@ -42,8 +43,9 @@ class VirtualRequest:
     output_tokens: int
     preemptions: int = 0
     group: int = 0  # the submitter's grouping (a closed-loop user...)
-    times: tuple[float, ...] = ()  # when each output token was emitted (end of its step)
+    times: tuple[float, ...] = ()  # when each of its chunks was emitted (end of its step): a chunk per step
     tag: Any = None  # the submitter's own data
+    chunk_tokens: tuple[int, ...] = ()  # output tokens of each chunk (1 each, but with speculative decoding)
 
     @property
     def ttft_s(self) -> float:
@@ -86,6 +88,7 @@ class _Served:
     group: int
     tag: Any
     times: list[float] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)  # tokens of each emission
 
 
 class VirtualServer:
@@ -97,8 +100,9 @@ class VirtualServer:
     """
 
     def __init__(self, perf: PerfModel, *, chunked_prefill: bool = False, metrics: SimMetrics | None = None,
-                 faults: FaultPlan | None = None, trace: bool = False) -> None:
-        self.scheduler = Scheduler(perf, chunked_prefill=chunked_prefill)
+                 faults: FaultPlan | None = None, trace: bool = False, spec: Speculation | None = None,
+                 max_loras: int | None = None, seed: int = 0) -> None:
+        self.scheduler = Scheduler(perf, chunked_prefill=chunked_prefill, spec=spec, max_loras=max_loras, seed=seed)
         self.metrics = metrics
         self.faults = faults or FaultPlan()
         unsupported = sorted(set(self.faults.every) - set(VIRTUAL_FAULTS))
@@ -114,7 +118,7 @@ class VirtualServer:
 
     # --- requests ------------------------------------------------------------------------------------------
     def arrive(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0,
-               tag: Any = None, block_hashes: tuple[int, ...] = ()) -> Seq | None:
+               tag: Any = None, block_hashes: tuple[int, ...] = (), adapter: str | None = None) -> Seq | None:
         """A request reaches the server at ``at`` (default: now; never before now when idle). It queues; or,
         when a fault answers it at once, None. An arrival time before now stands for a request that came while
         the step in flight ran: it is admitted at the next step, as in real time."""
@@ -128,7 +132,8 @@ class VirtualServer:
             if self.metrics is not None:
                 self.metrics.count_fault(fault)
             return None
-        seq = Seq(prompt_tokens, output_tokens, ctx=_Served(index, group, tag), block_hashes=block_hashes)
+        seq = Seq(prompt_tokens, output_tokens, ctx=_Served(index, group, tag), block_hashes=block_hashes,
+                  adapter=adapter)
         return self.scheduler.add(seq, when)
 
     def submit(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0) -> Seq:
@@ -164,6 +169,7 @@ class VirtualServer:
         held = 0
         for seq in emitted:
             seq.ctx.times.append(self.now)
+            seq.ctx.counts.append(seq.emitted)
             if metrics is not None:
                 metrics.observe_token(seq)
             if seq.finished:
@@ -208,6 +214,7 @@ class VirtualServer:
             group=served.group,
             times=tuple(served.times),
             tag=served.tag,
+            chunk_tokens=tuple(served.counts),
         )
 
 

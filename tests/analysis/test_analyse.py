@@ -49,7 +49,9 @@ def test_summary_json_has_the_required_keys_and_round_trips(small_run, tmp_path)
     assert REQUIRED_KEYS <= set(data)
     assert data["gpu_telemetry"]["status"] == "no_telemetry" and data["server_vs_client"]["available"] is True
     assert set(data["headline"]) == {"prompt_ingestion_tok_s", "generation_tok_s_at_10_parallel_1024_128",
-                                     "decode_tok_s_at_10_parallel_1024_128", "kv_cache_tokens"}
+                                     "decode_tok_s_at_10_parallel_1024_128", "kv_cache_tokens",
+                                     "ttfa_s_at_10_parallel_1024_128"}
+    assert data["headline"]["ttfa_s_at_10_parallel_1024_128"] is None and data["reasoning"] is False
     assert data["schema_version"] == 3
     assert {s["kind"] for s in data["scenarios"]} == {"closed", "open", "waves", "ingest", "batch"}
     assert Summary.model_validate_json(text) == analysis.summary

@@ -89,6 +89,9 @@ def test_front_matter_parses_with_huggingface_hub(rendered):
     assert meta["tags"][:2] == ["benchmark", "cardgen"]
     head = meta["cardgen"]["headline"]
     for key, value in summary["headline"].items():
+        if key == "ttfa_s_at_10_parallel_1024_128" and value is None:  # only a reasoning model's card has it
+            assert key not in head
+            continue
         assert head[key] == pytest.approx(value, rel=1e-5)
     assert head["kv_cache_method"] == "server_config"
     assert meta["cardgen"]["provenance"]["suite"] == "small"

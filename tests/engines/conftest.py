@@ -12,7 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import TINY_MAX_POSITIONS, VLLM_ARGS, FakeAdapter, ReplayServer, Route, vllm_env
+from engine_helpers import (
+    LORA_ADAPTERS,
+    SPEC_CONFIG,
+    TINY_MAX_POSITIONS,
+    VLLM_ARGS,
+    FakeAdapter,
+    ReplayServer,
+    Route,
+    make_lora_adapter,
+    vllm_env,
+)
 
 from cardgen.engines import registry
 
@@ -81,6 +91,37 @@ def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> I
                          env=vllm_env(tmp), startup_timeout_s=240) as handle:
         yield VllmServer(handle, time.monotonic() - started, tmp)
     print(f"\nvLLM server: ready after {handle.launch_info['ready_after_s']} s; {handle.launch_info['stopped']}",
+          file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def lora_adapters(tiny_model: Path) -> dict[str, Path]:
+    """The tiny model's LoRA adapters (``engine_helpers.LORA_ADAPTERS``), by name."""
+    return {name: make_lora_adapter(tiny_model, tiny_model.parent / f"{tiny_model.name}-lora-{name}", rank=rank,
+                                    targets=targets, seed=seed) for name, rank, targets, seed in LORA_ADAPTERS}
+
+
+@pytest.fixture(scope="session")
+def vllm_features_server(tiny_model: Path, lora_adapters: dict[str, Path],
+                         tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """One more vLLM for the session, for every test of what servers run in 2026: the tiny model with its two LoRA
+    adapters (the flags ``cardgen build --launch vllm --lora-module`` passes), ngram speculative decoding, and a
+    reasoning parser (``granite``: it writes ``"reasoning": null`` in every delta and counts reasoning in usage)."""
+    from cardgen.engines import get_adapter, launched_engine
+    from cardgen.engines.lora import LoraModule
+
+    missing = get_adapter("vllm").check_installed()
+    if missing:
+        pytest.fail(f"{missing} (make test-engine does this)", pytrace=False)
+    modules = [LoraModule.parse(f"{name}={path}") for name, path in lora_adapters.items()]
+    args = [*VLLM_ARGS.split(), *get_adapter("vllm").lora_args(modules), "--speculative-config", SPEC_CONFIG,
+            "--reasoning-parser", "granite"]
+    tmp = tmp_path_factory.mktemp("vllm-features")
+    started = time.monotonic()
+    with launched_engine("vllm", str(tiny_model), engine_args=args, log_path=tmp / "server.log", env=vllm_env(tmp),
+                         startup_timeout_s=240) as handle:
+        yield VllmServer(handle, time.monotonic() - started, tmp)
+    print(f"\nvLLM (LoRA, speculation, reasoning parser): ready after {handle.launch_info['ready_after_s']} s",
           file=sys.stderr)
 
 

@@ -100,3 +100,32 @@ class FakeAdapter(EngineAdapter):
 
     def default_env(self):
         return {"FAKE_ENGINE_DEFAULT": "1", "VLLM_FAKE_SETTING": "on"}
+
+
+# --- LoRA adapters for the tiny model, made offline with peft -----------------------------------------------
+
+# (name, rank, adapted projections, seed): two adapters of different ranks and targets, random non-zero weights
+# (peft's init_lora_weights=False), so each changes what the model writes
+LORA_ADAPTERS = (("tiny-a", 8, ("q_proj", "v_proj"), 1), ("tiny-b", 16, ("q_proj", "k_proj", "v_proj", "o_proj"), 2))
+
+
+def make_lora_adapter(model_dir: Path, out_dir: Path, *, rank: int, targets: tuple[str, ...], seed: int) -> Path:
+    """A PEFT LoRA adapter for ``model_dir`` in ``out_dir`` (made once, then reused; ~3 s)."""
+    if (out_dir / "adapter_config.json").is_file() and (out_dir / "adapter_model.safetensors").is_file():
+        return out_dir
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), torch_dtype=torch.bfloat16)
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=list(targets), lora_dropout=0.0,
+                        init_lora_weights=False)
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    get_peft_model(model, config).save_pretrained(str(tmp))
+    tmp.replace(out_dir)
+    return out_dir
+
+
+# speculative decoding on the CPU build: ngram lookup of up to 3 draft tokens (no draft model to load)
+SPEC_CONFIG = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 2}'

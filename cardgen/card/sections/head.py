@@ -72,6 +72,8 @@ def card_front_matter(s: Summary) -> Markup:
                 "decode_tok_s_at_10_parallel_1024_128": r(h.decode_tok_s_at_10_parallel_1024_128),
                 "kv_cache_tokens": r(h.kv_cache_tokens),
                 "kv_cache_method": s.kv_cache_method,
+                **({"ttfa_s_at_10_parallel_1024_128": r(h.ttfa_s_at_10_parallel_1024_128)}
+                   if h.ttfa_s_at_10_parallel_1024_128 is not None else {}),  # a reasoning model's
             },
             "provenance": {
                 "model": s.model, "served_model": s.served_model, "engine": s.engine,

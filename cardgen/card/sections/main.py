@@ -45,6 +45,8 @@ def main_table(s: Summary) -> TableView:
                      fmt.interval(g.decode_ci_low, g.decode_ci_high),
                      fmt.half_width(hp.decode_tok_s_at_10_parallel_1024_128),
                      "median (output tokens - 1) / (E2E - TTFT): generation after the first token"])
+        if s.reasoning and scenario is not None:  # the model thinks first: TTFT is not what a user waits for
+            rows += _reasoning_rows(scenario, point)
     else:
         rows.append([f"Generation speed per request ({point})", "not measured", fmt.DASH, fmt.DASH,
                      "no such point in the run"])
@@ -65,3 +67,13 @@ def main_table(s: Summary) -> TableView:
     else:
         rows.append(["KV cache capacity", "not measured", fmt.DASH, fmt.DASH, "no method applied (see KV cache)"])
     return TableView(["Metric", "Value", "95 % interval", "Precision", "How"], rows, ["l", "r", "r", "r", "l"])
+
+
+def _reasoning_rows(x: ScenarioSummary, point: str) -> list[list[str]]:
+    """TTFT (the first thinking token) and the time to first answer token, of the headline point."""
+    return [[f"TTFT ({point})", fmt.ms(x.ttft_s.p50), fmt.interval(x.ttft_s.p50_ci_low, x.ttft_s.p50_ci_high, 1000),
+             fmt.DASH, "median first chunk - send: the model's first token, reasoning included"],
+            [f"Time to first answer token ({point})", fmt.ms(x.ttfa_s.p50),
+             fmt.interval(x.ttfa_s.p50_ci_low, x.ttfa_s.p50_ci_high, 1000), fmt.DASH,
+             f"median first answer chunk - send, after {fmt.sig(x.reasoning_tokens_mean)} reasoning tokens on "
+             "average (see Reasoning)"]]
