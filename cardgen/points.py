@@ -15,7 +15,19 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cardgen.suite import SHAREGPT, BatchSweep, Chat, ClosedLoop, Ingest, OpenLoop, SharedPrefix, Suite, Waves
+from cardgen.slo import parse_targets
+from cardgen.suite import (
+    SHAREGPT,
+    BatchSweep,
+    Chat,
+    ClosedLoop,
+    Ingest,
+    OpenLoop,
+    SharedPrefix,
+    SloSearch,
+    Suite,
+    Waves,
+)
 
 
 @dataclass(frozen=True)
@@ -70,10 +82,19 @@ class Point:
     message_tokens: int = 0
     think_time_s: float = 0.0
     fresh_history: bool = False  # chat: every turn's history starts with a new id (nothing for the cache to reuse)
+    # slo: the search's load (rate | parallel), its targets as (metric, percentile, threshold_s) (cardgen.slo), the
+    # bracket's relative resolution, its first load and its bounds; min_requests / max_requests are per probe
+    load: str = ""
+    slo: tuple[tuple[str, float, float], ...] = ()
+    slo_resolution: float = 0.0
+    start_load: float = 0.0
+    min_load: float = 0.0
+    max_load: float = 0.0
 
     def __post_init__(self) -> None:  # lists given (a suite, the wire) become tuples: nothing inside changes either
         object.__setattr__(self, "lengths", tuple(int(n) for n in self.lengths))
         object.__setattr__(self, "items", tuple((int(p), int(o)) for p, o in self.items))
+        object.__setattr__(self, "slo", tuple((str(m), float(p), float(t)) for m, p, t in self.slo))
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
@@ -104,6 +125,8 @@ class Point:
             return self.prefixes * (1 + self.warm_rounds)
         if self.kind == "chat":
             return self.conversations * self.turns
+        if self.kind == "slo":
+            return self.min_requests
         return 0
 
     @property
@@ -216,6 +239,8 @@ def expand(suite: Suite) -> list[Point]:
                     prompt_tokens=entry.prompt_tokens, output_tokens=entry.output_tokens, parallel=b,
                     warmups=entry.warmups, runs=entry.runs, target_ci=entry.target_ci,
                     max_runs=entry.max_runs, **common))
+        elif isinstance(entry, SloSearch):
+            points.append(slo_point(entry, group=group, common=common))
     seen: dict[str, int] = {}
     for i, point in enumerate(points):  # make names unique when two entries expand to the same parameters
         if point.name in seen:
@@ -224,6 +249,17 @@ def expand(suite: Suite) -> list[Point]:
         else:
             seen[point.name] = 1
     return points
+
+
+def slo_point(entry: SloSearch, *, group: str, common: dict[str, Any]) -> Point:
+    """The one point of an SLO search: its probes are its program's (``cardgen.scenarios.slosearch``)."""
+    what = (f"in{entry.prompt_tokens}-out{entry.output_tokens}" if entry.dataset is None else slug(entry.dataset))
+    return Point(name=f"slo-{entry.load}-{what}", kind="slo", group=group, prompt_tokens=entry.prompt_tokens or 0,
+                 output_tokens=entry.output_tokens or 1, dataset=entry.dataset,
+                 num_requests=entry.num_requests if entry.dataset is not None else 0, seed=entry.seed,
+                 min_requests=entry.min_requests, max_requests=entry.max_requests, load=entry.load,
+                 slo=tuple(t.as_tuple() for t in parse_targets(entry.slo)), slo_resolution=entry.resolution,
+                 start_load=entry.start_load, min_load=entry.lowest, max_load=entry.highest, **common)
 
 
 def fit_context(points: list[Point], max_model_len: int | None) -> tuple[list[Point], list[str]]:

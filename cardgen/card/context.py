@@ -15,6 +15,7 @@ from markupsafe import Markup
 from cardgen.analysis.analyse import Analysis
 from cardgen.card.sections.batch import batch_table
 from cardgen.card.sections.chat import ChatSection, chat_sections
+from cardgen.card.sections.cost import cost_table
 from cardgen.card.sections.datasets import DatasetSection, dataset_sections, nightly_code, nightly_table
 from cardgen.card.sections.figures import figure_paths
 from cardgen.card.sections.frames import fastgen_view, scale_view, serving_view
@@ -30,6 +31,7 @@ from cardgen.card.sections.parameters import parameters_table
 from cardgen.card.sections.prefix import PrefixSection, prefix_sections
 from cardgen.card.sections.scenarios import scenarios_table
 from cardgen.card.sections.server_vs_client import server_vs_client_tables
+from cardgen.card.sections.slo import SloSection, slo_sections
 from cardgen.card.table import TableView
 from cardgen.saturation import MAX_KV_USAGE, MIN_SPEED_TOK_S, WAVE_FULL_USAGE
 from cardgen.schemas.summary import Summary
@@ -82,6 +84,8 @@ class CardContext(TypedDict):
     interactivity: TableView | None  # throughput against interactivity, Pareto fronts (issue 14)
     workloads: WorkloadSections  # dataset serving tests, prefix cache, chat (issue 11)
     modelled_error: ModelledError | None  # a modelled run's expected error per headline (issue 12)
+    slo: list[SloSection]  # the SLO searches' headlines and probes (issue 23)
+    cost: TableView | None  # cost per million tokens per point, with a price (issue 23)
 
 
 def _workload_sections(analysis: Analysis) -> WorkloadSections:
@@ -114,4 +118,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         interactivity=interactivity_table(s),
         workloads=_workload_sections(analysis),
         modelled_error=modelled_error(s, analysis.info),
+        slo=slo_sections(s.slo_search), cost=cost_table(s),
     )

@@ -145,6 +145,10 @@ class ScenarioSummary(Saved):
     client: str | None = None
     target_ci: float | None = None  # the suite's precision target for the point (0.03 is +-3 %)
     precision: PointPrecision | None = None
+    # with a price (run.json ``price``): the GPUs' cost per million tokens at this point's throughput
+    # (price per GPU-hour x GPUs / 3600 / tokens per second x 1e6): output tokens, and prompt + output tokens
+    usd_per_million_output_tokens: float | None = None
+    usd_per_million_tokens: float | None = None
 
     @property
     def not_run(self) -> bool:
@@ -303,6 +307,8 @@ class GpuTelemetry(Saved):
     failed_samples: int = 0  # samples inside the window that gave nothing (DCGM scrapes that failed)
     failed_reads: int = 0  # fields a device failed to give (NVML errors other than "not supported")
     failure_kinds: list[str] = Field(default_factory=list)  # the errors' names, e.g. ConnectTimeout
+    output_tokens_per_joule: float | None = None  # output_tokens / energy_j
+    tokens_per_joule: float | None = None  # (prompt + output tokens of the same requests) / energy_j
 
 
 class LatencyCheck(Saved):
@@ -362,6 +368,66 @@ class ServerVsClient(Saved):
     points: list[CrossCheckWindow] = Field(default_factory=list)
 
 
+class SloPercentile(Saved):
+    """One SLO target as a probe was judged on it (:mod:`cardgen.slo`): the percentile of its requests, its
+    two-sided 95 % order-statistic interval, and the one-sided bound its verdict used (the upper bound when met,
+    the lower when missed) at ``level``."""
+
+    target: str  # the suite's key: ttft_p99_s
+    metric: str  # ttft | tpot | itl | e2e
+    percentile: float
+    threshold_s: float
+    n: int = 0  # values judged (requests; gaps for itl)
+    effective_n: float | None = None  # independent draws' worth of them
+    value_s: float | None = None
+    ci_low_s: float | None = None
+    ci_high_s: float | None = None
+    upper_s: float | None = None
+    lower_s: float | None = None
+    level: float | None = None
+    met: bool | None = None
+
+
+class SloProbe(Saved):
+    """One load of an SLO search: its verdict (``met`` None: it could not tell) and the evidence."""
+
+    probe: int  # 0, 1 ... in the order they ran
+    load: float  # requests/s or parallel requests
+    met: bool | None = None
+    requests: int = 0  # sent
+    judged: int = 0  # the requests its verdict rests on (sent in order, all ended; warm-up left out)
+    look: int | None = None  # the look that decided it (cardgen.slo)
+    late: bool = False  # a send left after its time: the load was not held (never "met")
+    percentiles: list[SloPercentile] = Field(default_factory=list)
+    duration_s: float | None = None  # first send to last end
+    output_tok_s: float | None = None  # the probe's successful requests' output tokens / duration
+    total_tok_s: float | None = None
+
+
+class SloSearchResult(Saved):
+    """An SLO search (suite ``kind: slo``): the highest load shown to meet the SLO (``low``) and the lowest shown
+    to miss it (``high``), either None when no probe showed it; ``untold`` the loads in between that could not be
+    told."""
+
+    scenario: str
+    group: str = ""
+    load: str  # rate | parallel
+    unit: str  # req/s | parallel
+    slo: dict[str, float] = Field(default_factory=dict)  # the targets, by the suite's keys
+    slo_text: str = ""  # TTFT p99 <= 2 s and TPOT p99 <= 100 ms
+    resolution: float | None = None
+    low: float | None = None
+    high: float | None = None
+    untold: list[float] = Field(default_factory=list)
+    answer: str = ""  # in words
+    probes: list[SloProbe] = Field(default_factory=list)
+    # at ``low``: the probe's throughput, and with a price its cost per million tokens within the SLO
+    output_tok_s_at_low: float | None = None
+    total_tok_s_at_low: float | None = None
+    usd_per_million_output_tokens: float | None = None
+    usd_per_million_tokens: float | None = None
+
+
 class Summary(Saved):
     schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
@@ -399,6 +465,9 @@ class Summary(Saved):
     figures: list[str] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)  # what the run lacked, in words
     warnings: list[str] = Field(default_factory=list)
+    slo_search: list[SloSearchResult] = Field(default_factory=list)  # one per suite entry of kind slo
+    price_per_gpu_hour: float | None = None  # USD, as run.json ``price`` says (None: no cost figures)
+    price_source: str | None = None
 
     def to_json(self) -> str:
         """The file's text: stable key order, two-space indent, NaN and inf written as null."""
