@@ -90,11 +90,23 @@ class Point:
     start_load: float = 0.0
     min_load: float = 0.0
     max_load: float = 0.0
+    # a replayed trace (open loop, ``dataset`` a trace, no rate): its offsets are divided by ``speedup``; once read
+    # (cardgen.datasets.resolve) ``offsets`` holds each request's seconds after the first, ``blocks`` the trace's
+    # prompt blocks of ``block_tokens`` tokens it shares (by id) with other requests, and ``left_out`` the
+    # trace's requests that could not be replayed (no answer, or beyond the server's context)
+    replay: bool = False
+    speedup: float = 1.0
+    offsets: tuple[float, ...] = ()
+    blocks: tuple[tuple[int, ...], ...] = ()
+    block_tokens: int = 0
+    left_out: int = 0
 
     def __post_init__(self) -> None:  # lists given (a suite, the wire) become tuples: nothing inside changes either
         object.__setattr__(self, "lengths", tuple(int(n) for n in self.lengths))
         object.__setattr__(self, "items", tuple((int(p), int(o)) for p, o in self.items))
         object.__setattr__(self, "slo", tuple((str(m), float(p), float(t)) for m, p, t in self.slo))
+        object.__setattr__(self, "offsets", tuple(float(t) for t in self.offsets))
+        object.__setattr__(self, "blocks", tuple(tuple(int(b) for b in ids) for ids in self.blocks))
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
@@ -147,6 +159,8 @@ class Point:
     def dataset_key(self) -> str:
         """Which sample of a dataset the point sends: points with the same key send the same requests (the
         rates of one suite entry)."""
+        if self.replay:
+            return f"{self.dataset}|replay|{self.num_requests or 'all'} requests|{self.endpoint}"
         return f"{self.dataset}|seed {self.seed}|{self.num_requests} requests|{self.endpoint}"
 
     def text_key(self) -> str:
@@ -209,14 +223,19 @@ def expand(suite: Suite) -> list[Point]:
                     parallel=min(entry.users, conversations), conversations=conversations, turns=entry.turns,
                     message_tokens=entry.message_tokens, think_time_s=entry.think_time_s, fresh_history=fresh,
                     **{**common, "endpoint": "chat"}))
+        elif isinstance(entry, OpenLoop) and entry.replay:
+            points.append(Point(
+                name=f"{entry.name or 'replay'}-{slug(entry.dataset or '')}-x{entry.speedup:g}", kind="open",
+                group=group, dataset=entry.dataset, num_requests=entry.max_requests or 0, replay=True,
+                speedup=entry.speedup, **common))
         elif isinstance(entry, OpenLoop) and entry.dataset is not None:
-            for rate in entry.rates:
+            for rate in entry.rates or ():
                 points.append(Point(
                     name=f"open-{slug(entry.dataset)}-r{_rate_label(rate)}", kind="open", group=group,
                     dataset=entry.dataset, rate_rps=rate, num_requests=entry.num_requests, seed=entry.seed,
                     **common))
         elif isinstance(entry, OpenLoop):
-            for rate in entry.rates:
+            for rate in entry.rates or ():
                 points.append(Point(
                     name=f"open-in{entry.prompt_tokens}-out{entry.output_tokens}-r{_rate_label(rate)}", kind="open",
                     group=group, prompt_tokens=entry.prompt_tokens, output_tokens=entry.output_tokens,

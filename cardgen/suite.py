@@ -29,18 +29,23 @@ from cardgen.slo import parse_targets
 
 BUILTIN_SUITES = ("quick", "standard", "full", "sharegpt")
 SHAREGPT = "sharegpt"  # the dataset vLLM's serving benchmarks sample (cardgen.datasets reads it)
+# the sample traces cardgen makes and ships (cardgen.traces), by the name a suite gives them, and their files
+TRACE_SAMPLES = {"mooncake-sample": "mooncake_sample.jsonl", "azure-sample": "azure_sample.csv",
+                 "burstgpt-sample": "burstgpt_sample.csv"}
 
 Endpoint = Literal["completions", "chat"]
 
 
 def check_source(source: str) -> str:
-    """``source`` if it names a dataset cardgen reads (``sharegpt``, a .json or .jsonl file); else a one-line
-    UsageError. Whether the file or the extra is there is checked when it is read."""
-    if source == SHAREGPT:
+    """``source`` if it names a dataset cardgen reads (``sharegpt``, a .json or .jsonl file, a trace: a .csv
+    file or a shipped sample); else a one-line UsageError. Whether the file or the extra is there, and which
+    format it holds, is checked when it is read."""
+    if source == SHAREGPT or source in TRACE_SAMPLES:
         return source
-    if Path(source).suffix.lower() not in (".json", ".jsonl"):
-        raise UsageError(f"dataset '{source}': use 'sharegpt', a ShareGPT-format .json file or a .jsonl file of "
-                         "{prompt, output_tokens}")
+    if Path(source).suffix.lower() not in (".json", ".jsonl", ".csv"):
+        raise UsageError(f"dataset '{source}': use 'sharegpt', a ShareGPT-format .json file, a .jsonl file of "
+                         "{prompt, output_tokens}, or a trace (Mooncake .jsonl, Azure or BurstGPT .csv, "
+                         f"{', '.join(TRACE_SAMPLES)})")
     return source
 
 
@@ -94,30 +99,47 @@ class OpenLoop(_Entry):
 
     Requests have ``prompt_tokens`` / ``output_tokens``, or are ``num_requests`` drawn from a ``dataset``
     (``sharegpt``, a ShareGPT-format .json file or a .jsonl of ``{prompt, output_tokens}``: ``cardgen.datasets``)
-    with ``seed``; every rate then sends the same requests, in the same order."""
+    with ``seed``; every rate then sends the same requests, in the same order.
+
+    A trace as the ``dataset`` (``cardgen.traces``) given without ``rates`` is replayed: its requests leave at the
+    trace's own offsets divided by ``speedup``, the first ``max_requests`` of them (all by default)."""
 
     kind: Literal["open"]
     prompt_tokens: int | None = Field(default=None, ge=1)
     output_tokens: int | None = Field(default=None, ge=1)
     dataset: str | None = None
-    rates: list[float]
+    rates: list[float] | None = None
     num_requests: int = Field(default=100, ge=1)
     seed: int = 0
+    speedup: float = Field(default=1.0, gt=0)  # a replayed trace: its offsets are divided by this
+    max_requests: int | None = Field(default=None, ge=1)  # a replayed trace: its first requests only
 
     @model_validator(mode="after")
     def _lengths_or_dataset(self) -> OpenLoop:
         lengths_or_dataset(self.prompt_tokens, self.output_tokens, self.dataset)
+        if self.rates is None and self.dataset is None:
+            raise ValueError("give 'rates', or a trace as the 'dataset' to replay it at its own times")
+        if self.rates is not None and (self.speedup != 1.0 or self.max_requests is not None):
+            raise ValueError("'speedup' and 'max_requests' are for a trace replayed at its own times: drop 'rates'")
         return self
+
+    @property
+    def replay(self) -> bool:
+        """A trace replayed at its own offsets (no rates): whether the dataset is a trace is checked when it is
+        read (``cardgen.datasets.resolve``)."""
+        return self.rates is None
 
     @field_validator("rates", mode="before")
     @classmethod
     def _rates(cls, v: object) -> object:
+        if v is None:
+            return None
         items = v if isinstance(v, list) else [v]
         return [math.inf if str(x).strip().lower() in ("inf", "infinity") else x for x in items]
 
     @field_serializer("rates")
-    def _rates_out(self, rates: list[float]) -> list[float | str]:
-        return ["inf" if math.isinf(r) else r for r in rates]
+    def _rates_out(self, rates: list[float] | None) -> list[float | str] | None:
+        return None if rates is None else ["inf" if math.isinf(r) else r for r in rates]
 
 
 class Waves(_Entry):

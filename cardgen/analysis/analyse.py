@@ -20,6 +20,7 @@ from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion
 from cardgen.analysis.kv import declared_kv, kv_capacity
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.outcomes import counted_mask, suite_points, with_outcomes
+from cardgen.analysis.replay import mark_replays, replays, window_table
 from cardgen.analysis.requests import request_frame
 from cardgen.analysis.rundata import RunData
 from cardgen.analysis.scenarios import scenario_summaries
@@ -156,6 +157,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
 
     scenarios = scenario_summaries(requests, ts, slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     scenarios = with_outcomes(scenarios, info, superseded={str(k): int(v) for k, v in superseded.items()})
+    mark_replays(scenarios, suite_points(info))
 
     ingestion = fit_ingestion(*ingestion_points(requests)) if not requests.empty else None
     batches = batch_precision(requests)
@@ -239,6 +241,9 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
     )
     _price_and_search(summary, data, every)
+    summary.replays = replays(list(suite_points(info).values()), requests, ts, data.metrics, engine=engine,
+                              slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
+    tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, data.metrics))
 

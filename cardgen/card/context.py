@@ -29,6 +29,7 @@ from cardgen.card.sections.main import main_table
 from cardgen.card.sections.modelled_error import ModelledError, modelled_error
 from cardgen.card.sections.parameters import parameters_table
 from cardgen.card.sections.prefix import PrefixSection, prefix_sections
+from cardgen.card.sections.replay import ReplaySection, replay_sections
 from cardgen.card.sections.scenarios import scenarios_table
 from cardgen.card.sections.server_vs_client import server_vs_client_tables
 from cardgen.card.sections.slo import SloSection, slo_sections
@@ -86,6 +87,7 @@ class CardContext(TypedDict):
     modelled_error: ModelledError | None  # a modelled run's expected error per headline (issue 12)
     slo: list[SloSection]  # the SLO searches' headlines and probes (issue 23)
     cost: TableView | None  # cost per million tokens per point, with a price (issue 23)
+    replays: list[ReplaySection]  # replayed traces (issue 23)
 
 
 def _workload_sections(analysis: Analysis) -> WorkloadSections:
@@ -118,5 +120,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         interactivity=interactivity_table(s),
         workloads=_workload_sections(analysis),
         modelled_error=modelled_error(s, analysis.info),
-        slo=slo_sections(s.slo_search), cost=cost_table(s),
+        slo=slo_sections(s.slo_search), cost=cost_table(s), replays=replay_sections(s),
     )

@@ -149,6 +149,7 @@ class ScenarioSummary(Saved):
     # (price per GPU-hour x GPUs / 3600 / tokens per second x 1e6): output tokens, and prompt + output tokens
     usd_per_million_output_tokens: float | None = None
     usd_per_million_tokens: float | None = None
+    replay: bool = False  # open loop: a trace replayed at its own times (no rate)
 
     @property
     def not_run(self) -> bool:
@@ -157,7 +158,10 @@ class ScenarioSummary(Saved):
 
     @property
     def rate_label(self) -> str:
-        """Open loop: ``inf`` for all at once, else the rate (``4``, ``0.5``); ``?`` when not recorded."""
+        """Open loop: ``inf`` for all at once, ``trace`` for a replayed trace, else the rate (``4``, ``0.5``); ``?``
+        when not recorded."""
+        if self.replay:
+            return "trace"
         if self.all_at_once:
             return "inf"
         return f"{self.rate_rps:g}" if self.rate_rps is not None else "?"
@@ -428,6 +432,45 @@ class SloSearchResult(Saved):
     usd_per_million_tokens: float | None = None
 
 
+class ReplayWindow(Saved):
+    """One time slice of a replayed trace (by when requests were sent; tokens by when their chunks arrived)."""
+
+    start_s: float  # seconds after the replay's first send
+    end_s: float
+    sent: int = 0  # requests sent in the window
+    arrival_rps: float | None = None  # sent / width
+    output_tok_s: float | None = None  # output tokens whose chunks arrived in the window / width
+    ttft_p50_s: float | None = None  # of the successful requests sent in the window
+    ttft_p99_s: float | None = None
+    slo_attainment: float | None = None  # of the requests sent in the window, the share that met every SLO
+    send_lag_max_s: float | None = None
+    kv_usage_mean: float | None = None  # the server's gauges over the window
+    kv_usage_max: float | None = None
+    waiting_max: float | None = None
+
+
+class ReplayResult(Saved):
+    """A trace replayed at its own offsets (suite ``kind: open``, a trace as its ``dataset``, no ``rates``)."""
+
+    scenario: str
+    group: str = ""
+    dataset: str  # the trace's name
+    speedup: float = 1.0
+    requests: int = 0
+    failed: int = 0
+    duration_s: float | None = None  # first send to last end
+    trace_span_s: float | None = None  # first to last scheduled send: the trace's own span / speedup
+    send_lag_s: Distribution = Field(default_factory=Distribution)  # actual send - the trace's offset
+    late_sends: int = 0  # sends more than LATE_S after their offset
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    slo_attainment: float | None = None  # requests that met every SLO / requests (failed ones did not)
+    output_tok_s: float | None = None
+    prefix_cache_hit_rate: float | None = None  # the server's hits / queries over the replay, when it counts them
+    window_s: float | None = None
+    windows: list[ReplayWindow] = Field(default_factory=list)
+
+
 class Summary(Saved):
     schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
@@ -468,6 +511,7 @@ class Summary(Saved):
     slo_search: list[SloSearchResult] = Field(default_factory=list)  # one per suite entry of kind slo
     price_per_gpu_hour: float | None = None  # USD, as run.json ``price`` says (None: no cost figures)
     price_source: str | None = None
+    replays: list[ReplayResult] = Field(default_factory=list)  # one per replayed trace
 
     def to_json(self) -> str:
         """The file's text: stable key order, two-space indent, NaN and inf written as null."""
