@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from cardgen.analysis.capacity import capacity_thresholds
-from cardgen.analysis.cost import price_points, tokens_per_joule
+from cardgen.analysis.cost import point_energy, price_points, tokens_per_joule
 from cardgen.analysis.crosscheck import server_vs_client
 from cardgen.analysis.gpu import gpu_telemetry, modelled_gpu_name
 from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion_points
@@ -254,6 +254,7 @@ def _price_and_search(summary: Summary, data: RunData, every: pd.DataFrame) -> N
     if info.price is not None:
         summary.price_per_gpu_hour, summary.price_source = info.price.usd_per_gpu_hour, info.price.source
     price_points(summary.scenarios, info.price, gpus=gpus)
+    point_energy(summary.scenarios, data.gpu_metrics, every)
     ok = every[every["ok"]] if len(every) else every
     tokens_per_joule(summary.gpu_telemetry, int(np.nansum(ok["prompt_tokens"].to_numpy(dtype=float))) if len(ok) else 0)
     attempts = point_attempts(list(info.points))

@@ -10,8 +10,12 @@ what the GPUs cost while the server ran that load, idle moments of the point inc
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+import pandas as pd
+
+from cardgen.gpu import summarize_gpu
 from cardgen.schemas.run import PriceDescription
 from cardgen.schemas.summary import GpuTelemetry, ScenarioSummary
 
@@ -41,3 +45,19 @@ def tokens_per_joule(telemetry: GpuTelemetry, prompt_tokens: int | None) -> None
     telemetry.output_tokens_per_joule = out / energy
     if prompt_tokens is not None:
         telemetry.tokens_per_joule = (out + prompt_tokens) / energy
+
+
+def point_energy(scenarios: Sequence[ScenarioSummary], gpu_records: Sequence[Mapping[str, Any]],
+                 requests: pd.DataFrame) -> None:
+    """Each closed- and open-loop point's energy per output token, where the GPUs' energy was measured over it
+    (in place): energy from its first send to its last end / its successful requests' output tokens."""
+    if not gpu_records or requests.empty:
+        return
+    for s in scenarios:
+        if s.kind not in ("closed", "open") or s.started_unix is None or s.ended_unix is None:
+            continue
+        rows = requests[(requests["scenario"] == s.scenario) & requests["ok"]]
+        tokens = int(rows["output_tokens"].fillna(0).sum())
+        g = summarize_gpu(gpu_records, tokens, start_unix=s.started_unix, end_unix=s.ended_unix)
+        if g.get("available") and g.get("j_per_output_token") is not None:
+            s.j_per_output_token = float(g["j_per_output_token"])

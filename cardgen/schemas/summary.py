@@ -150,6 +150,9 @@ class ScenarioSummary(Saved):
     usd_per_million_output_tokens: float | None = None
     usd_per_million_tokens: float | None = None
     replay: bool = False  # open loop: a trace replayed at its own times (no rate)
+    # where energy was measured: the GPUs' energy from the point's first send to its last end / the output tokens
+    # of its successful requests (ramp and drain included: the GPUs spent it on them too)
+    j_per_output_token: float | None = None
 
     @property
     def not_run(self) -> bool:

@@ -22,8 +22,8 @@ from cardgen.site.serve import make_server
 pytestmark = pytest.mark.browser
 
 ROWS = "Array.from(document.querySelectorAll('.cardgen-board tbody tr'))"
-MARKERS = (
-    "Array.from(document.querySelectorAll('.cardgen-board .cardgen-chart circle[data-key]'))"
+MARKERS = (  # the headline chart's (the trade-off chart below it has markers of its own)
+    "Array.from(document.querySelectorAll('.cardgen-board > .cardgen-chart circle[data-key]'))"
     ".filter(c => c.parentNode.style.display !== 'none').length"
 )
 IMAGES = (
