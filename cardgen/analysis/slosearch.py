@@ -37,7 +37,7 @@ def _order_key(point: Point):  # noqa: ANN202 - a sort key
 def probe_result(point: Point, number: int, records: Sequence[RequestRecord], targets: tuple[Target, ...]) -> SloProbe:
     """One probe: its verdict on its own records, and its throughput."""
     ordered = sorted(records, key=_order_key(point))
-    judge = ProbeJudge(targets, min_requests=point.min_requests)
+    judge = ProbeJudge(targets, min_requests=point.min_requests, max_requests=point.max_requests)
     for order, r in enumerate(ordered):
         judge.add(order, r, warmup=r.warmup, late=r.phase == LATE)
     verdict = judge.finish()

@@ -58,4 +58,5 @@ def headline_text(run_dir: Path) -> str:
     return (f"cardgen: {label}: prompt ingestion {fmt(h.prompt_ingestion_tok_s, 'tok/s')}; generation "
             f"{fmt(h.generation_tok_s_at_10_parallel_1024_128, 'tok/s')} per request at 10 parallel (1024 in, "
             f"128 out); KV cache {fmt(h.kv_cache_tokens, 'tokens')}"
-            + (f" ({summary.kv_cache_method})" if summary.kv_cache_method else ""))
+            + (f" ({summary.kv_cache_method})" if summary.kv_cache_method else "")
+            + "".join(f"; {r.answer}" for r in summary.slo_search))

@@ -158,7 +158,7 @@ class _Probe:
     def __init__(self, program: SloProgram, number: int, load: float) -> None:
         self.program, self.number, self.load = program, number, load
         point = program.point
-        self.judge = ProbeJudge(program.targets, min_requests=point.min_requests)
+        self.judge = ProbeJudge(program.targets, min_requests=point.min_requests, max_requests=point.max_requests)
         self.order: dict[int, int] = {}  # id of a send under way -> its position among the probe's sends
         self.sends = 0
         self.in_flight = 0

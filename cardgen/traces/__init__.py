@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -100,15 +101,21 @@ def _ordered(fmt: str, rows: list[tuple[float, int, int, tuple[int, ...]]], *, b
                  left_out=left_out)
 
 
-def _mooncake(path: Path, lines: list[str]) -> Trace:
-    rows, skipped = [], 0
-    for n, line in enumerate(lines, start=1):
+def json_lines(path: Path, text: str) -> Iterator[tuple[int, object]]:
+    """Each non-blank line of a JSON-lines file a user gave, parsed, with its number; a line that is not JSON is a
+    one-line UsageError."""
+    for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            yield n, json.loads(line)
         except json.JSONDecodeError:
             raise UsageError(f"{path}: line {n} is not JSON") from None
+
+
+def _mooncake(path: Path, text: str) -> Trace:
+    rows, skipped = [], 0
+    for n, item in json_lines(path, text):
         if not isinstance(item, dict) or not _MOONCAKE <= set(item):
             raise UsageError(f"{path}: line {n} lacks {', '.join(sorted(_MOONCAKE - set(item or ())))} "
                              "(a Mooncake trace line has timestamp, input_length, output_length, hash_ids)")
@@ -187,7 +194,7 @@ def read_trace(source: str) -> Trace:
         raise UsageError(f"trace file '{source}' does not exist")
     text = path.read_text("utf-8")
     if path.suffix.lower() == ".jsonl":
-        return _mooncake(path, text.splitlines())
+        return _mooncake(path, text)
     if path.suffix.lower() == ".csv":
         return _csv(path, text)
     raise _unknown(path, "unknown: not .jsonl or .csv")

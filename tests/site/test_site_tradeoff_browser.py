@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 import urllib.parse
 from pathlib import Path
 
 import pytest
-from site_helpers import REPO
+from site_helpers import REPO, serving
 from test_site_browser import _chromium
 
 from cardgen.card.render import render_run
@@ -20,7 +19,6 @@ from cardgen.rundir import GPU_METRICS_JSONL, REQUESTS_JSONL
 from cardgen.schemas.run import PriceDescription
 from cardgen.site import build_site
 from cardgen.site.sample import SAMPLE_PAIRS, isolated_config, write_sample_run
-from cardgen.site.serve import make_server
 
 pytestmark = pytest.mark.browser
 
@@ -68,15 +66,8 @@ def site(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def served(site):
-    server = make_server(site, port=0)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield server.url
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(site) as url:
+        yield url
 
 
 def _csv(browser, selector: str) -> str:

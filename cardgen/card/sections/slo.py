@@ -68,6 +68,20 @@ def cell(c: SloPercentile) -> str:
     return f"{fmt.latency(c.value_s)} ({interval}); {_bound(c)}"
 
 
+def slo_row(r: SloSearchResult) -> list[str]:
+    """The search's row in the card's main table: the highest load shown to meet the SLO, and the bracket."""
+    what = f"Highest {'rate' if r.load == 'rate' else 'concurrency'} within SLO ({r.slo_text})"
+    value = load_text(r.low, r.unit) if r.low is not None else "none met"
+    bracket = (f"{load_number(r.low, r.unit)}{fmt.RANGE}{load_number(r.high, r.unit)}"
+               if r.low is not None and r.high is not None else fmt.DASH)
+    precision = (fmt.half_width((r.high - r.low) / (r.high + r.low)) if r.low is not None and r.high is not None
+                 else fmt.DASH)
+    how = (f"{len(r.probes)} probes, each met or missed with 95 % confidence: the highest load shown to meet, the "
+           "lowest shown to miss" + (f"; could not tell at {', '.join(load_number(u, r.unit) for u in r.untold)}"
+                                      if r.untold else ""))
+    return [what, value, bracket, precision, how]
+
+
 def probe_table(r: SloSearchResult) -> TableView | None:
     if not r.probes:
         return None
