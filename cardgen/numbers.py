@@ -162,3 +162,13 @@ def duration_text(seconds: float) -> str:
     if s >= 60:
         return f"{s // 60} min {s % 60:02d} s"
     return f"{s} s"
+
+
+def usd(x: float | None) -> str:
+    """US dollars to three significant figures: ``$0.0412``, ``$1.25``, ``$2,150``."""
+    return DASH if _missing(x) else f"${sig(x)}"
+
+
+def latency(seconds: float | None) -> str:
+    """A latency in the unit that reads best: ``850 ms`` under a second, ``2.31 s`` from one."""
+    return DASH if _missing(seconds) else ms(seconds) if abs(seconds) < 1 else secs(seconds)

@@ -15,7 +15,19 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cardgen.suite import SHAREGPT, BatchSweep, Chat, ClosedLoop, Ingest, OpenLoop, SharedPrefix, Suite, Waves
+from cardgen.slo import parse_targets
+from cardgen.suite import (
+    SHAREGPT,
+    BatchSweep,
+    Chat,
+    ClosedLoop,
+    Ingest,
+    OpenLoop,
+    SharedPrefix,
+    SloSearch,
+    Suite,
+    Waves,
+)
 
 
 @dataclass(frozen=True)
@@ -74,11 +86,32 @@ class Point:
     # request picks one (round-robin | random | per-user: cardgen.scenarios.program.Program.adapter)
     adapters: tuple[str, ...] = ()
     adapter_pick: str = "round-robin"
+    # slo: the search's load (rate | parallel), its targets as (metric, percentile, threshold_s) (cardgen.slo), the
+    # bracket's relative resolution, its first load and its bounds; min_requests / max_requests are per probe
+    load: str = ""
+    slo: tuple[tuple[str, float, float], ...] = ()
+    slo_resolution: float = 0.0
+    start_load: float = 0.0
+    min_load: float = 0.0
+    max_load: float = 0.0
+    # a replayed trace (open loop, ``dataset`` a trace, no rate): its offsets are divided by ``speedup``; once read
+    # (cardgen.datasets.resolve) ``offsets`` holds each request's seconds after the first, ``blocks`` the trace's
+    # prompt blocks of ``block_tokens`` tokens it shares (by id) with other requests, and ``left_out`` the
+    # trace's requests that could not be replayed (no answer, or beyond the server's context)
+    replay: bool = False
+    speedup: float = 1.0
+    offsets: tuple[float, ...] = ()
+    blocks: tuple[tuple[int, ...], ...] = ()
+    block_tokens: int = 0
+    left_out: int = 0
 
     def __post_init__(self) -> None:  # lists given (a suite, the wire) become tuples: nothing inside changes either
         object.__setattr__(self, "lengths", tuple(int(n) for n in self.lengths))
         object.__setattr__(self, "items", tuple((int(p), int(o)) for p, o in self.items))
         object.__setattr__(self, "adapters", tuple(str(a) for a in self.adapters))
+        object.__setattr__(self, "slo", tuple((str(m), float(p), float(t)) for m, p, t in self.slo))
+        object.__setattr__(self, "offsets", tuple(float(t) for t in self.offsets))
+        object.__setattr__(self, "blocks", tuple(tuple(int(b) for b in ids) for ids in self.blocks))
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
@@ -109,6 +142,8 @@ class Point:
             return self.prefixes * (1 + self.warm_rounds)
         if self.kind == "chat":
             return self.conversations * self.turns
+        if self.kind == "slo":
+            return self.min_requests
         return 0
 
     @property
@@ -129,6 +164,8 @@ class Point:
     def dataset_key(self) -> str:
         """Which sample of a dataset the point sends: points with the same key send the same requests (the
         rates of one suite entry)."""
+        if self.replay:
+            return f"{self.dataset}|replay|{self.num_requests or 'all'} requests|{self.endpoint}"
         return f"{self.dataset}|seed {self.seed}|{self.num_requests} requests|{self.endpoint}"
 
     def text_key(self) -> str:
@@ -192,14 +229,19 @@ def expand(suite: Suite) -> list[Point]:
                     parallel=min(entry.users, conversations), conversations=conversations, turns=entry.turns,
                     message_tokens=entry.message_tokens, think_time_s=entry.think_time_s, fresh_history=fresh,
                     **{**common, "endpoint": "chat"}))
+        elif isinstance(entry, OpenLoop) and entry.replay:
+            points.append(Point(
+                name=f"{entry.name or 'replay'}-{slug(entry.dataset or '')}-x{entry.speedup:g}", kind="open",
+                group=group, dataset=entry.dataset, num_requests=entry.max_requests or 0, replay=True,
+                speedup=entry.speedup, **common))
         elif isinstance(entry, OpenLoop) and entry.dataset is not None:
-            for rate in entry.rates:
+            for rate in entry.rates or ():
                 points.append(Point(
                     name=f"open-{slug(entry.dataset)}-r{_rate_label(rate)}", kind="open", group=group,
                     dataset=entry.dataset, rate_rps=rate, num_requests=entry.num_requests, seed=entry.seed,
                     **common))
         elif isinstance(entry, OpenLoop):
-            for rate in entry.rates:
+            for rate in entry.rates or ():
                 points.append(Point(
                     name=f"open-in{entry.prompt_tokens}-out{entry.output_tokens}-r{_rate_label(rate)}", kind="open",
                     group=group, prompt_tokens=entry.prompt_tokens, output_tokens=entry.output_tokens,
@@ -222,6 +264,8 @@ def expand(suite: Suite) -> list[Point]:
                     prompt_tokens=entry.prompt_tokens, output_tokens=entry.output_tokens, parallel=b,
                     warmups=entry.warmups, runs=entry.runs, target_ci=entry.target_ci,
                     max_runs=entry.max_runs, **common))
+        elif isinstance(entry, SloSearch):
+            points.append(slo_point(entry, group=group, common=common))
         if entry.adapters:
             points[first:] = with_adapters(points[first:], entry.adapters, entry.adapter_counts, entry.adapter_pick)
     seen: dict[str, int] = {}
@@ -248,6 +292,15 @@ def with_adapters(points: list[Point], adapters: list[str], counts: list[int] | 
 def suite_adapters(points: list[Point]) -> tuple[str, ...]:
     """Every adapter the points ask for, in the order they first appear."""
     return tuple(dict.fromkeys(a for p in points for a in p.adapters))
+def slo_point(entry: SloSearch, *, group: str, common: dict[str, Any]) -> Point:
+    """The one point of an SLO search: its probes are its program's (``cardgen.scenarios.slosearch``)."""
+    what = (f"in{entry.prompt_tokens}-out{entry.output_tokens}" if entry.dataset is None else slug(entry.dataset))
+    return Point(name=f"slo-{entry.load}-{what}", kind="slo", group=group, prompt_tokens=entry.prompt_tokens or 0,
+                 output_tokens=entry.output_tokens or 1, dataset=entry.dataset,
+                 num_requests=entry.num_requests if entry.dataset is not None else 0, seed=entry.seed,
+                 min_requests=entry.min_requests, max_requests=entry.max_requests, load=entry.load,
+                 slo=tuple(t.as_tuple() for t in parse_targets(entry.slo)), slo_resolution=entry.resolution,
+                 start_load=entry.start_load, min_load=entry.lowest, max_load=entry.highest, **common)
 
 
 def fit_context(points: list[Point], max_model_len: int | None) -> tuple[list[Point], list[str]]:

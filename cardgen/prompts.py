@@ -116,3 +116,23 @@ def prefix_templates(*, prefixes: int, prefix_tokens: int, suffix_tokens: int, c
         text = shared.render(request_id(tag, 99, point * 1000 + k % 1000)) + "\n" + suffix.text
         out.append(PromptTemplate(tokens=count(text.replace(ID_SLOT, _ID_EXAMPLE)), text=text))
     return out
+
+
+def trace_templates(requests: list[tuple[int, tuple[int, ...]]], *, block_tokens: int, count: Counter, tag: int,
+                    ) -> list[PromptTemplate]:
+    """A replayed trace's prompts: for each request (its prompt tokens, and the ids of the trace's prompt blocks it
+    shares), the text of each shared block (the same for every request that names that id: ``block_tokens``
+    tokens with the block's own id at its start, made of the run's ``tag`` and the id: another run's blocks never
+    match), then, on a new line, a unique tail that starts with the request id and fills the prompt to its length.
+    Counted whole, with the id in place."""
+    block = build_template(block_tokens, count) if any(ids for _, ids in requests) else None
+    tails: dict[int, PromptTemplate] = {}
+    out = []
+    for tokens, ids in requests:
+        shared = "".join(block.render(request_id(tag, h // 1_000_000, h)) + "\n" for h in ids) if block else ""
+        length = max(1, tokens - len(ids) * block_tokens)
+        if length not in tails:
+            tails[length] = build_template(length, count)
+        text = shared + tails[length].text
+        out.append(PromptTemplate(tokens=count(text.replace(ID_SLOT, _ID_EXAMPLE)), text=text))
+    return out

@@ -25,22 +25,41 @@ from pydantic import (
 )
 
 from cardgen.errors import UsageError
+from cardgen.slo import parse_targets
 
 BUILTIN_SUITES = ("quick", "standard", "full", "sharegpt")
 SHAREGPT = "sharegpt"  # the dataset vLLM's serving benchmarks sample (cardgen.datasets reads it)
+# the sample traces cardgen makes and ships (cardgen.traces), by the name a suite gives them, and their files
+TRACE_SAMPLES = {"mooncake-sample": "mooncake_sample.jsonl", "azure-sample": "azure_sample.csv",
+                 "burstgpt-sample": "burstgpt_sample.csv"}
 
 Endpoint = Literal["completions", "chat"]
 
 
 def check_source(source: str) -> str:
-    """``source`` if it names a dataset cardgen reads (``sharegpt``, a .json or .jsonl file); else a one-line
-    UsageError. Whether the file or the extra is there is checked when it is read."""
-    if source == SHAREGPT:
+    """``source`` if it names a dataset cardgen reads (``sharegpt``, a .json or .jsonl file, a trace: a .csv
+    file or a shipped sample); else a one-line UsageError. Whether the file or the extra is there, and which
+    format it holds, is checked when it is read."""
+    if source == SHAREGPT or source in TRACE_SAMPLES:
         return source
-    if Path(source).suffix.lower() not in (".json", ".jsonl"):
-        raise UsageError(f"dataset '{source}': use 'sharegpt', a ShareGPT-format .json file or a .jsonl file of "
-                         "{prompt, output_tokens}")
+    if Path(source).suffix.lower() not in (".json", ".jsonl", ".csv"):
+        raise UsageError(f"dataset '{source}': use 'sharegpt', a ShareGPT-format .json file, a .jsonl file of "
+                         "{prompt, output_tokens}, or a trace (Mooncake .jsonl, Azure or BurstGPT .csv, "
+                         f"{', '.join(TRACE_SAMPLES)})")
     return source
+
+
+def lengths_or_dataset(prompt_tokens: int | None, output_tokens: int | None, dataset: str | None) -> None:
+    """An entry's requests: fixed lengths or a dataset, not both; a ValueError that says which to give."""
+    if dataset is not None:
+        if prompt_tokens is not None or output_tokens is not None:
+            raise ValueError("give either 'dataset' or 'prompt_tokens' and 'output_tokens', not both")
+        try:
+            check_source(dataset)
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
+    elif prompt_tokens is None or output_tokens is None:
+        raise ValueError("give 'prompt_tokens' and 'output_tokens', or a 'dataset'")
 
 
 class _Entry(BaseModel):
@@ -97,38 +116,47 @@ class OpenLoop(_Entry):
 
     Requests have ``prompt_tokens`` / ``output_tokens``, or are ``num_requests`` drawn from a ``dataset``
     (``sharegpt``, a ShareGPT-format .json file or a .jsonl of ``{prompt, output_tokens}``: ``cardgen.datasets``)
-    with ``seed``; every rate then sends the same requests, in the same order."""
+    with ``seed``; every rate then sends the same requests, in the same order.
+
+    A trace as the ``dataset`` (``cardgen.traces``) given without ``rates`` is replayed: its requests leave at the
+    trace's own offsets divided by ``speedup``, the first ``max_requests`` of them (all by default)."""
 
     kind: Literal["open"]
     prompt_tokens: int | None = Field(default=None, ge=1)
     output_tokens: int | None = Field(default=None, ge=1)
     dataset: str | None = None
-    rates: list[float]
+    rates: list[float] | None = None
     num_requests: int = Field(default=100, ge=1)
     seed: int = 0
+    speedup: float = Field(default=1.0, gt=0)  # a replayed trace: its offsets are divided by this
+    max_requests: int | None = Field(default=None, ge=1)  # a replayed trace: its first requests only
 
     @model_validator(mode="after")
     def _lengths_or_dataset(self) -> OpenLoop:
-        if self.dataset is not None:
-            if self.prompt_tokens is not None or self.output_tokens is not None:
-                raise ValueError("give either 'dataset' or 'prompt_tokens' and 'output_tokens', not both")
-            try:
-                check_source(self.dataset)
-            except UsageError as exc:
-                raise ValueError(exc.message) from None
-        elif self.prompt_tokens is None or self.output_tokens is None:
-            raise ValueError("give 'prompt_tokens' and 'output_tokens', or a 'dataset'")
+        lengths_or_dataset(self.prompt_tokens, self.output_tokens, self.dataset)
+        if self.rates is None and self.dataset is None:
+            raise ValueError("give 'rates', or a trace as the 'dataset' to replay it at its own times")
+        if self.rates is not None and (self.speedup != 1.0 or self.max_requests is not None):
+            raise ValueError("'speedup' and 'max_requests' are for a trace replayed at its own times: drop 'rates'")
         return self
+
+    @property
+    def replay(self) -> bool:
+        """A trace replayed at its own offsets (no rates): whether the dataset is a trace is checked when it is
+        read (``cardgen.datasets.resolve``)."""
+        return self.rates is None
 
     @field_validator("rates", mode="before")
     @classmethod
     def _rates(cls, v: object) -> object:
+        if v is None:
+            return None
         items = v if isinstance(v, list) else [v]
         return [math.inf if str(x).strip().lower() in ("inf", "infinity") else x for x in items]
 
     @field_serializer("rates")
-    def _rates_out(self, rates: list[float]) -> list[float | str]:
-        return ["inf" if math.isinf(r) else r for r in rates]
+    def _rates_out(self, rates: list[float] | None) -> list[float | str] | None:
+        return None if rates is None else ["inf" if math.isinf(r) else r for r in rates]
 
 
 class Waves(_Entry):
@@ -220,7 +248,60 @@ class Chat(_Entry):
     compare_no_cache: bool = True
 
 
-Scenario = Annotated[ClosedLoop | OpenLoop | Waves | Ingest | BatchSweep | SharedPrefix | Chat,
+class SloSearch(_Entry):
+    """The highest load whose percentiles meet ``slo`` with 95 % confidence (:mod:`cardgen.slo`): open-loop
+    rates (``load: rate``, Poisson arrivals, requests/s) or closed-loop concurrencies (``load: parallel``),
+    grown from ``start`` by doubling until a probe misses, then bisected until the bracket is within
+    ``resolution`` (relative) of its lower end. A probe stops on its verdict (at least ``min_requests``), or
+    cannot tell after ``max_requests`` (the search then stops, and says so). Requests have ``prompt_tokens`` /
+    ``output_tokens``, or are drawn from a ``dataset`` as an open loop's (``num_requests``, ``seed``; the
+    sample is sent over and over)."""
+
+    kind: Literal["slo"]
+    load: Literal["rate", "parallel"]
+    slo: dict[str, float]
+    prompt_tokens: int | None = Field(default=None, ge=1)
+    output_tokens: int | None = Field(default=None, ge=1)
+    dataset: str | None = None
+    num_requests: int = Field(default=100, ge=1)
+    resolution: float = Field(default=0.05, gt=0, lt=1)
+    start: float | None = Field(default=None, gt=0)  # the first probe (default 1 request/s, or 1 parallel)
+    min_load: float | None = Field(default=None, gt=0)  # the search goes no lower (default start / 64, or 1)
+    max_load: float | None = Field(default=None, gt=0)  # ... and no higher (default 1024)
+    min_requests: int = Field(default=20, ge=1)  # per probe, before a verdict
+    max_requests: int = Field(default=3000, ge=1)  # per probe: it cannot tell after this many
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> SloSearch:
+        parse_targets(self.slo)
+        lengths_or_dataset(self.prompt_tokens, self.output_tokens, self.dataset)
+        start, low, high = self.start_load, self.lowest, self.highest
+        if not low <= start <= high:
+            raise ValueError(f"the search's loads must be ordered: min_load {low:g} <= start {start:g} <= "
+                             f"max_load {high:g}")
+        if self.load == "parallel" and any(v != int(v) for v in (start, low, high)):
+            raise ValueError("load: parallel takes whole numbers of parallel requests for start, min_load and max_load")
+        if self.min_requests > self.max_requests:
+            raise ValueError("min_requests must not exceed max_requests")
+        return self
+
+    @property
+    def start_load(self) -> float:
+        return self.start if self.start is not None else 1.0
+
+    @property
+    def lowest(self) -> float:
+        if self.min_load is not None:
+            return self.min_load
+        return 1.0 if self.load == "parallel" else self.start_load / 64
+
+    @property
+    def highest(self) -> float:
+        return self.max_load if self.max_load is not None else max(1024.0, self.start_load)
+
+
+Scenario = Annotated[ClosedLoop | OpenLoop | Waves | Ingest | BatchSweep | SharedPrefix | Chat | SloSearch,
                      Field(discriminator="kind")]
 
 
@@ -239,7 +320,7 @@ class Suite(BaseModel):
 def _format_validation_error(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in
-                                                        ("closed", "open", "waves", "ingest", "batch", "prefix", "chat")))
+                                                        ("closed", "open", "waves", "ingest", "batch", "prefix", "chat", "slo")))
     if first["type"] == "extra_forbidden":
         return f"{source}: unknown key '{where}'; remove it or fix its spelling"
     return f"{source}: {where or 'suite'}: {first['msg']}"

@@ -13,22 +13,25 @@ import numpy as np
 import pandas as pd
 
 from cardgen.analysis.capacity import capacity_thresholds
+from cardgen.analysis.cost import point_energy, price_points, tokens_per_joule
 from cardgen.analysis.crosscheck import server_vs_client
 from cardgen.analysis.gpu import gpu_telemetry, modelled_gpu_name
 from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion_points
 from cardgen.analysis.kv import declared_kv, kv_capacity
 from cardgen.analysis.options import AnalysisOptions
-from cardgen.analysis.outcomes import counted_mask, with_outcomes
+from cardgen.analysis.outcomes import counted_mask, suite_points, with_outcomes
 from cardgen.analysis.reasoning import reasons
+from cardgen.analysis.replay import mark_replays, replays, window_table
 from cardgen.analysis.requests import request_frame
 from cardgen.analysis.rundata import RunData
 from cardgen.analysis.scenarios import scenario_summaries
+from cardgen.analysis.slosearch import slo_searches
 from cardgen.analysis.speculative import speculative_points, speculative_run
 from cardgen.analysis.tables import batch_precision, build_tables, write_tables
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir, torn_line_warning
-from cardgen.schemas.run import RunInfo
+from cardgen.schemas.run import RunInfo, point_attempts, record_counts
 from cardgen.schemas.summary import (
     GenerationHeadline,
     Headline,
@@ -157,6 +160,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     scenarios = scenario_summaries(requests, ts, slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     scenarios = with_outcomes(scenarios, info, superseded={str(k): int(v) for k, v in superseded.items()})
     speculative_points(data.metrics, scenarios, engine=engine)
+    mark_replays(scenarios, suite_points(info))
 
     ingestion = fit_ingestion(*ingestion_points(requests)) if not requests.empty else None
     batches = batch_precision(requests)
@@ -242,8 +246,26 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     )
     if summary.reasoning and point is not None:  # the user waits for the answer: its first token is a headline
         summary.headline.ttfa_s_at_10_parallel_1024_128 = point.ttfa_s.p50
+    _price_and_search(summary, data, every)
+    summary.replays = replays(list(suite_points(info).values()), requests, ts, data.metrics, engine=engine,
+                              slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
+    tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, data.metrics))
+
+
+def _price_and_search(summary: Summary, data: RunData, every: pd.DataFrame) -> None:
+    """Costs (run.json ``price``), tokens per joule, and the SLO searches (issue 23), on ``summary``."""
+    info, gpus = data.info, data.info.gpu.count or 1
+    if info.price is not None:
+        summary.price_per_gpu_hour, summary.price_source = info.price.usd_per_gpu_hour, info.price.source
+    price_points(summary.scenarios, info.price, gpus=gpus)
+    point_energy(summary.scenarios, data.gpu_metrics, every)
+    ok = every[every["ok"]] if len(every) else every
+    tokens_per_joule(summary.gpu_telemetry, int(np.nansum(ok["prompt_tokens"].to_numpy(dtype=float))) if len(ok) else 0)
+    attempts = point_attempts(list(info.points))
+    counted = [r for r in data.requests if record_counts(attempts, r.scenario, r.attempt)]
+    summary.slo_search = slo_searches(list(suite_points(info).values()), counted, gpus=gpus, price=info.price)
 
 
 def write_analysis(analysis: Analysis, run_dir: Path) -> None:

@@ -16,6 +16,7 @@ from cardgen.analysis.analyse import Analysis
 from cardgen.card.sections.adapters import AdaptersSection, adapters_section
 from cardgen.card.sections.batch import batch_table
 from cardgen.card.sections.chat import ChatSection, chat_sections
+from cardgen.card.sections.cost import cost_table
 from cardgen.card.sections.datasets import DatasetSection, dataset_sections, nightly_code, nightly_table
 from cardgen.card.sections.figures import figure_paths
 from cardgen.card.sections.frames import fastgen_view, scale_view, serving_view
@@ -30,8 +31,10 @@ from cardgen.card.sections.modelled_error import ModelledError, modelled_error
 from cardgen.card.sections.parameters import parameters_table
 from cardgen.card.sections.prefix import PrefixSection, prefix_sections
 from cardgen.card.sections.reasoning import ReasoningSection, reasoning_section
+from cardgen.card.sections.replay import ReplaySection, replay_sections
 from cardgen.card.sections.scenarios import scenarios_table
 from cardgen.card.sections.server_vs_client import server_vs_client_tables
+from cardgen.card.sections.slo import SloSection, slo_sections
 from cardgen.card.sections.speculative import SpeculativeSection, speculative_section
 from cardgen.card.table import TableView
 from cardgen.saturation import MAX_KV_USAGE, MIN_SPEED_TOK_S, WAVE_FULL_USAGE
@@ -88,6 +91,9 @@ class CardContext(TypedDict):
     reasoning: ReasoningSection | None  # reasoning models, speculative decoding, LoRA adapters (issue 22)
     speculative: SpeculativeSection | None
     adapters: AdaptersSection | None
+    slo: list[SloSection]  # the SLO searches' headlines and probes (issue 23)
+    cost: TableView | None  # cost per million tokens per point, with a price (issue 23)
+    replays: list[ReplaySection]  # replayed traces (issue 23)
 
 
 def _workload_sections(analysis: Analysis) -> WorkloadSections:
@@ -121,4 +127,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         workloads=_workload_sections(analysis),
         modelled_error=modelled_error(s, analysis.info),
         reasoning=reasoning_section(s), speculative=speculative_section(s), adapters=adapters_section(s),
+        slo=slo_sections(s.slo_search), cost=cost_table(s), replays=replay_sections(s),
     )

@@ -48,7 +48,7 @@ def environment() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters.update(sig=fmt.sig, integer=fmt.integer, tok_s=fmt.tok_s, ms=fmt.ms, secs=fmt.secs,
                        pct=fmt.pct, half_width=fmt.half_width, tokens=fmt.tokens, interval=fmt.interval, signed_pct=fmt.signed_pct,
-                       md_table=md_table, md_image=md_image)
+                       usd=fmt.usd, md_table=md_table, md_image=md_image)
     return env
 
 

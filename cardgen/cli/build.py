@@ -13,6 +13,7 @@ import click
 from click.core import ParameterSource
 
 from cardgen.cli.options import REAL_TIME_OPTIONS, parse_gpus, server_options
+from cardgen.cli.price import PRICE_OPTION, check_price
 from cardgen.cli.served import NAMES as SERVED_OPTIONS
 from cardgen.cli.served import served_model_options
 from cardgen.errors import UsageError
@@ -43,14 +44,17 @@ from cardgen.suite import load_suite
                    "requests ask for (repeat for each adapter).")
 @server_options(workers_default=0)
 @served_model_options(adapters=False)
+@PRICE_OPTION
 @click.pass_context
 def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_dir: Path | None, runs_root: Path,
           api_key: str | None, workers: str, remote_workers: bool, master_bind: str, master_port: int,
           engine: str | None, launch: str | None, engine_args: str, gpu: str, model_config: Path | None, tp: int,
           real_time: bool, gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
           quiet: bool, lora_modules: tuple[str, ...], reasoning_share: float, spec_tokens: int,
-          spec_acceptance: float | None, spec_method: str, lora_rank: int | None, max_loras: int | None) -> None:
+          spec_acceptance: float | None, spec_method: str, lora_rank: int | None, max_loras: int | None,
+          price_per_hour: float | None) -> None:
     """Measure MODEL's server and write its card into a run directory; without a server, model one."""
+    check_price(price_per_hour)
     suite = load_suite(suite_name)
     given = {name for name in ctx.params if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)}
     gpus = parse_gpus(gpu)
@@ -74,7 +78,7 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
                                model_config=model_config, tp=tp, gpu_given="gpu" in given,
                                gpu_metrics_url=gpu_metrics_url, scrape_interval=scrape_interval,
                                run_saturated=run_saturated, no_card=no_card, quiet=quiet, served=served,
-                               lora_modules=lora_modules)
+                               lora_modules=lora_modules, price_per_hour=price_per_hour)
         return
     real_only = sorted(given & REAL_TIME_OPTIONS)
     if real_only:
@@ -84,6 +88,6 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
 
     modelled.build_modelled(model, suite=suite, gpus=gpus, out_dir=out_dir, runs_root=runs_root, engine=engine,
                             model_config=model_config, tp=tp, run_saturated=run_saturated, no_card=no_card,
-                            quiet=quiet, served=served or ServedModel())
+                            quiet=quiet, served=served or ServedModel(), price_per_hour=price_per_hour)
 
 

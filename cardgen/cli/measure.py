@@ -21,6 +21,7 @@ import click
 import yaml
 
 from cardgen.cli.options import parse_workers
+from cardgen.cli.price import price_for, record_price
 from cardgen.cli.render import render_card
 from cardgen.engines.detect import check_url
 from cardgen.engines.launch import launched_engine
@@ -49,7 +50,8 @@ def build_measured(model: str, *, url: str | None, launch: str | None, real_time
                    workers: str, remote_workers: bool, master_bind: str, master_port: int, engine: str | None,
                    engine_args: str, model_config: Path | None, tp: int, gpu_given: bool,
                    gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
-                   quiet: bool, served: ServedModel | None = None, lora_modules: Sequence[str] = ()) -> None:
+                   quiet: bool, served: ServedModel | None = None, lora_modules: Sequence[str] = (),
+                   price_per_hour: float | None = None) -> None:
     """``cardgen build`` over HTTP: the server at ``url`` or started with ``launch`` (one GPU type), or with
     ``real_time`` the virtual server of each GPU on loopback (its model doing what ``served`` says). An engine
     started with ``launch`` serves ``lora_modules`` (``NAME=PATH``) too."""
@@ -60,7 +62,8 @@ def build_measured(model: str, *, url: str | None, launch: str | None, real_time
     common = dict(suite_name=suite_name, suite=suite, runs_root=runs_root, api_key=api_key, workers=workers,
                   remote_workers=remote_workers, master_bind=master_bind, master_port=master_port,
                   engine_args=engine_args, model_config=model_config, tp=tp, gpu_metrics_url=gpu_metrics_url,
-                  scrape_interval=scrape_interval, run_saturated=run_saturated, no_card=no_card, quiet=quiet)
+                  scrape_interval=scrape_interval, run_saturated=run_saturated, no_card=no_card, quiet=quiet,
+                  price_per_hour=price_per_hour)
     if url or launch:
         if len(gpus) > 1:
             raise UsageError("several --gpu write one modelled run each: a measured server has one GPU type")
@@ -123,7 +126,7 @@ def measure(model: str, *, url: str | None, launch: str | None, suite_name: str,
             master_bind: str, master_port: int, engine: str | None, engine_args: str, gpu: str,
             model_config: Path | None, tp: int, profile: str, gpu_given: bool, gpu_metrics_url: str | None,
             scrape_interval: float, run_saturated: bool, no_card: bool, quiet: bool,
-            virtual: ModelledServer | None = None) -> None:
+            virtual: ModelledServer | None = None, price_per_hour: float | None = None) -> None:
     """Measure a server over HTTP with the load engine, in real time: the one at ``url``, one started with
     ``launch``, or the virtual server ``virtual`` on loopback; then write the card."""
     count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url, workers=workers,
@@ -142,6 +145,7 @@ def measure(model: str, *, url: str | None, launch: str | None, suite_name: str,
     if planned is not None and not quiet:
         click.echo(f"cardgen: the load took {duration_text(load_seconds(result.info) * tp)} of GPU time (planned "
                    f"~{duration_text(planned.gpu_time_s)})", err=True)
+    record_price(run_dir, price_for(price_per_hour, gpu))
     if not no_card:
         render_card(run_dir, quiet=quiet)
     click.echo(str(run_dir))

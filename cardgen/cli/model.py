@@ -10,12 +10,13 @@ from pathlib import Path
 
 import click
 
+from cardgen.cli.price import price_for, record_price
 from cardgen.cli.render import render_card
 from cardgen.errors import UsageError
 from cardgen.numbers import duration_text
 from cardgen.rundir import make_run_dir, run_dirs
 from cardgen.runinfo import load_seconds
-from cardgen.schemas.run import RunInfo
+from cardgen.schemas.run import PriceDescription, RunInfo
 from cardgen.sim.modelled import ModelledServer, modelled_run, resume_modelled
 from cardgen.sim.served import ServedModel
 from cardgen.suite import Suite
@@ -23,18 +24,21 @@ from cardgen.suite import Suite
 
 def build_modelled(model: str, *, suite: Suite, gpus: Sequence[str], out_dir: Path | None, runs_root: Path,
                    engine: str | None, model_config: Path | None, tp: int, run_saturated: bool, no_card: bool,
-                   quiet: bool, served: ServedModel | None = None) -> None:
+                   quiet: bool, served: ServedModel | None = None, price_per_hour: float | None = None) -> None:
     """One modelled run per GPU, each computed in virtual time, with its card."""
     servers = [ModelledServer(model=model, gpu=g, tp=tp, model_config=model_config, engine=engine or "vllm",
                               served=served or ServedModel()) for g in gpus]
     for server in servers:
         server.check()
-    for server, run_dir in zip(servers, run_dirs(model, gpus, out_dir=out_dir, runs_root=runs_root), strict=True):
-        model_in_virtual_time(server, suite, run_dir, run_saturated=run_saturated, no_card=no_card, quiet=quiet)
+    prices = [price_for(price_per_hour, g) for g in gpus]
+    for server, run_dir, price in zip(servers, run_dirs(model, gpus, out_dir=out_dir, runs_root=runs_root), prices,
+                                      strict=True):
+        model_in_virtual_time(server, suite, run_dir, run_saturated=run_saturated, no_card=no_card, quiet=quiet,
+                              price=price)
 
 
 def model_in_virtual_time(server: ModelledServer, suite: Suite, run_dir: Path, *, run_saturated: bool,
-                          no_card: bool, quiet: bool) -> None:
+                          no_card: bool, quiet: bool, price: PriceDescription | None = None) -> None:
     """The suite's run on ``server`` computed in virtual time, its run directory and card."""
     if not quiet:
         click.echo(f"cardgen: no --url: MODELLING {server.model} on {server.tp}x {server.gpu_name} ({server.engine} "
@@ -48,6 +52,7 @@ def model_in_virtual_time(server: ModelledServer, suite: Suite, run_dir: Path, *
                    + (f" ({skipped} points skipped at saturation)" if skipped else "")
                    + f", computed in {time.time() - began:.1f} s; on a real server the suite would take "
                    f"~{duration_text(load_seconds(info) * server.tp)} of GPU time (modelled)", err=True)
+    record_price(run_dir, price)
     if not no_card:
         render_card(run_dir, quiet=quiet)
     click.echo(str(run_dir))

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from cardgen.card import RenderOptions, render_run
+from cardgen.cli.price import PRICE_OPTION, check_price, price_for, record_price
 from cardgen.errors import UsageError
 from cardgen.rundir import RunDir
 
@@ -25,8 +26,13 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float) -> float
               help="Goodput SLO: time per output token at most this many seconds.")
 @click.option("--min-speed", type=float, default=20.0, show_default=True, callback=_positive,
               help="Capacity threshold: the per-request speed (tokens/s) parallel requests must keep.")
-def render(run_dir: Path, slo_ttft_s: float, slo_tpot_s: float, min_speed: float) -> None:
-    """Rebuild summary.json, tables/, figures/ and README.md of RUN_DIR from its raw files."""
+@PRICE_OPTION
+def render(run_dir: Path, slo_ttft_s: float, slo_tpot_s: float, min_speed: float, price_per_hour: float | None) -> None:
+    """Rebuild summary.json, tables/, figures/ and README.md of RUN_DIR from its raw files; --price-per-hour
+    prices the run (kept in its run.json for every later render)."""
+    if check_price(price_per_hour) is not None:
+        RunDir(run_dir).load_run_info()  # a one-line error for what is not a run directory, before writing to it
+        record_price(run_dir, price_for(price_per_hour, None, source="cardgen render --price-per-hour"))
 
     path = render_run(run_dir, options=RenderOptions(slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s,
                                                      min_speed_tok_s=min_speed))
@@ -52,4 +58,5 @@ def headline_text(run_dir: Path) -> str:
     return (f"cardgen: {label}: prompt ingestion {fmt(h.prompt_ingestion_tok_s, 'tok/s')}; generation "
             f"{fmt(h.generation_tok_s_at_10_parallel_1024_128, 'tok/s')} per request at 10 parallel (1024 in, "
             f"128 out); KV cache {fmt(h.kv_cache_tokens, 'tokens')}"
-            + (f" ({summary.kv_cache_method})" if summary.kv_cache_method else ""))
+            + (f" ({summary.kv_cache_method})" if summary.kv_cache_method else "")
+            + "".join(f"; {r.answer}" for r in summary.slo_search))

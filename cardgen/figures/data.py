@@ -116,7 +116,7 @@ def throughput_latency(scenarios: Sequence[ScenarioSummary]) -> list[Line]:
                                 _arr([s.e2e_s.p50 for s in pts])))
     open_pairs: dict[tuple[int, int], list[ScenarioSummary]] = {}
     for s in scenarios:
-        if s.kind == "open" and s.requests > s.failed:
+        if s.kind == "open" and s.requests > s.failed and not s.replay:  # a replay has its own timeline
             open_pairs.setdefault((s.prompt_tokens, s.output_tokens), []).append(s)
     for pair, pts in sorted(open_pairs.items()):
         pts = sorted(pts, key=lambda s: np.inf if s.all_at_once else (s.rate_rps or 0))
@@ -140,7 +140,7 @@ def latency_percentiles(scenarios: Sequence[ScenarioSummary]) -> list[Percentile
     groups: list[tuple[str, list[tuple[str, ScenarioSummary]]]] = []
     for pair, pts in closed_pairs(scenarios).items():
         groups.append((f"{pair_name(pair)}, closed loop", [(f"{s.parallel}", s) for s in pts]))
-    open_pts = [s for s in scenarios if s.kind == "open" and s.requests > s.failed]
+    open_pts = [s for s in scenarios if s.kind == "open" and s.requests > s.failed and not s.replay]
     for pair in sorted({(s.prompt_tokens, s.output_tokens) for s in open_pts}):
         pts = sorted((s for s in open_pts if (s.prompt_tokens, s.output_tokens) == pair),
                      key=lambda s: np.inf if s.all_at_once else (s.rate_rps or 0))

@@ -17,3 +17,8 @@ PAIR_FIGURE = "speed_ttft_{pair}.png"  # one per (prompt, output) pair of the cl
 
 def pair_figure_name(pair: tuple[int, int]) -> str:
     return PAIR_FIGURE.format(pair=pair_label(*pair))
+REPLAY_FIGURE = "replay_{scenario}.png"  # one per replayed trace
+
+
+def replay_figure_name(scenario: str) -> str:
+    return REPLAY_FIGURE.format(scenario=scenario)

@@ -23,7 +23,8 @@ from cardgen.figures.draw import (
     draw_timeline,
     draw_total_throughput,
 )
-from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
+from cardgen.figures.names import FIGURE_NAMES, pair_figure_name, replay_figure_name
+from cardgen.figures.replay import ReplayTimeline, draw_replay, replay_timeline
 from cardgen.rundir import FIGURES_DIR
 
 DPI = 100
@@ -105,6 +106,14 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
                 ax.set_visible(False)
             return fig
         out[FIGURE_NAMES["latency_percentiles"]] = percentiles
+    for result in s.replays:
+        replayed = replay_timeline(result)
+        if replayed is not None:
+            def replay(tl: ReplayTimeline = replayed) -> Figure:
+                fig, axes = _figure(10, 9, 4, 1, sharex=True)
+                draw_replay(axes, tl)
+                return fig
+            out[replay_figure_name(result.scenario)] = replay
     return out
 
 

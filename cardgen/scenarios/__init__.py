@@ -3,7 +3,7 @@ sequences a run's points. The load engine (:mod:`cardgen.load`) and the virtual-
 (:mod:`cardgen.sim.drive`) interpret the same programs; see :mod:`cardgen.scenarios.program` for the language.
 
     program.py      the commands (Send, Watch, EndWatch), the events, Program and Judge
-    closed.py ...   one module per kind: closed, openloop, waves, ingest, batch, prefix, chat
+    closed.py ...   one module per kind: closed, openloop, waves, ingest, batch, prefix, chat, slosearch
     kinds.py        each kind's program and judge by name
     controller.py   the points in order: outcomes, stop reasons, skipping after saturation, attempts
 """

@@ -10,10 +10,11 @@ from cardgen.scenarios.ingest import IngestProgram
 from cardgen.scenarios.openloop import OpenProgram
 from cardgen.scenarios.prefix import PrefixProgram
 from cardgen.scenarios.program import Judge, Program
+from cardgen.scenarios.slosearch import SloProgram
 from cardgen.scenarios.waves import WavesProgram
 
 PROGRAMS: dict[str, type[Program]] = {p.kind: p for p in (
-    ClosedProgram, OpenProgram, WavesProgram, IngestProgram, BatchProgram, PrefixProgram, ChatProgram)}
+    ClosedProgram, OpenProgram, WavesProgram, IngestProgram, BatchProgram, PrefixProgram, ChatProgram, SloProgram)}
 JUDGES: dict[str, type[Judge]] = {"closed": ClosedJudge}
 
 

@@ -1,5 +1,6 @@
 """The open loop: requests arrive by a Poisson process at ``rate_rps``, whatever the server does (all at once
-for an infinite rate); or, for a dataset, the dataset's sampled requests at those times.
+for an infinite rate); or, for a dataset, the dataset's sampled requests at those times; or, for a replayed
+trace, the trace's requests at its own offsets (divided by its ``speedup``).
 
 Spread over several load-generating processes, each process sends every ``parts``-th request (round robin) at
 ``rate_rps / parts``, by a Poisson process of its own, seeded by the point's seed and its index.
@@ -34,8 +35,11 @@ class OpenProgram(Program):
 
     def arrival_offsets(self) -> list[float]:
         """When this process sends each of its requests, in seconds after the point's start: exponential gaps
-        at ``rate_rps / parts``, seeded per process; all at 0 for an infinite rate."""
+        at ``rate_rps / parts``, seeded per process; all at 0 for an infinite rate; a replayed trace's own
+        offsets divided by its ``speedup``."""
         point = self.point
+        if point.replay:
+            return [point.offsets[n] / point.speedup for n in self.request_numbers()]
         n = share(point.num_requests, self.index, self.parts)
         rate = (point.rate_rps or math.inf) / self.parts
         if math.isinf(rate):

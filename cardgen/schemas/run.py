@@ -193,6 +193,14 @@ class LoadgenReport(Described):
     samples: int = 0
 
 
+class PriceDescription(Saved):
+    """What one GPU-hour of the run's GPUs costs, and who said so: ``--price-per-hour`` on ``cardgen build`` or
+    ``cardgen render``, or the GPU file's ``price_per_hour``. The card's costs per million tokens follow from it."""
+
+    usd_per_gpu_hour: float
+    source: str
+
+
 class RunInfo(Saved):
     """Everything needed to know where the numbers of a run came from."""
 
@@ -232,6 +240,7 @@ class RunInfo(Saved):
     warnings: list[str] = Field(default_factory=list)
     points: list[PointOutcome] = Field(default_factory=list)  # every point of the suite, in order (may be empty
     # in runs written before cardgen recorded them)
+    price: PriceDescription | None = None  # cost figures on the card: USD per GPU-hour
 
     @model_validator(mode="after")
     def _clock(self) -> RunInfo:

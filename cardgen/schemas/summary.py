@@ -194,6 +194,14 @@ class ScenarioSummary(Saved):
     speculative: SpeculativeDecoding | None = None  # the server's counters over the point, where they allow
     adapters_in_flight: float | None = None  # LoRA: mean distinct adapters among the requests in flight
     per_adapter: list[AdapterFigures] = Field(default_factory=list)
+    # with a price (run.json ``price``): the GPUs' cost per million tokens at this point's throughput
+    # (price per GPU-hour x GPUs / 3600 / tokens per second x 1e6): output tokens, and prompt + output tokens
+    usd_per_million_output_tokens: float | None = None
+    usd_per_million_tokens: float | None = None
+    replay: bool = False  # open loop: a trace replayed at its own times (no rate)
+    # where energy was measured: the GPUs' energy from the point's first send to its last end / the output tokens
+    # of its successful requests (ramp and drain included: the GPUs spent it on them too)
+    j_per_output_token: float | None = None
 
     @property
     def not_run(self) -> bool:
@@ -202,7 +210,10 @@ class ScenarioSummary(Saved):
 
     @property
     def rate_label(self) -> str:
-        """Open loop: ``inf`` for all at once, else the rate (``4``, ``0.5``); ``?`` when not recorded."""
+        """Open loop: ``inf`` for all at once, ``trace`` for a replayed trace, else the rate (``4``, ``0.5``); ``?``
+        when not recorded."""
+        if self.replay:
+            return "trace"
         if self.all_at_once:
             return "inf"
         return f"{self.rate_rps:g}" if self.rate_rps is not None else "?"
@@ -352,6 +363,8 @@ class GpuTelemetry(Saved):
     failed_samples: int = 0  # samples inside the window that gave nothing (DCGM scrapes that failed)
     failed_reads: int = 0  # fields a device failed to give (NVML errors other than "not supported")
     failure_kinds: list[str] = Field(default_factory=list)  # the errors' names, e.g. ConnectTimeout
+    output_tokens_per_joule: float | None = None  # output_tokens / energy_j
+    tokens_per_joule: float | None = None  # (prompt + output tokens of the same requests) / energy_j
 
 
 class LatencyCheck(Saved):
@@ -411,6 +424,105 @@ class ServerVsClient(Saved):
     points: list[CrossCheckWindow] = Field(default_factory=list)
 
 
+class SloPercentile(Saved):
+    """One SLO target as a probe was judged on it (:mod:`cardgen.slo`): the percentile of its requests, its
+    two-sided 95 % order-statistic interval, and the one-sided bound its verdict used (the upper bound when met,
+    the lower when missed) at ``level``."""
+
+    target: str  # the suite's key: ttft_p99_s
+    metric: str  # ttft | tpot | itl | e2e
+    percentile: float
+    threshold_s: float
+    n: int = 0  # values judged (requests; gaps for itl)
+    effective_n: float | None = None  # independent draws' worth of them
+    value_s: float | None = None
+    ci_low_s: float | None = None
+    ci_high_s: float | None = None
+    upper_s: float | None = None
+    lower_s: float | None = None
+    level: float | None = None
+    met: bool | None = None
+
+
+class SloProbe(Saved):
+    """One load of an SLO search: its verdict (``met`` None: it could not tell) and the evidence."""
+
+    probe: int  # 0, 1 ... in the order they ran
+    load: float  # requests/s or parallel requests
+    met: bool | None = None
+    requests: int = 0  # sent
+    judged: int = 0  # the requests its verdict rests on (sent in order, all ended; warm-up left out)
+    look: int | None = None  # the look that decided it (cardgen.slo)
+    late: bool = False  # a send left after its time: the load was not held (never "met")
+    percentiles: list[SloPercentile] = Field(default_factory=list)
+    duration_s: float | None = None  # first send to last end
+    output_tok_s: float | None = None  # the probe's successful requests' output tokens / duration
+    total_tok_s: float | None = None
+
+
+class SloSearchResult(Saved):
+    """An SLO search (suite ``kind: slo``): the highest load shown to meet the SLO (``low``) and the lowest shown
+    to miss it (``high``), either None when no probe showed it; ``untold`` the loads in between that could not be
+    told."""
+
+    scenario: str
+    group: str = ""
+    load: str  # rate | parallel
+    unit: str  # req/s | parallel
+    slo: dict[str, float] = Field(default_factory=dict)  # the targets, by the suite's keys
+    slo_text: str = ""  # TTFT p99 <= 2 s and TPOT p99 <= 100 ms
+    resolution: float | None = None
+    low: float | None = None
+    high: float | None = None
+    untold: list[float] = Field(default_factory=list)
+    answer: str = ""  # in words
+    probes: list[SloProbe] = Field(default_factory=list)
+    # at ``low``: the probe's throughput, and with a price its cost per million tokens within the SLO
+    output_tok_s_at_low: float | None = None
+    total_tok_s_at_low: float | None = None
+    usd_per_million_output_tokens: float | None = None
+    usd_per_million_tokens: float | None = None
+
+
+class ReplayWindow(Saved):
+    """One time slice of a replayed trace (by when requests were sent; tokens by when their chunks arrived)."""
+
+    start_s: float  # seconds after the replay's first send
+    end_s: float
+    sent: int = 0  # requests sent in the window
+    arrival_rps: float | None = None  # sent / width
+    output_tok_s: float | None = None  # output tokens whose chunks arrived in the window / width
+    ttft_p50_s: float | None = None  # of the successful requests sent in the window
+    ttft_p99_s: float | None = None
+    slo_attainment: float | None = None  # of the requests sent in the window, the share that met every SLO
+    send_lag_max_s: float | None = None
+    kv_usage_mean: float | None = None  # the server's gauges over the window
+    kv_usage_max: float | None = None
+    waiting_max: float | None = None
+
+
+class ReplayResult(Saved):
+    """A trace replayed at its own offsets (suite ``kind: open``, a trace as its ``dataset``, no ``rates``)."""
+
+    scenario: str
+    group: str = ""
+    dataset: str  # the trace's name
+    speedup: float = 1.0
+    requests: int = 0
+    failed: int = 0
+    duration_s: float | None = None  # first send to last end
+    trace_span_s: float | None = None  # first to last scheduled send: the trace's own span / speedup
+    send_lag_s: Distribution = Field(default_factory=Distribution)  # actual send - the trace's offset
+    late_sends: int = 0  # sends more than LATE_S after their offset
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    slo_attainment: float | None = None  # requests that met every SLO / requests (failed ones did not)
+    output_tok_s: float | None = None
+    prefix_cache_hit_rate: float | None = None  # the server's hits / queries over the replay, when it counts them
+    window_s: float | None = None
+    windows: list[ReplayWindow] = Field(default_factory=list)
+
+
 class Summary(Saved):
     schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
@@ -450,6 +562,10 @@ class Summary(Saved):
     warnings: list[str] = Field(default_factory=list)
     reasoning: bool = False  # the model reasoned before it answered (some request streamed reasoning)
     speculative: SpeculativeDecoding | None = None  # over the whole run, when the server counts drafts
+    slo_search: list[SloSearchResult] = Field(default_factory=list)  # one per suite entry of kind slo
+    price_per_gpu_hour: float | None = None  # USD, as run.json ``price`` says (None: no cost figures)
+    price_source: str | None = None
+    replays: list[ReplayResult] = Field(default_factory=list)  # one per replayed trace
 
     def to_json(self) -> str:
         """The file's text: stable key order, two-space indent, NaN and inf written as null."""

@@ -396,12 +396,19 @@ class VirtualInterpreter:
         """The prompt as the virtual server sees it (its text is not modelled): its tokens, and the hashes of its
         blocks. A chat turn's are its conversation's messages, in order (:meth:`_chat_ids`); a shared-prefix
         request's first ``prefix_tokens`` tokens are its prefix's, the rest its own, as the load engine's prompts
-        (``cardgen.prompts.prefix_templates``); every other prompt is unique from its first token (the
-        request id), so shares no block."""
+        (``cardgen.prompts.prefix_templates``); a replayed trace's request starts with the blocks it shares (its
+        ``blocks``, ``block_tokens`` each, as ``cardgen.prompts.trace_templates`` writes them), the rest its own;
+        every other prompt is unique from its first token (the request id), so shares no block."""
         point, size = run.point, self.clock.server.scheduler.block_size
         if send.conversation is not None:
             ids = self._chat_ids(run, send)
             return len(ids), block_hashes(ids, size)
+        if point.replay and send.item is not None and point.blocks and point.blocks[send.item]:
+            # a replayed trace's shared prompt blocks: the same tokens for every request that names a block's id
+            ids = [hash(("trace", point.dataset, h, j)) for h in point.blocks[send.item] for j in range(point.block_tokens)]
+            unique = next(self.clock.order)
+            ids += [hash(("request", unique, j)) for j in range(max(0, send.prompt_tokens - len(ids)))]
+            return send.prompt_tokens, block_hashes(ids, size)
         if point.kind != "prefix" or send.prefix is None:
             return send.prompt_tokens, ()
         shared = min(point.prefix_tokens, send.prompt_tokens)

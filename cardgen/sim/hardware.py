@@ -29,6 +29,7 @@ class GPU:
     link_bandwidth_bytes_s: float  # per direction, per GPU
     link_latency_s: float  # one small all-reduce
     arch: str = ""  # architecture generation (ampere, ada, hopper, ...): which kernels an engine has for it
+    price_per_hour: float | None = None  # USD per GPU-hour, when a GPU file says so (the card's costs)
 
     def allreduce_s(self, nbytes: float, tp: int) -> float:
         """Seconds of one ring all-reduce of ``nbytes`` over ``tp`` GPUs (0 for one GPU)."""
@@ -65,7 +66,7 @@ def find_gpu(name: str) -> GPU:
 
 # A GPU file: the three required numbers, and what may be said besides (anything else is a typo: an error).
 _REQUIRED = ("memory_gb", "bandwidth_gb_s", "peak_tflops")
-_OPTIONAL = ("name", "description", "memory_gib", "link", "arch")
+_OPTIONAL = ("name", "description", "memory_gib", "link", "arch", "price_per_hour")
 _LINK_KEYS = ("name", "bandwidth_gb_s", "latency_us")
 # Without a link: PCIe 4.0 x16, the slowest link of the presets.
 _DEFAULT_LINK = {"name": "PCIe 4.0 x16 (assumed)", "bandwidth_gb_s": 25, "latency_us": 25}
@@ -81,6 +82,7 @@ def load_gpu_file(path: Path) -> GPU:
         memory_gib: 94.5          # optional: what CUDA reports (default: memory_gb in GiB)
         arch: hopper              # optional: the architecture, for engine profiles' arch_compute_factor
         link: {name: ..., bandwidth_gb_s: ..., latency_us: ...}   # optional (default: PCIe 4.0 x16)
+        price_per_hour: 2.49      # optional: USD per GPU-hour, for the card's cost per million tokens
 
     Raises :class:`UsageError` (one line) for a missing file, bad YAML, unknown keys or non-positive numbers."""
     text = read_user_file(path, "GPU file")
@@ -125,4 +127,14 @@ def _gpu(name: str, g: dict[str, Any], *, source: str) -> GPU:
         link_bandwidth_bytes_s=_number(link, "bandwidth_gb_s", source) * 1e9,
         link_latency_s=_number(link, "latency_us", source) * 1e-6,
         arch=str(g.get("arch", "")).lower(),
+        price_per_hour=_price(g, source),
     )
+
+
+def _price(spec: dict[str, Any], source: object) -> float | None:
+    value = spec.get("price_per_hour")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise UsageError(f"GPU {source}: price_per_hour must be US dollars per GPU-hour, 0 or more, not {value!r}")
+    return float(value)

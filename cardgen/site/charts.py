@@ -2,7 +2,9 @@
 from elsewhere (the site works offline), drawn in microseconds (a site of a thousand runs draws thousands).
 
 Every piece of text is HTML-escaped here; the page's raw HTML then passes :mod:`cardgen.site.sanitize`, whose
-allowlist holds these SVG elements and attributes. Colours come from :data:`PALETTE` only.
+allowlist holds these SVG elements and attributes. Colours come from :data:`PALETTE` only. Each marker carries
+its exact values (``data-x``, ``data-y``, ``data-label``) and its series' name (``data-series`` on its group), so
+the page can offer the chart's data as CSV (``site_src/assets/csv.js``).
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ def chart_svg(chart: Chart) -> str:
         spts = _finite(s.points)
         if not spts:
             continue
-        group = [f'<g class="cardgen-series" stroke="{s.color}" fill="{s.color}">']
+        group = [f'<g class="cardgen-series" stroke="{s.color}" fill="{s.color}" data-series="{escape(s.name)}">']
         if s.line and len(spts) > 1:
             dash = ' stroke-dasharray="5 4"' if s.hollow else ""
             coords = " ".join(f"{sx(p.x)},{sy(p.y)}" for p in spts)
@@ -121,6 +123,7 @@ def chart_svg(chart: Chart) -> str:
         for p in spts:
             fill = ' fill="#ffffff"' if s.hollow else ""
             key = f' data-key="{escape(p.key)}"' if p.key else ""
+            key += f' data-x="{p.x!r}" data-y="{p.y!r}"' + (f' data-label="{escape(p.label)}"' if p.label else "")
             tip = f"<title>{escape(p.title or s.name)}</title>"
             marker = f'<circle cx="{sx(p.x)}" cy="{sy(p.y)}" r="4" stroke-width="1.5"{fill}{key}>{tip}</circle>'
             if p.strong:

@@ -34,6 +34,8 @@ _HTML_ATTR = re.compile(
 ADMONITIONS = {"NOTE": "note", "TIP": "tip", "IMPORTANT": "info", "WARNING": "warning", "CAUTION": "danger"}
 _ALERT = re.compile(r"^>[ \t]*\[!(?P<kind>[A-Za-z]+)\][ \t]*\n(?P<body>(?:>.*(?:\n|\Z))*)", re.MULTILINE)
 _HEADING = re.compile(r"^(#{1,6})(?=\s)", re.MULTILINE)
+_LIST_ITEM = re.compile(r"^[ ]{0,3}(?:[-*+]|\d{1,9}[.)])[ \t]+\S")
+_NOT_PROSE = re.compile(r"^(?:[ \t]|[-*+][ \t]|\d{1,9}[.)][ \t]|[#|>]|!!!|$)")
 
 
 def split_fences(markdown: str) -> list[tuple[str, bool]]:
@@ -52,17 +54,31 @@ def map_prose(markdown: str, fn: Callable[[str], str]) -> str:
     return "".join(text if code else fn(text) for text, code in split_fences(markdown))
 
 
+def separate_lists(markdown: str) -> str:
+    """A blank line before every list that follows a line of a paragraph. GitHub and the Hub start a list there
+    (CommonMark: a list may interrupt a paragraph); Python-Markdown, which MkDocs uses, reads the items as more
+    of the paragraph, and a card's list (its NOTE box's) would show as one line of dashes."""
+    out: list[str] = []
+    for line in markdown.split("\n"):
+        if out and _LIST_ITEM.match(line) and not _NOT_PROSE.match(out[-1]):
+            out.append("")
+        out.append(line)
+    return "\n".join(out)
+
+
 def alerts_to_admonitions(markdown: str) -> str:
-    """GitHub alerts (``> [!WARNING]`` blockquotes, as Hugging Face shows them) as MkDocs admonitions."""
+    """GitHub alerts (``> [!WARNING]`` blockquotes, as Hugging Face shows them) as MkDocs admonitions; a list
+    inside one, or after any paragraph, stays a list (:func:`separate_lists`)."""
 
     def convert(m: re.Match[str]) -> str:
         kind = ADMONITIONS.get(m.group("kind").upper())
         if kind is None:
             return m.group(0)
-        lines = [re.sub(r"^>[ ]?", "", line) for line in m.group("body").splitlines()]
+        lines = separate_lists("\n".join(re.sub(r"^>[ ]?", "", line)
+                                          for line in m.group("body").splitlines())).split("\n")
         return f"!!! {kind}\n\n" + "".join(f"    {line}\n" if line.strip() else "\n" for line in lines) + "\n"
 
-    return map_prose(markdown, lambda text: _ALERT.sub(convert, text))
+    return map_prose(markdown, lambda text: _ALERT.sub(convert, separate_lists(text)))
 
 
 def demote_headings(markdown: str, *, top: int = 3) -> str:

@@ -20,6 +20,7 @@ from cardgen.site import charts
 from cardgen.site.compare import ScaleTable
 from cardgen.site.mdtext import demote_headings
 from cardgen.site.plan import Group, PlannedRun, SitePlan, href
+from cardgen.site.tradeoff import COST_COLUMN, headline_cost, tradeoff_chart
 
 HEADLINE_COLUMNS = (  # (headline key, column title, unit: how the card shows it, cardgen.numbers.figure)
     ("prompt_ingestion_tok_s", "Prompt ingestion (tok/s)", "tok/s"),
@@ -96,7 +97,7 @@ def leaderboard(runs: Sequence[PlannedRun], *, here: str, chart: bool = False) -
     ``chart``: the headline figures drawn above the table. The filters and the sort are kept in the page's
     address (its ``#`` part), so a view can be shared."""
     head = [("Model", "text"), ("GPU", "text"), ("Engine", "text"), ("Figures", "text")]
-    head += [(title, "number") for _, title, _ in HEADLINE_COLUMNS] + [("Date (UTC)", "text")]
+    head += [(title, "number") for _, title, _ in HEADLINE_COLUMNS] + [(COST_COLUMN, "number"), ("Date (UTC)", "text")]
     ths = "".join(
         f'<th data-type="{t}" aria-sort="none"><button type="button">{escape(title)}</button></th>'
         for title, t in head
@@ -113,6 +114,8 @@ def leaderboard(runs: Sequence[PlannedRun], *, here: str, chart: bool = False) -
         for key, _, unit in HEADLINE_COLUMNS:
             value = headline_value(r, key)
             cells.append(("" if value is None else repr(value), numbers.figure(value, unit), "cardgen-num"))
+        cost = headline_cost(s)
+        cells.append(("" if cost is None else repr(cost), numbers.usd(cost), "cardgen-num"))
         cells.append((r.run.started_at or "", escape(fmt_date(r.run.started_at)), ""))
         tds = "".join(
             f'<td data-sort="{escape(sort)}"'
@@ -125,7 +128,8 @@ def leaderboard(runs: Sequence[PlannedRun], *, here: str, chart: bool = False) -
     gpu_options = "".join(f'<option value="{escape(g.lower())}">{escape(g)}</option>' for g in gpus)
     return (
         '<div class="cardgen-board">\n'
-        + (leaderboard_chart(runs, here=here) + "\n" if chart else "")
+        + (leaderboard_chart(runs, here=here) + "\n" + tradeoff_chart(runs, here=here, keys=_row_key) + "\n"
+           if chart else "")
         + '<div class="cardgen-filters">'
         '<label>Filter <input type="search" class="cardgen-filter" placeholder="model, GPU, engine"'
         ' aria-label="Filter runs"></label> '

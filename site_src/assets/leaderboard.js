@@ -1,11 +1,12 @@
-/* cardgen leaderboard: sort by clicking a column header, filter by text, GPU and measured/modelled; the chart
-   above the table shows the rows that pass. The view (filters and sort) is kept in the page's address, after
-   "#", so a copied link opens the same view. Shipped with the site (no CDN). Cells carry their sort value in
-   data-sort; empty values sort last. */
+/* cardgen leaderboard: sort by clicking a column header, filter by text, GPU and measured/modelled; the charts
+   above the table show the rows that pass; the trade-off chart's axes are chosen (every pair is drawn, one is
+   shown). The view (filters, sort and axes) is kept in the page's address, after "#", so a copied link opens the
+   same view. Shipped with the site (no CDN). Cells carry their sort value in data-sort; empty values sort last. */
 (function () {
   "use strict";
 
-  var KEYS = ["q", "gpu", "kind", "sort", "dir"];
+  var KEYS = ["q", "gpu", "kind", "sort", "dir", "x", "y"];
+  var AXES = {x: "user", y: "tput"};  // the trade-off chart's default axes (cardgen.site.tradeoff.DEFAULT)
 
   function readHash() {
     var state = {};
@@ -93,12 +94,29 @@
     }
   }
 
+  function showAxes(board, x, y) {
+    var xSelect = board.querySelector(".cardgen-axis-x");
+    var ySelect = board.querySelector(".cardgen-axis-y");
+    if (!xSelect || !ySelect) { return; }
+    xSelect.value = x;
+    ySelect.value = y;
+    if (xSelect.value !== x) { xSelect.value = AXES.x; }  // a value the page does not offer: the default
+    if (ySelect.value !== y) { ySelect.value = AXES.y; }
+    Array.prototype.forEach.call(board.querySelectorAll(".cardgen-tradeoff-view"), function (view) {
+      view.hidden = !(view.getAttribute("data-x") === xSelect.value && view.getAttribute("data-y") === ySelect.value);
+    });
+  }
+
   function currentState(board, table) {
     var input = board.querySelector(".cardgen-filter");
     var gpuSelect = board.querySelector(".cardgen-gpu");
     var select = board.querySelector(".cardgen-kind");
+    var xSelect = board.querySelector(".cardgen-axis-x");
+    var ySelect = board.querySelector(".cardgen-axis-y");
     var state = {q: input ? input.value : "", gpu: gpuSelect ? gpuSelect.value : "",
                  kind: select ? select.value : ""};
+    if (xSelect && xSelect.value !== AXES.x) { state.x = xSelect.value; }
+    if (ySelect && ySelect.value !== AXES.y) { state.y = ySelect.value; }
     Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, index) {
       var sort = th.getAttribute("aria-sort");
       if (sort === "ascending" || sort === "descending") {
@@ -119,6 +137,7 @@
     if (select) { select.value = state.kind || ""; }
     var column = parseInt(state.sort || "", 10);
     if (column >= 1) { sortBy(table, column - 1, state.dir !== "desc"); }
+    showAxes(board, state.x || AXES.x, state.y || AXES.y);
     applyFilter(board, table);
   }
 
@@ -142,6 +161,14 @@
     if (input) { input.addEventListener("input", update); }
     if (gpuSelect) { gpuSelect.addEventListener("change", update); }
     if (select) { select.addEventListener("change", update); }
+    Array.prototype.forEach.call(board.querySelectorAll(".cardgen-axis-x, .cardgen-axis-y"), function (axis) {
+      axis.addEventListener("change", function () {
+        var xSelect = board.querySelector(".cardgen-axis-x");
+        var ySelect = board.querySelector(".cardgen-axis-y");
+        showAxes(board, xSelect.value, ySelect.value);
+        save();
+      });
+    });
     window.addEventListener("hashchange", function () { restore(board, table); });
     restore(board, table);
   }

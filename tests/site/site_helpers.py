@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from cardgen.site import SiteBuild
+from cardgen.site.serve import make_server
 from cardgen.site.sample import write_sample_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,3 +77,17 @@ class Built:
 
     def all_html(self) -> dict[str, str]:
         return {p.relative_to(self.site).as_posix(): p.read_text("utf-8") for p in self.site.rglob("*.html")}
+
+
+@contextmanager
+def serving(site: Path) -> Iterator[str]:
+    """The built site over HTTP on loopback while the block runs: its base URL."""
+    server = make_server(site, port=0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server.url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -12,18 +12,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
+from site_helpers import serving
 
-from cardgen.site.serve import make_server
 
 pytestmark = pytest.mark.browser
 
 ROWS = "Array.from(document.querySelectorAll('.cardgen-board tbody tr'))"
-MARKERS = (
-    "Array.from(document.querySelectorAll('.cardgen-board .cardgen-chart circle[data-key]'))"
+MARKERS = (  # the headline chart's (the trade-off chart below it has markers of its own)
+    "Array.from(document.querySelectorAll('.cardgen-board > .cardgen-chart circle[data-key]'))"
     ".filter(c => c.parentNode.style.display !== 'none').length"
 )
 IMAGES = (
@@ -51,15 +50,8 @@ def _chromium() -> str:
 
 @pytest.fixture
 def served(built_site):
-    server = make_server(built_site.site, port=0)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield server.url
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(built_site.site) as url:
+        yield url
 
 
 def _column(browser, index: int) -> list[str]:

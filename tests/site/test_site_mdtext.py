@@ -43,3 +43,22 @@ def test_github_alerts_become_admonitions():
     out = alerts_to_admonitions(card)
     assert "!!! warning\n\n    **Modelled.** Not measured.\n\n    - one\n\n" in out
     assert "> plain quote" in out and "```\n> [!NOTE]\n```" in out
+
+
+def test_a_list_after_a_paragraph_stays_a_list_in_a_note_box_and_outside():
+    """A card's NOTE box lists what the run lacks right after its first line, as GitHub allows; Python-Markdown
+    needs a blank line there, or the list shows as one line of dashes."""
+    card = ("> [!NOTE]\n> This run lacks some figures:\n> - no ingestion\n> - no batch table\n\n"
+            "Not run:\n- p16\n- p32\n\n| a |\n|---|\n| - x |\n\n1. one\n2. two\n")
+    out = alerts_to_admonitions(card)
+    assert "    This run lacks some figures:\n\n    - no ingestion\n    - no batch table\n" in out
+    assert "Not run:\n\n- p16\n- p32\n" in out
+    assert "| a |\n|---|\n| - x |" in out and "1. one\n2. two" in out  # tables and lists left as they are
+
+
+def test_the_note_box_list_renders_as_a_list():
+    import markdown
+
+    html = markdown.markdown(alerts_to_admonitions("> [!NOTE]\n> Lacks:\n> - a\n> - b\n"),
+                             extensions=["admonition"])
+    assert "<ul>" in html and html.count("<li>") == 2 and "- a" not in html

@@ -35,6 +35,7 @@ def gpu_tables(g: GpuTelemetry) -> tuple[TableView | None, TableView | None]:
         ["Energy (all GPUs)", energy],
         ["Energy per output token", f"{fmt.sig(g.j_per_output_token)} J/token over {fmt.integer(g.output_tokens)} "
                                     "output tokens" if g.j_per_output_token is not None else fmt.DASH],
+        ["Tokens per joule", _per_joule(g)],
     ]
     per = None
     if len(g.per_gpu) > 1:
@@ -43,6 +44,16 @@ def gpu_tables(g: GpuTelemetry) -> tuple[TableView | None, TableView | None]:
                           fmt.sig(p.mean_utilization_pct) + " %" if p.mean_utilization_pct is not None else fmt.DASH,
                           fmt.watts(p.mean_power_w), fmt.joules(p.energy_j), str(p.samples)] for p in g.per_gpu])
     return TableView(["GPU", "Value"], rows, ["l", "l"]), per
+
+
+def _per_joule(g: GpuTelemetry) -> str:
+    """Output tokens per joule, and prompt + output tokens per joule (the inverse of the energy per token)."""
+    if g.output_tokens_per_joule is None:
+        return fmt.DASH
+    text = f"{fmt.sig(g.output_tokens_per_joule)} output tokens/J"
+    if g.tokens_per_joule is not None:
+        text += f"; {fmt.sig(g.tokens_per_joule)} prompt + output tokens/J"
+    return text
 
 
 def no_telemetry_reason(g: GpuTelemetry) -> str:

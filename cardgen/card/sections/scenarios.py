@@ -14,7 +14,8 @@ def scenarios_table(s: Summary) -> TableView | None:
     rows = []
     for x in s.scenarios:
         load = (f"{x.parallel} parallel" if x.kind in ("closed", "batch", "chat") else
-                ("all at once" if x.all_at_once else f"{x.rate_label} req/s") if x.kind == "open" else
+                ("all at once" if x.all_at_once else "trace replay" if x.replay else f"{x.rate_label} req/s")
+                if x.kind == "open" else
                 (f"waves up to {x.parallel}" if x.kind == "waves" else "one at a time"))
         ran = x.requests > 0
         rows.append([x.scenario, x.kind, f"{x.prompt_tokens} / {x.output_tokens}", load, str(x.requests),

@@ -1,0 +1,109 @@
+"""The card's SLO searches: "Highest rate within SLO" (or concurrency) as a headline, with the SLO stated, and
+every probe with its percentile intervals and its verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cardgen import numbers as fmt
+from cardgen.card.table import TableView
+from cardgen.schemas.summary import SloPercentile, SloProbe, SloSearchResult
+
+
+@dataclass(frozen=True)
+class SloSection:
+    title: str  # Highest rate within SLO | Highest concurrency within SLO
+    scenario: str
+    headline: str  # between 11.2 and 12 req/s | at least ... | not found ...
+    slo: str
+    answer: str
+    probes: TableView | None
+    cost: str | None  # the cost per million tokens within the SLO, at the answer's low end
+
+
+def load_number(x: float | None, unit: str) -> str:
+    """A probed load: a whole number of parallel requests, or a rate to four significant figures."""
+    return fmt.integer(x) if unit == "parallel" else fmt.sig(x, 4)
+
+
+def load_text(x: float | None, unit: str) -> str:
+    return fmt.DASH if x is None else f"{load_number(x, unit)} {unit}"
+
+
+def headline(r: SloSearchResult) -> str:
+    """The answer as the headline says it."""
+    if r.low is not None and r.high is not None:
+        return f"between {load_text(r.low, r.unit)} and {load_text(r.high, r.unit)}"
+    if r.low is not None:
+        return f"at least {load_text(r.low, r.unit)} (every load probed met the SLO)"
+    if r.high is not None:
+        return f"below {load_text(r.high, r.unit)} (no load probed met the SLO)"
+    return "not known: no probe could tell"
+
+
+def verdict(p: SloProbe) -> str:
+    if p.met is True:
+        return "met"
+    if p.met is False:
+        return "missed"
+    return "could not tell" + (" (sends late: the load was not held)" if p.late else "")
+
+
+def _bound(c: SloPercentile) -> str:
+    """The one-sided bound the verdict used; for a target it could not tell, both bounds at the same level."""
+    if c.met is True and c.upper_s is not None:
+        return f"bound ≤ {fmt.latency(c.upper_s)}"
+    if c.met is False and c.lower_s is not None:
+        return f"bound ≥ {fmt.latency(c.lower_s)}"
+    low = fmt.latency(c.lower_s) if c.lower_s is not None else "?"
+    high = fmt.latency(c.upper_s) if c.upper_s is not None else "?"
+    return f"bounds {low} – {high}"
+
+
+def cell(c: SloPercentile) -> str:
+    """``812 ms (790 ms – 845 ms); bound ≤ 850 ms``: the percentile, its 95 % interval, the bound the verdict used
+    (both, at the verdict's level, where it could not tell)."""
+    interval = f"{fmt.latency(c.ci_low_s) if c.ci_low_s is not None else '?'} – " \
+               f"{fmt.latency(c.ci_high_s) if c.ci_high_s is not None else '?'}"
+    return f"{fmt.latency(c.value_s)} ({interval}); {_bound(c)}"
+
+
+def slo_row(r: SloSearchResult) -> list[str]:
+    """The search's row in the card's main table: the highest load shown to meet the SLO, and the bracket."""
+    what = f"Highest {'rate' if r.load == 'rate' else 'concurrency'} within SLO ({r.slo_text})"
+    value = load_text(r.low, r.unit) if r.low is not None else "none met"
+    bracket = (f"{load_number(r.low, r.unit)}{fmt.RANGE}{load_number(r.high, r.unit)}"
+               if r.low is not None and r.high is not None else fmt.DASH)
+    precision = (fmt.half_width((r.high - r.low) / (r.high + r.low)) if r.low is not None and r.high is not None
+                 else fmt.DASH)
+    how = (f"{len(r.probes)} probes, each met or missed with 95 % confidence: the highest load shown to meet, the "
+           "lowest shown to miss" + (f"; could not tell at {', '.join(load_number(u, r.unit) for u in r.untold)}"
+                                      if r.untold else ""))
+    return [what, value, bracket, precision, how]
+
+
+def probe_table(r: SloSearchResult) -> TableView | None:
+    if not r.probes:
+        return None
+    labels = [f"{c.metric.upper()} p{c.percentile:g} ≤ {fmt.latency(c.threshold_s)}" for c in r.probes[0].percentiles]
+    columns = ["Probe", f"Load ({r.unit})", "Verdict", "Judged / sent", *labels, "Output tok/s"]
+    rows = []
+    for p in r.probes:
+        cells = {c.target: cell(c) for c in p.percentiles}
+        rows.append([str(p.probe + 1), load_number(p.load, r.unit), verdict(p), f"{p.judged:,} / {p.requests:,}",
+                     *[cells.get(c.target, fmt.DASH) for c in r.probes[0].percentiles], fmt.sig(p.output_tok_s)])
+    return TableView(columns, rows, ["r", "r", "l", "r", *["l"] * len(labels), "r"])
+
+
+def _cost(r: SloSearchResult) -> str | None:
+    if r.usd_per_million_tokens is None or r.low is None:
+        return None
+    return (f"{fmt.usd(r.usd_per_million_output_tokens)} per million output tokens, "
+            f"{fmt.usd(r.usd_per_million_tokens)} per million prompt + output tokens, at {load_text(r.low, r.unit)} "
+            f"({fmt.tok_s(r.output_tok_s_at_low)} output, {fmt.tok_s(r.total_tok_s_at_low)} in all)")
+
+
+def slo_sections(searches: list[SloSearchResult]) -> list[SloSection]:
+    return [SloSection(title=f"Highest {'rate' if r.load == 'rate' else 'concurrency'} within SLO", scenario=r.scenario,
+                       headline=headline(r), slo=r.slo_text, answer=r.answer, probes=probe_table(r), cost=_cost(r))
+            for r in searches]

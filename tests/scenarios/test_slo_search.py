@@ -1,0 +1,226 @@
+"""The SLO search (suite ``kind: slo``), in virtual time, in process: against oracle servers whose limit the test
+knows exactly, the answer's interval holds it; the analysis retells every probe's verdict from the records; the
+card says it.
+
+Oracles:
+- closed loop (``load: parallel``): a fixed server whose users move in lockstep (one-token prompts prefilled for
+  nothing, every request of the same length, all users starting together), so every request's TPOT is exactly one
+  decode step, ``overhead + per_seq x users``: the highest concurrency within a TPOT threshold is arithmetic;
+- open loop (``load: rate``): a fixed server that runs one request at a time, each for exactly ``D`` seconds, fed
+  by Poisson arrivals: an M/D/1 queue, whose waiting-time distribution Erlang gave in 1909, so the rate at which
+  the p90 of TTFT (the wait plus the first step) crosses a threshold is computed here, to 40 digits, without the
+  simulator;
+- the virtual GPU server itself (roofline, CodeLlama-7b on an A100), whose limit the test finds by brute force: a
+  long closed loop at every concurrency.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, getcontext
+
+import pytest
+
+from cardgen.analysis.analyse import analyse
+from cardgen.analysis.rundata import RunData
+from cardgen.card.render import render_card
+from cardgen.errors import UsageError
+from cardgen.points import expand
+from cardgen.scenarios.slosearch import LoadSearch
+from cardgen.sim.config import SimConfig
+from cardgen.sim.drive import DriveOptions, drive, simulate_run
+from cardgen.sim.perf import FixedPerf
+from cardgen.suite import parse_suite
+
+QUIET = SimConfig(model="test-model", perf="fixed", chunked_prefill=True, metrics=False)
+
+
+def _suite(entry: str):
+    return parse_suite(f"name: slo\nscenarios:\n  - {entry}\n", source="test suite")
+
+
+# --- the search, alone ----------------------------------------------------------------------------------------
+
+
+def _walk(search: LoadSearch, verdict) -> list[float]:
+    loads = []
+    while (load := search.next_load()) is not None:
+        loads.append(load)
+        search.report(load, verdict(load))
+    return loads
+
+
+def test_the_search_doubles_until_a_miss_then_bisects_to_the_resolution():
+    search = LoadSearch(start=1, lowest=1 / 64, highest=1024, resolution=0.05, whole=False)
+    loads = _walk(search, lambda x: x <= 11.5)
+    assert loads[:5] == [1, 2, 4, 8, 16] and search.bracketed
+    assert search.low <= 11.5 < search.high and (search.high - search.low) <= 0.05 * search.low
+
+
+def test_parallel_counts_are_whole_and_end_one_apart():
+    search = LoadSearch(start=4, lowest=1, highest=256, resolution=0.05, whole=True)
+    loads = _walk(search, lambda x: x <= 20)
+    assert all(x == int(x) for x in loads) and (search.low, search.high) == (20, 21)
+
+
+def test_the_search_shrinks_when_the_first_load_misses_and_stops_at_its_bounds():
+    search = LoadSearch(start=8, lowest=0.5, highest=64, resolution=0.1, whole=False)
+    assert _walk(search, lambda x: x <= 0.1) == [8, 4, 2, 1, 0.5] and (search.low, search.high) == (None, 0.5)
+    search = LoadSearch(start=8, lowest=1, highest=64, resolution=0.1, whole=False)
+    assert _walk(search, lambda x: True) == [8, 16, 32, 64] and (search.low, search.high) == (64, None)
+
+
+def test_a_load_it_cannot_tell_is_searched_around():
+    search = LoadSearch(start=1, lowest=1 / 64, highest=1024, resolution=0.05, whole=False)
+    loads = _walk(search, lambda x: None if 9 <= x <= 11 else x < 10)
+    assert search.untold and all(9 <= x <= 11 for x in search.untold)
+    assert search.low < 9 and search.high > 11 and len(loads) < 20
+    # the gaps next to the loads it could not tell were closed to the resolution, or it gave up after three
+    assert len(search.undecided) == 3 or search.widest_gap() is None
+
+
+# --- the closed-loop oracle: TPOT = overhead + per_seq x users, exactly ---------------------------------------
+
+LOCKSTEP = FixedPerf(prefill_tok_s=1e12, step_overhead_s=0.010, per_seq_s=0.002, max_num_seqs=256)
+
+
+def test_closed_loop_oracle_the_answer_is_the_exact_limit_and_the_analysis_retells_it():
+    # TPOT at c users = 10 + 2c ms: within 51 ms up to 20 users, beyond it from 21
+    suite = _suite("{kind: slo, load: parallel, prompt_tokens: 1, output_tokens: 32, slo: {tpot_p99_s: 0.051}, "
+                   "start: 4}")
+    run = simulate_run(suite, QUIET, perf=LOCKSTEP)
+    (point,) = run.drive.points
+    assert point.stop == "precision reached"
+    assert "between 20 and 21 parallel" in point.detail
+    summary = analyse(RunData(info=run.info, requests=run.drive.records)).summary
+    (search,) = summary.slo_search
+    assert (search.low, search.high, search.unit, search.slo) == (20, 21, "parallel", {"tpot_p99_s": 0.051})
+    assert search.answer == point.detail  # the analysis reaches every verdict the program stopped on
+    for probe in search.probes:
+        assert probe.met is (probe.load <= 20)
+        (tpot,) = probe.percentiles
+        assert tpot.value_s == pytest.approx(0.010 + 0.002 * probe.load, abs=1e-6)  # Unix times: 0.1 µs
+    assert [p.load for p in search.probes] == [4, 8, 16, 32, 24, 20, 22, 21]
+    card = render_card(analyse(RunData(info=run.info, requests=run.drive.records)), date="2026-11-25")
+    assert "## Highest concurrency within SLO" in card and "**between 20 parallel and 21 parallel**" in card
+    assert "TPOT p99 ≤ 51 ms" in card and card.count("| met |") == 4 and card.count("| missed |") == 4
+
+
+def test_the_search_runs_whole_on_one_process_when_the_load_is_split():
+    suite = _suite("{kind: slo, load: parallel, prompt_tokens: 1, output_tokens: 32, slo: {tpot_p99_s: 0.051}, "
+                   "start: 4}")
+    run = drive(expand(suite), QUIET, perf=LOCKSTEP, options=DriveOptions(processes=2))
+    assert {r.record.worker for r in run.requests} == {"worker-0"}
+    assert "between 20 and 21 parallel" in run.points[0].detail
+
+
+# --- the open-loop oracle: M/D/1 ---------------------------------------------------------------------------------
+
+STEP_S, OUTPUT = 0.005, 20  # one request at a time: a 5 ms prefill step then 19 decode steps of 5 ms
+ONE_AT_A_TIME = FixedPerf(prefill_tok_s=1e12, step_overhead_s=STEP_S, per_seq_s=0.0, max_num_seqs=1)
+
+
+def md1_waiting_cdf(t: float, rate: float, service_s: float) -> float:
+    """P(wait <= t) in an M/D/1 queue (Erlang 1909): (1 - rho) sum_{k <= t/D} (rate (kD - t))^k / k! e^(-rate (kD - t))."""
+    getcontext().prec = 40
+    lam, d, t_ = Decimal(repr(rate)), Decimal(repr(service_s)), Decimal(repr(t))
+    total, k, factorial = Decimal(0), 0, Decimal(1)
+    while k * d <= t_:
+        x = lam * (k * d - t_)
+        total += (x**k if k else Decimal(1)) / factorial * (-x).exp()
+        k += 1
+        factorial *= k
+    return float((1 - lam * d) * total)
+
+
+def md1_limit(wait_s: float, service_s: float, q: float) -> float:
+    """The rate at which the ``q``-quantile of the wait reaches ``wait_s``."""
+    lo, hi = 1e-9, (1 - 1e-9) / service_s
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if md1_waiting_cdf(wait_s, mid, service_s) >= q else (lo, mid)
+    return lo
+
+
+def test_the_m_d_1_formula_against_the_textbook_case():
+    # P(W = 0) = 1 - rho, and the mean of the wait (Pollaczek-Khinchine) rho D / (2 (1 - rho)) from the cdf
+    assert md1_waiting_cdf(0.0, 4.0, 0.1) == pytest.approx(0.6)
+    grid = [(i + 0.5) * 0.002 for i in range(2000)]  # midpoints
+    mean = sum(1 - md1_waiting_cdf(t, 4.0, 0.1) for t in grid) * 0.002
+    assert mean == pytest.approx(0.4 * 0.1 / (2 * 0.6), rel=0.01)
+
+
+def test_open_loop_oracle_the_interval_holds_the_true_limit():
+    threshold = 0.150  # TTFT p90 = the p90 of the wait + the first step
+    service = STEP_S * OUTPUT
+    limit = md1_limit(threshold - STEP_S, service, 0.90)
+    assert 4.5 < limit < 5.2  # about 4.86 requests/s
+    suite = _suite(f"{{kind: slo, load: rate, prompt_tokens: 1, output_tokens: {OUTPUT}, slo: {{ttft_p90_s: "
+                   f"{threshold}}}, start: 1, resolution: 0.05, max_requests: 2000}}")
+    run = simulate_run(suite, QUIET, perf=ONE_AT_A_TIME)
+    summary = analyse(RunData(info=run.info, requests=run.drive.records)).summary
+    (search,) = summary.slo_search
+    assert search.low is not None and search.high is not None
+    assert search.low <= limit <= search.high, (search.low, limit, search.high, search.answer)
+    assert search.high / search.low < 1.6  # not an empty answer: the bracket is tight around the limit
+    for probe in search.probes:  # every verdict is the truth
+        assert probe.met is None or probe.met is (probe.load <= limit), probe
+    assert search.answer == run.drive.points[0].detail
+    records = [r for r in run.drive.records if r.repeat == 0]
+    assert all(r.scheduled_at is not None and r.rate_rps == 1.0 for r in records)
+    assert not any(r.phase == "late" for r in run.drive.records)  # the schedule never ran dry
+
+
+# --- the virtual GPU server: the truth by brute force ---------------------------------------------------------
+
+
+def test_on_the_virtual_server_the_answer_holds_the_limit_found_by_brute_force():
+    config = SimConfig(model="CodeLlama-7b", gpu="A100-80GB", metrics=False)
+    threshold = 0.0185
+    suite = _suite(f"{{kind: slo, load: parallel, prompt_tokens: 256, output_tokens: 64, "
+                   f"slo: {{tpot_p90_s: {threshold}}}, start: 8, max_requests: 1500}}")
+    run = simulate_run(suite, config)
+    (search,) = analyse(RunData(info=run.info, requests=run.drive.records)).summary.slo_search
+    assert search.low is not None and search.high is not None, search.answer
+
+    def p90_tpot(users: int) -> float:
+        sweep = parse_suite(f"name: s\nscenarios:\n  - {{kind: closed, prompt_tokens: [256], output_tokens: [64], "
+                            f"parallel: [{users}], min_requests: {users * 12}}}\n")
+        records = [r for r in drive(expand(sweep), config).records if not r.warmup]
+        steady = sorted(records, key=lambda r: r.sent_at)[users:]  # past the first round
+        tpots = sorted((r.end_at - r.first_token_at) / (r.output_tokens - 1) for r in steady)
+        return tpots[math.ceil(0.9 * len(tpots)) - 1]
+
+    low, high = int(search.low), int(search.high)
+    assert p90_tpot(low) <= threshold < p90_tpot(high)  # the limit lies inside the answer
+
+
+# --- the suite entry --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("entry", "said"), [
+    ("{kind: slo, load: rate, prompt_tokens: 8, output_tokens: 8, slo: {ttft_p99: 2}}", "write <ttft|tpot|itl|e2e>"),
+    ("{kind: slo, load: parallel, prompt_tokens: 8, output_tokens: 8, slo: {ttft_p99_s: 2}, start: 2.5}",
+     "whole numbers"),
+    ("{kind: slo, load: rate, prompt_tokens: 8, slo: {ttft_p99_s: 2}}", "give 'prompt_tokens' and 'output_tokens'"),
+    ("{kind: slo, load: rate, prompt_tokens: 8, output_tokens: 8, slo: {ttft_p99_s: 2}, start: 8, max_load: 4}",
+     "must be ordered"),
+    ("{kind: slo, load: qps, prompt_tokens: 8, output_tokens: 8, slo: {ttft_p99_s: 2}}", "load"),
+])
+def test_a_bad_entry_is_a_one_line_error(entry, said):
+    with pytest.raises(UsageError) as err:
+        _suite(entry)
+    assert said in err.value.message and "\n" not in err.value.message
+
+
+def test_a_dataset_search_sends_its_sample_over_and_over(tmp_path):
+    data = tmp_path / "reqs.jsonl"
+    data.write_text("".join(f'{{"prompt": "{" ".join(["w"] * (8 + i))}", "output_tokens": {8 + i}}}\n'
+                            for i in range(5)))
+    suite = _suite(f"{{kind: slo, load: parallel, dataset: {data}, num_requests: 5, slo: {{e2e_p50_s: 10}}, "
+                   "start: 2, max_load: 4, min_requests: 10}")
+    run = simulate_run(suite, QUIET, perf=LOCKSTEP)
+    records = run.drive.records
+    assert run.drive.points[0].name == "slo-parallel-reqs" and {r.item for r in records} == set(range(5))
+    assert all(r.output_tokens == r.output_tokens_target for r in records)
+    assert "every load up to 4 parallel met the SLO" in run.drive.points[0].detail

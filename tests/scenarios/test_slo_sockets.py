@@ -1,0 +1,69 @@
+"""The SLO search and the trace replay over HTTP, in real time: ``cardgen build --url --price-per-hour`` with the
+load engine against the real-time virtual server, which the same suite also runs in virtual time.
+
+- The SLO search's oracle: a server with 8 slots (``max_num_seqs``) whose steps take 2 ms + 0.2 ms a request,
+  under a closed loop of 128-token answers (about 0.46 s each). Up to 8 users never wait for a slot: TTFT is the
+  rest of the step under way and a prefill step, a few ms. From 9 users on, a request waits for a slot: in step
+  (as users that end together send together) one request in 9 or more waits a whole answer; out of step, every
+  request waits for the next answer to end, about 0.46 s / 8 = 58 ms apart. Either way more than 5 % of the
+  requests wait far past 30 ms, so the highest concurrency with TTFT p95 within 30 ms is 8, by a wide margin of
+  time and of share. Both clocks find 8 and 9.
+- The Mooncake sample, replayed 8 times faster, leaves at the trace's offsets (send lag stated below) and its
+  shared blocks, written as prompt texts by the load engine and tokenized by the server, hit the server's prefix
+  cache about as often as the virtual driver's block hashes do.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cardgen.analysis import analyse, load_run
+from cardgen.sim.config import SimConfig
+from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.launch import running_sim
+from cardgen.suite import parse_suite
+
+pytestmark = pytest.mark.sockets
+
+FIXED = {"prefill_tok_s": 1e9, "step_overhead_s": 0.002, "per_seq_s": 0.0002, "kv_capacity_tokens": 262144,
+         "block_size": 16, "max_num_seqs": 8, "max_num_batched_tokens": 65536}
+SUITE = """name: slo-and-replay
+scenarios:
+  - {kind: slo, load: parallel, prompt_tokens: 1, output_tokens: 128, slo: {ttft_p95_s: 0.030}, start: 4,
+     min_requests: 40, max_requests: 640}
+  - {kind: open, name: prod, dataset: mooncake-sample, speedup: 8, max_requests: 60}
+"""
+SEND_LAG_P99_S = 0.025  # the load engine's timed sends on a shared 2-core machine (bench_client measures it)
+
+
+def test_both_clocks_find_the_same_limit_and_replay_the_trace(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    config = SimConfig(model="test-model", perf="fixed", fixed_json=json.dumps(FIXED))
+    virtual = simulate_run(parse_suite(SUITE), config, options=DriveOptions(), run_dir=tmp_path / "virtual")
+    with running_sim(["test-model", "--perf", "fixed", "--fixed-json", json.dumps(FIXED), "--max-lifetime-s",
+                      "300"]) as sim:
+        real = subprocess.run([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url, "--suite",
+                               str(tmp_path / "suite.yaml"), "--out", str(tmp_path / "real"), "--quiet",
+                               "--price-per-hour", "3"], capture_output=True, text=True, timeout=300)
+    assert real.returncode == 0, real.stderr
+    summary = json.loads((tmp_path / "real" / "summary.json").read_text())
+    modelled = analyse(load_run(tmp_path / "virtual")).summary
+    (search,), (again,) = summary["slo_search"], modelled.slo_search
+    assert (search["low"], search["high"]) == (again.low, again.high) == (8, 9), search["answer"]
+    for probe in search["probes"]:  # every verdict real time reached is the truth (it may not tell, on a busy box)
+        assert probe["met"] is None or probe["met"] is (probe["load"] <= 8), probe
+    assert summary["price_per_gpu_hour"] == 3.0 and search["usd_per_million_tokens"] > 0
+    (replay,) = summary["replays"]
+    assert replay["requests"] == 60 and replay["failed"] == 0
+    assert replay["send_lag_s"]["p99"] < SEND_LAG_P99_S, replay["send_lag_s"]
+    (replayed,) = modelled.replays
+    assert replay["prefix_cache_hit_rate"] > 0.3
+    assert replay["prefix_cache_hit_rate"] == pytest.approx(replayed.prefix_cache_hit_rate, abs=0.1)
+    assert virtual.drive.points[0].detail == search["answer"]
+    card = (tmp_path / "real" / "README.md").read_text()
+    assert "## Highest concurrency within SLO" in card and "## Trace replay" in card and "## Cost" in card
