@@ -19,6 +19,7 @@ from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion
 from cardgen.analysis.kv import declared_kv, kv_capacity
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.outcomes import counted_mask, with_outcomes
+from cardgen.analysis.predicted import in_suite_order, predicted_frame, predicted_scenarios
 from cardgen.analysis.requests import request_frame
 from cardgen.analysis.rundata import RunData
 from cardgen.analysis.scenarios import scenario_summaries
@@ -154,6 +155,11 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
 
     scenarios = scenario_summaries(requests, ts, slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     scenarios = with_outcomes(scenarios, info, superseded={str(k): int(v) for k, v in superseded.items()})
+    predicted = predicted_frame(data)  # a calibrated run's predicted points (empty for any other run)
+    if info.calibration is not None:
+        scenarios = in_suite_order(scenarios, predicted_scenarios(data, predicted, slo_ttft_s=options.slo_ttft_s,
+                                                                  slo_tpot_s=options.slo_tpot_s),
+                                   info.calibration.order)
 
     ingestion = fit_ingestion(*ingestion_points(requests)) if not requests.empty else None
     batches = batch_precision(requests)
@@ -212,7 +218,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                                    max_kv_usage=options.max_kv_usage)
     gpu = info.gpu
     gpu_name = _name(gpu.name)
-    tables = build_tables(scenarios, requests, gpu=gpu_name, kv_cache_tokens=kv.tokens)
+    tables = build_tables(scenarios, pd.concat([requests, predicted]) if len(predicted) else requests, gpu=gpu_name,
+                          kv_cache_tokens=kv.tokens)
     tok_s = ingestion.fit.tok_s if ingestion else None
     summary = Summary(
         model=info.model, served_model=info.server.served_model, gpu=gpu_name,
@@ -234,7 +241,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         gpu_telemetry=gpu_telemetry(info, data.gpu_metrics, every),
         server_vs_client=server_vs_client(data.metrics, every, scenarios, engine=engine),
         options=asdict(options),
-        tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
+        tables=[], figures=[], missing=missing, warnings=_warnings(data, requests), calibration=info.calibration,
     )
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, data.metrics))

@@ -230,12 +230,7 @@ def resolve_workers(cfg: LoadConfig, points: Sequence[Point]) -> tuple[LoadConfi
 
 def max_model_len(server: ServerInfo) -> int | None:
     """The served model's context length as ``/v1/models`` gives it (vLLM, SGLang, the virtual server)."""
-    if isinstance(server.models, dict):
-        for entry in server.models.get("data") or ():
-            if isinstance(entry, dict) and entry.get("id") == server.served_model:
-                value = entry.get("max_model_len")
-                return value if isinstance(value, int) and value > 0 else None
-    return None
+    return server.context_length()
 
 
 # -- execute -------------------------------------------------------------------------------------------------
