@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from cardgen.analysis.options import AnalysisOptions
-from cardgen.analysis.requests import request_frame
+from cardgen.analysis.requests import chunk_gaps, request_frame
 from cardgen.analysis.scenarios import scenario_summaries
 from cardgen.schemas.calibration import FIGURES, FigureValues
 from cardgen.schemas.records import RequestRecord
@@ -58,6 +58,27 @@ def ingest_ttft(frame: pd.DataFrame, point: str) -> dict[int, float]:
         return {}
     medians = rows.groupby("prompt_tokens_target")["ttft_s"].median()
     return {int(n): float(v) for n, v in medians.items() if math.isfinite(v) and v > 0}
+
+
+BURST_GAP_S = 0.0002  # two text chunks this close arrived in one read: the server sent them together
+BURSTY_SHARE = 0.5  # a point whose gaps are mostly that close had its text delivered in bursts
+
+
+def burst_share(frame: pd.DataFrame, point: str) -> float | None:
+    """The share of ``point``'s gaps between text chunks under :data:`BURST_GAP_S` (None without gaps)."""
+    gaps = chunk_gaps(frame[frame["scenario"] == point]) if len(frame) else np.empty(0)
+    return float((gaps < BURST_GAP_S).mean()) if len(gaps) else None
+
+
+def bursty_points(frame: pd.DataFrame) -> dict[str, float]:
+    """The points whose text arrived mostly in bursts (share of near-zero gaps above :data:`BURSTY_SHARE`):
+    their TTFT and decode speed time the server's streaming, not its engine's steps."""
+    out = {}
+    for point in dict.fromkeys(frame["scenario"]) if len(frame) else ():
+        share = burst_share(frame, point)
+        if share is not None and share > BURSTY_SHARE:
+            out[str(point)] = share
+    return out
 
 
 def point_figures(frame: pd.DataFrame, ts: pd.DataFrame = NO_SERVER,

@@ -5,6 +5,11 @@ constants replaced by free ones, in absolute units so that they mean the same on
 
     max(FLOPs / compute rate, bytes / bandwidth) + all-reduce + step overhead + per-sequence overhead x sequences
 
+and every request takes ``request_overhead_s`` more outside the steps (the API server's HTTP, tokenizing and
+detokenizing; on vLLM's CPU build about 7 ms, a third of a short prompt's TTFT): the virtual-time driver adds it
+as a network delay, half on the way in and half on the way out (``network_s``), so that it lengthens TTFT and
+E2E latency but not the decode.
+
 The FLOPs and bytes of a step are the architecture's (layers, heads, KV heads, hidden, vocabulary, dtype,
 tensor parallel); the scheduler (KV capacity, block size, sequences and tokens a step, chunked prefill) is the
 measured server's own (:mod:`cardgen.calibrated.settings`). The fit starts from the starting engine profile on
@@ -36,7 +41,10 @@ SPECS = (
     ConstantSpec("bandwidth_byte_s", "memory bandwidth reached (bounds decode)", "B/s"),
     ConstantSpec("step_overhead_s", "fixed cost of an engine step", "s"),
     ConstantSpec("per_seq_overhead_s", "cost per sequence in a step", "s"),
+    ConstantSpec("request_overhead_s", "latency of a request outside the engine's steps (HTTP, tokenizing, the API "
+                 "server)", "s"),
 )
+START_REQUEST_OVERHEAD_S = 0.001  # engine profiles model no request overhead: the fit starts from 1 ms
 NAMES = tuple(s.name for s in SPECS)
 
 
@@ -65,7 +73,7 @@ class Constants:
         """The starting values: the roofline model's own (its engine profile on its GPU)."""
         e = shape.engine
         return cls((shape.gpu.peak_flops * shape.compute_efficiency, shape.gpu.bandwidth_bytes_s * e.bandwidth_efficiency,
-                    e.step_overhead_s, e.per_seq_overhead_s))
+                    e.step_overhead_s, e.per_seq_overhead_s, START_REQUEST_OVERHEAD_S))
 
 
 class FittedPerf:
@@ -79,7 +87,7 @@ class FittedPerf:
         self.max_num_batched_tokens = settings.max_num_batched_tokens
         self.chunked_prefill = settings.chunked_prefill
         self.max_model_len = settings.max_model_len
-        self._flop_s, self._byte_s, self._step_s, self._seq_s = constants.values
+        self._flop_s, self._byte_s, self._step_s, self._seq_s, self.request_overhead_s = constants.values
 
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         if not prefill and not decode:

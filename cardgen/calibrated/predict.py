@@ -22,7 +22,7 @@ import numpy as np
 from cardgen.calibrated.figures import figures_of_records
 from cardgen.calibrated.fit import STEP, Z95, Fit
 from cardgen.calibrated.perf import Constants, FittedPerf
-from cardgen.calibrated.replay import replay, virtual_config
+from cardgen.calibrated.replay import network_s, replay, virtual_config
 from cardgen.calibrated.settings import ServerSettings
 from cardgen.points import Point
 from cardgen.schemas.calibration import FIGURES, FigureValues, PointPrediction
@@ -80,7 +80,7 @@ def predict(points: Sequence[Point], shape: RooflinePerf, fit: Fit, settings: Se
     began = time.perf_counter()
     perf = FittedPerf(shape, fit.constants, settings)
     run = drive(points, virtual_config(settings, served_model=served_model), perf=perf,
-                options=replace(modelled_options(start_unix=T0), seed=seed))
+                options=replace(modelled_options(start_unix=T0), seed=seed, network_s=network_s(perf)))
     figures = figures_of_records(run.records)
     grads = _sensitivities(points, shape, fit, settings)
     cov = fit.covariance

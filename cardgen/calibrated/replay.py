@@ -32,6 +32,11 @@ def virtual_config(settings: ServerSettings, *, served_model: str = "calibrated"
                      max_model_len=settings.max_model_len)
 
 
+def network_s(perf: PerfModel) -> float:
+    """The one-way delay the driver adds for a fitted server's request overhead (half each way; 0 otherwise)."""
+    return float(getattr(perf, "request_overhead_s", 0.0)) / 2
+
+
 def cheap(point: Point) -> Point:
     """``point`` with a fixed, small number of requests (see the module docstring)."""
     if point.kind == "closed":
@@ -61,5 +66,6 @@ def replay(points: Sequence[Point], perf: PerfModel, settings: ServerSettings, *
     if not pts:
         return Replayed({}, {})
     run = drive(pts, virtual_config(settings), perf=perf,
-                options=DriveOptions(start_unix=0.0, lead_s=0.0, scrapes=False), run_saturated=run_saturated)
+                options=DriveOptions(start_unix=0.0, lead_s=0.0, scrapes=False, network_s=network_s(perf)),
+                run_saturated=run_saturated)
     return Replayed(figures_of_records(run.records), {p.name: p.outcome() for p in run.points})

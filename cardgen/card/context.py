@@ -14,6 +14,7 @@ from markupsafe import Markup
 
 from cardgen.analysis.analyse import Analysis
 from cardgen.card.sections.batch import batch_table
+from cardgen.card.sections.calibration import CalibrationView, calibration_view
 from cardgen.card.sections.chat import ChatSection, chat_sections
 from cardgen.card.sections.datasets import DatasetSection, dataset_sections, nightly_code, nightly_table
 from cardgen.card.sections.figures import figure_paths
@@ -82,6 +83,7 @@ class CardContext(TypedDict):
     interactivity: TableView | None  # throughput against interactivity, Pareto fronts (issue 14)
     workloads: WorkloadSections  # dataset serving tests, prefix cache, chat (issue 11)
     modelled_error: ModelledError | None  # a modelled run's expected error per headline (issue 12)
+    calibration: CalibrationView | None  # a calibrated run: measured and predicted points (issue 21)
 
 
 def _workload_sections(analysis: Analysis) -> WorkloadSections:
@@ -114,4 +116,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         interactivity=interactivity_table(s),
         workloads=_workload_sections(analysis),
         modelled_error=modelled_error(s, analysis.info),
+        calibration=calibration_view(s, analysis.info),
     )

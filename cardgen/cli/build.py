@@ -35,16 +35,31 @@ from cardgen.suite import load_suite
               "the load engine, in real time (for testing a client or the load path), instead of computing its "
               "run in virtual time.")
 @server_options(workers_default=0)
+@click.option("--calibrate", is_flag=True, help="Measure only what identifies the server, fit the virtual server to it, "
+              "predict the rest of the suite and measure spot checks of the prediction (a calibrated card: every "
+              "point says whether it was measured or predicted). Needs the model's architecture (a preset name or "
+              "--model-config); --gpu and --engine say where the fit starts.")
+@click.option("--calibrate-tolerance", type=float, default=0.05, show_default=True,
+              help="With --calibrate: a spot check that misses its prediction by more than this fraction on any "
+                   "figure has its prompt / output pair measured point by point instead.")
 @click.pass_context
 def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_dir: Path | None, runs_root: Path,
           api_key: str | None, workers: str, remote_workers: bool, master_bind: str, master_port: int,
           engine: str | None, launch: str | None, engine_args: str, gpu: str, model_config: Path | None, tp: int,
           real_time: bool, gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
-          quiet: bool) -> None:
+          quiet: bool, calibrate: bool, calibrate_tolerance: float) -> None:
     """Measure MODEL's server and write its card into a run directory; without a server, model one."""
     suite = load_suite(suite_name)
     given = {name for name in ctx.params if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)}
     gpus = parse_gpus(gpu)
+    if "calibrate_tolerance" in given and not calibrate:
+        raise UsageError("--calibrate-tolerance applies to --calibrate: add --calibrate, or drop it")
+    if calibrate and not (url or launch or real_time):
+        raise UsageError("--calibrate measures a server and predicts the rest of the suite from it: give --url, "
+                         "--launch, or --real-time (the virtual server over HTTP)")
+    if calibrate and run_saturated:
+        raise UsageError("--calibrate predicts the points a saturated server would skip as skipped: drop "
+                         "--run-saturated")
     if url or launch or real_time:
         from cardgen.cli import measure  # noqa: PLC0415  Locust patches ssl: a load over HTTP imports it before all else
 
@@ -54,7 +69,8 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
                                master_port=master_port, engine=engine, engine_args=engine_args,
                                model_config=model_config, tp=tp, gpu_given="gpu" in given,
                                gpu_metrics_url=gpu_metrics_url, scrape_interval=scrape_interval,
-                               run_saturated=run_saturated, no_card=no_card, quiet=quiet)
+                               run_saturated=run_saturated, no_card=no_card, quiet=quiet,
+                               calibrate=calibrate_tolerance if calibrate else None)
         return
     real_only = sorted(given & REAL_TIME_OPTIONS)
     if real_only:

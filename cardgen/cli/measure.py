@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
@@ -20,6 +21,8 @@ from pathlib import Path
 import click
 import yaml
 
+from cardgen.calibrated.loadmeasure import LoadMeasurer
+from cardgen.calibrated.steps import Start, calibrate
 from cardgen.cli.options import parse_workers
 from cardgen.cli.render import render_card
 from cardgen.engines.detect import check_url
@@ -46,13 +49,15 @@ def build_measured(model: str, *, url: str | None, launch: str | None, real_time
                    workers: str, remote_workers: bool, master_bind: str, master_port: int, engine: str | None,
                    engine_args: str, model_config: Path | None, tp: int, gpu_given: bool,
                    gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
-                   quiet: bool) -> None:
+                   quiet: bool, calibrate: float | None = None) -> None:
     """``cardgen build`` over HTTP: the server at ``url`` or started with ``launch`` (one GPU type), or with
-    ``real_time`` the virtual server of each GPU on loopback."""
+    ``real_time`` the virtual server of each GPU on loopback. ``calibrate``: the spot checks' tolerance of a
+    calibrated run (:mod:`cardgen.calibrated`), None for a measured one."""
     common = dict(suite_name=suite_name, suite=suite, runs_root=runs_root, api_key=api_key, workers=workers,
                   remote_workers=remote_workers, master_bind=master_bind, master_port=master_port,
                   engine_args=engine_args, model_config=model_config, tp=tp, gpu_metrics_url=gpu_metrics_url,
-                  scrape_interval=scrape_interval, run_saturated=run_saturated, no_card=no_card, quiet=quiet)
+                  scrape_interval=scrape_interval, run_saturated=run_saturated, no_card=no_card, quiet=quiet,
+                  calibrate=calibrate)
     if url or launch:
         if len(gpus) > 1:
             raise UsageError("several --gpu write one modelled run each: a measured server has one GPU type")
@@ -115,13 +120,26 @@ def measure(model: str, *, url: str | None, launch: str | None, suite_name: str,
             master_bind: str, master_port: int, engine: str | None, engine_args: str, gpu: str,
             model_config: Path | None, tp: int, profile: str, gpu_given: bool, gpu_metrics_url: str | None,
             scrape_interval: float, run_saturated: bool, no_card: bool, quiet: bool,
-            virtual: ModelledServer | None = None) -> None:
+            virtual: ModelledServer | None = None, calibrate: float | None = None) -> None:
     """Measure a server over HTTP with the load engine, in real time: the one at ``url``, one started with
-    ``launch``, or the virtual server ``virtual`` on loopback; then write the card."""
+    ``launch``, or the virtual server ``virtual`` on loopback; then write the card. With ``calibrate`` (the spot
+    checks' tolerance), a calibrated run (:func:`measure_calibrated`)."""
     count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url, workers=workers,
                                  scrape_interval=scrape_interval)
     run_dir = out_dir or default_run_dir(model, root=runs_root)
     check_run_dir(run_dir)  # before any server starts; missing parents are created with the run directory
+    if calibrate is not None:
+        start = Start(model=model, model_config=model_config, gpu=gpu, tp=tp, profile=profile, tolerance=calibrate)
+        start.shape()  # a model the virtual server cannot describe fails here, before any server starts
+        cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key, workers=count,
+                         remote_workers=remote_workers, master_bind_host=master_bind, master_port=master_port,
+                         scrape_interval_s=scrape_interval, quiet=quiet, engine=engine, gpu_metrics_url=gpu_metrics_url)
+        with measured_server(cfg, model=model, launch=launch, engine_args=engine_args, virtual=virtual) as cfg:
+            measure_calibrated(cfg, start, quiet=quiet)
+        if not no_card:
+            render_card(run_dir, quiet=quiet)
+        click.echo(str(run_dir))
+        return
     with plan_in_background(suite_name, model=model, gpu=gpu, tp=tp, model_config=model_config,
                             modelled=virtual is not None, gpu_given=gpu_given, engine=profile) as plan:
         cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key,
@@ -137,6 +155,20 @@ def measure(model: str, *, url: str | None, launch: str | None, suite_name: str,
     if not no_card:
         render_card(run_dir, quiet=quiet)
     click.echo(str(run_dir))
+
+
+def measure_calibrated(cfg: LoadConfig, start: Start, *, quiet: bool) -> None:
+    """A calibrated run against the server ``cfg`` points at (:func:`cardgen.calibrated.steps.calibrate`), and
+    what it took: the GPU time, against measuring every point as the fitted server plans it."""
+    began = time.monotonic()
+    info = calibrate(LoadMeasurer(cfg), start, say=(lambda line: None) if quiet else
+                     (lambda line: click.echo(f"cardgen: {line}", err=True)))
+    if not quiet:
+        cal = info.calibration
+        full = f"; measuring every point would take ~{duration_text(cal.full_plan_gpu_time_s)} (the fitted server's " \
+               "plan)" if cal is not None and cal.full_plan_gpu_time_s else ""
+        click.echo(f"cardgen: the calibrated run took {duration_text(load_seconds(info) * start.tp)} of GPU time "
+                   f"({duration_text(time.monotonic() - began)} in all){full}", err=True)
 
 
 @contextmanager

@@ -110,6 +110,7 @@ class Prepared:
     attempts: Mapping[str, int] = field(default_factory=dict)
     resumed: bool = False  # continues a run: ``points`` are those left to run, the files hold earlier sessions
     points_done: int = 0  # resumed: the points earlier sessions finished (or skipped), not sent again
+    phase: str | None = None  # a calibrated run's next phase (cardgen.calibrated): what it measures, in words
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,7 +246,10 @@ def execute(prepared: Prepared) -> Executed:
     progress = PointProgress(quiet=cfg.quiet, plan=cfg.plan, points=[p.name for p in prepared.points])
     server = prepared.server
     engine_txt = f"{server.engine} {server.engine_version or ''}".strip()
-    if prepared.resumed:
+    if prepared.phase:
+        progress.say(f"cardgen {__version__}: {prepared.phase}: {len(prepared.points)} points against {base} "
+                     f"({engine_txt}, model {prepared.setup.model}) -> {run_dir}")
+    elif prepared.resumed:
         progress.say(f"cardgen {__version__}: resuming {run_dir} against {base} ({engine_txt}, model "
                      f"{prepared.setup.model}): {prepared.points_done} points done, {len(prepared.points)} to run")
     else:

@@ -125,8 +125,10 @@ class FitReport(Saved):
     evaluations: int = 0  # virtual runs of the measured points
     seconds: float = 0.0
     rms_residual: float | None = None  # root mean square of the log residuals (0.03: about 3 %)
+    median_residual: float | None = None  # median of their absolute values
     figures: int = 0  # residuals fitted
     converged: bool = False
+    left_out: list[str] = Field(default_factory=list)  # measured figures the fit did not use, and why
 
 
 class CalibrationReport(Saved):
