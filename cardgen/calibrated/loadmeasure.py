@@ -35,6 +35,7 @@ class LoadMeasurer:
         self.files = RunDir(cfg.run_dir)
         self.files.save_run_info(info)
         self.prepared = replace(prepared, info=info, attempts={})
+        self.warnings = list(info.warnings)  # prepare's; each phase's finish adds the whole run's again
         self.run_dir = Path(cfg.run_dir)
         self.server = prepared.server
         self.points: Sequence[Point] = prepared.points
@@ -59,6 +60,7 @@ class LoadMeasurer:
     def measure(self, points: Sequence[Point], *, phase: str) -> None:
         info = self.prepared.info.model_copy(deep=True)
         info.status, info.ended_unix, info.ended_at = RUNNING, None, None
+        info.warnings = list(self.warnings)
         attempts = {p.name: p.attempt for p in info.points} | {p.name: 0 for p in points}
         prepared = replace(self.prepared, points=tuple(points), info=info, attempts=attempts,
                            resumed=self.phases > 0, points_done=len(info.points), phase=f"calibrate: {phase}")
