@@ -11,7 +11,7 @@ factor of a few first:
 - the decode-alone point's step (1 / its median speed from start: output tokens / E2E latency, which a stream
   delivered in bursts leaves intact, where TTFT and decode speed may not) is split between reading memory (the
   bandwidth) and the fixed costs (step and per-sequence overheads, scaled together). One point cannot tell how:
-  the split is tried at each share of :data:`MEMORY_SHARES` (an A100 profile puts a tiny model's decode step at
+  the split is tried as the profile makes it and at each share of :data:`MEMORY_SHARES` (an A100 profile puts a tiny model's decode step at
   nearly all overhead, where vLLM's CPU build spends half of it reading weights and KV cache; starting from the
   profile's split, the bandwidth had no gradient and stayed three orders of magnitude off).
 
@@ -68,7 +68,13 @@ def initial_constants(shape: RooflinePerf, start: Constants, settings: ServerSet
         decode = [SeqWork(1, p.prompt_tokens + p.output_tokens // 2) for _ in range(p.parallel or 1)]
         cost = shape.cost([], decode)
         fixed = values["step_overhead_s"] + values["per_seq_overhead_s"] * len(decode)
-        candidates = []
+        modelled = FittedPerf(shape, Constants(tuple(values[n] for n in NAMES)), settings).step_time_s([], decode)
+        factor = step / modelled  # the profile's own split, scaled
+        scaled = dict(values)
+        scaled["bandwidth_byte_s"] /= factor
+        scaled["step_overhead_s"] *= factor
+        scaled["per_seq_overhead_s"] *= factor
+        candidates = [scaled]
         for share in MEMORY_SHARES:  # the step's time reading memory; the fixed costs take the rest
             c = dict(values)
             c["bandwidth_byte_s"] = cost.bytes / (share * step)

@@ -23,7 +23,7 @@ from cardgen.schemas.calibration import CalibrationReport
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import COMPLETE, PointOutcome, RunInfo, ServerInfo
 from cardgen.sim.config import SimConfig, max_model_len
-from cardgen.sim.drive import T0, drive, probe_answer
+from cardgen.sim.drive import T0, DriveOptions, drive, probe_answer
 from cardgen.sim.modelled import modelled_options
 from cardgen.sim.perf import PerfModel
 from cardgen.suite import Suite
@@ -64,9 +64,20 @@ def add_points(info: RunInfo, outcomes: Sequence[PointOutcome]) -> None:
             names.append(outcome.name)
 
 
+NETWORK_S = 0.0005  # a request's way to a server on loopback and its answer's way back, each (HTTP handling)
+
+
+def measured_options(*, start_unix: float, seed: int = 0) -> DriveOptions:
+    """How :class:`VirtualMeasurer` measures a virtual server, and how a test measures the same server point by
+    point for truth: a modelled run's step jitter, and :data:`NETWORK_S` each way. A delay of exactly 0 would
+    be a server no real client has: a closed loop's next request would reach it the instant the last one
+    ended, always in time for the next step, where any real one arrives after that step has begun."""
+    return replace(modelled_options(start_unix=start_unix), seed=seed, network_s=NETWORK_S)
+
+
 class VirtualMeasurer:
     """A virtual server measured in virtual time, as the load engine would measure it over HTTP: the same
-    programs, a step jitter of 2 % (:func:`cardgen.sim.modelled.modelled_options`), its own ``/metrics``. Between
+    programs, a step jitter of 2 % and a network delay (:func:`measured_options`), its own ``/metrics``. Between
     phases its clock moves on by the real time the calibration took to compute (the server waits for it, and the
     GPU time counts it)."""
 
@@ -81,7 +92,7 @@ class VirtualMeasurer:
                                    started_unix=started_unix, clock="virtual", modelled=True,
                                    gpu={"name": gpu_name or config.gpu, "count": config.tp, "modelled": True},
                                    sim={**self.server.extra["sim"], "clock": "virtual",
-                                        "drive": modelled_options(start_unix=started_unix).described()},
+                                        "drive": measured_options(start_unix=started_unix).described()},
                                    warnings=warnings)
         self.files = RunDir(self.run_dir)
         self.files.path.mkdir(parents=True, exist_ok=True)
@@ -98,7 +109,7 @@ class VirtualMeasurer:
         if self.phases:
             self.t += time.perf_counter() - self._wall
         run = drive(points, self.config, perf=self.perf,
-                    options=replace(modelled_options(start_unix=self.t), seed=self.phases))
+                    options=measured_options(start_unix=self.t, seed=self.phases))
         for driven in run.requests:
             self.recorder.record(driven.record)
         for sample in run.scrapes:

@@ -100,7 +100,8 @@ def predict(points: Sequence[Point], shape: RooflinePerf, fit: Fit, settings: Se
                 low[name], high[name] = v * math.exp(-Z95 * sd), v * math.exp(Z95 * sd)
         predictions[o.name] = PointPrediction(point=o.name, pair=pair_of(point), value=FigureValues(**value),
                                               low=FigureValues(**low), high=FigureValues(**high),
-                                              requests=o.requests, stop=o.stop, detail=o.detail,
+                                              requests=o.requests, seconds=round(o.duration_s, 3),
+                                              stop=o.stop, detail=o.detail,
                                               saturation=o.saturated if o.kind == "closed" else None)
     return Prediction(records=run.records, scrapes=run.scrapes, outcomes={p.name: p.outcome() for p in run.points},
                       points=predictions, seconds=round(time.perf_counter() - began, 2))

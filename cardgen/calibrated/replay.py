@@ -10,7 +10,7 @@ that). Open loops and waves run as the suite has them. The figures come from the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cardgen.calibrated.figures import figures_of_records
@@ -19,9 +19,11 @@ from cardgen.points import Point
 from cardgen.schemas.run import PointOutcome
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions, drive
+from cardgen.sim.modelled import MODELLED_STEP_JITTER
 from cardgen.sim.perf import PerfModel
 
-ROUNDS = 4
+ROUNDS = 6
+SEED = 7919  # every replay draws the same step jitter: common random numbers, so differences are the constants'
 MIN_REQUESTS = 8
 REPLAYED_KINDS = ("closed", "open", "ingest", "batch")  # waves, prefix and chat points are not replayed
 
@@ -37,10 +39,11 @@ def network_s(perf: PerfModel) -> float:
     return float(getattr(perf, "request_overhead_s", 0.0)) / 2
 
 
-def cheap(point: Point) -> Point:
-    """``point`` with a fixed, small number of requests (see the module docstring)."""
+def cheap(point: Point, requests: int | None = None) -> Point:
+    """``point`` with a fixed, small number of requests (see the module docstring); a closed loop with
+    ``requests`` when given (a measured point replayed as it ran)."""
     if point.kind == "closed":
-        n = max(MIN_REQUESTS, (point.parallel or 1) * ROUNDS)
+        n = requests or max(MIN_REQUESTS, (point.parallel or 1) * ROUNDS)
         return replace(point, min_requests=n, max_requests=n, min_duration_s=0.0, max_duration_s=None,
                        target_ci=None)
     if point.kind == "ingest":
@@ -58,14 +61,17 @@ class Replayed:
     outcomes: dict[str, PointOutcome]
 
 
-def replay(points: Sequence[Point], perf: PerfModel, settings: ServerSettings, *,
-           run_saturated: bool = True) -> Replayed:
-    """``points`` (those of :data:`REPLAYED_KINDS`) on ``perf`` in virtual time, each :func:`cheap`; with
-    ``run_saturated`` False, the larger counts of a pair that saturated are skipped, as the suite would."""
-    pts = [cheap(p) for p in points if p.kind in REPLAYED_KINDS]
+def replay(points: Sequence[Point], perf: PerfModel, settings: ServerSettings, *, run_saturated: bool = True,
+           requests: Mapping[str, int] | None = None) -> Replayed:
+    """``points`` (those of :data:`REPLAYED_KINDS`) on ``perf`` in virtual time, each :func:`cheap` (a closed
+    loop with ``requests[name]`` requests when given); with ``run_saturated`` False, the larger counts of a pair
+    that saturated are skipped, as the suite would."""
+    requests = requests or {}
+    pts = [cheap(p, requests.get(p.name)) for p in points if p.kind in REPLAYED_KINDS]
     if not pts:
         return Replayed({}, {})
     run = drive(pts, virtual_config(settings), perf=perf,
-                options=DriveOptions(start_unix=0.0, lead_s=0.0, scrapes=False, network_s=network_s(perf)),
+                options=DriveOptions(start_unix=0.0, lead_s=0.0, scrapes=False, network_s=network_s(perf),
+                                     step_jitter=MODELLED_STEP_JITTER, seed=SEED),
                 run_saturated=run_saturated)
     return Replayed(figures_of_records(run.records), {p.name: p.outcome() for p in run.points})

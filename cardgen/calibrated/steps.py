@@ -152,8 +152,11 @@ def calibrate(measurer: Measurer, start: Start, *, say: Callable[[str], None] = 
     identify_names = [c.point.name for c in chosen]
     goals, left_out = fit_targets(analysis, identify_names)
 
+    sent = {p.name: p.requests for p in analysis.info.points}  # each measured point replayed as it ran
+
     def evaluate(constants: Constants) -> dict[str, dict[str, float]]:
-        return replay([c.point for c in chosen], FittedPerf(shape, constants, settings), settings).figures
+        return replay([c.point for c in chosen], FittedPerf(shape, constants, settings), settings,
+                      requests=sent).figures
 
     say(f"calibrate 2/5 fit: {len(goals)} figures of the measured points, in virtual time")
     begin = Constants.of_profile(shape)

@@ -113,6 +113,7 @@ class PointPrediction(Saved):
     check_errors: FigureValues | None = None
     # how the prediction ran the point, in virtual time (run.json ``points`` says the same of a measured one)
     requests: int = 0
+    seconds: float | None = None  # how long it ran (what measuring it would take, as the fitted server plans it)
     stop: str | None = None
     detail: str | None = None
     saturation: str | None = None
