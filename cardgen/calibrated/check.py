@@ -3,9 +3,10 @@
 Per prompt / output pair, the largest load the prediction ran (the largest parallel count of its closed-loop
 points; a pair with none: its largest batch, else its highest open-loop rate): near saturation the scheduler's
 queueing and preemptions take over from the step time, which is where a model fitted on lighter points is least
-sure, and it is the point a reader of the card sizes a deployment by. Then one long-output point when none of
-those has the suite's longest output (decode over a growing KV cache), and the predicted point whose interval is
-widest, when it costs no more than a check already chosen.
+sure, and it is the point a reader of the card sizes a deployment by. Every pair gets one, so the pairs of the
+suite's longest output get theirs: long-output points (decode over a growing KV cache, the longest requests of the
+suite) are always checked. Then the predicted point whose interval is widest, when it costs no more than a check
+already chosen.
 
 A check passes when each of its figures is within the tolerance of the measured one and the prediction did not
 say it saturated the server when it did not (the larger counts would then run on the real server). A pair whose
@@ -66,11 +67,6 @@ def choose(points: Sequence[Point], prediction: Prediction, measured: Collection
                 chosen[top.name] = Check(top, pair or "", f"the largest {what} of {pair} the prediction ran: "
                                          "nearest saturation, where the model is least sure")
                 break
-    longest = max((p.output_tokens for p in predicted), default=0)
-    if predicted and not any(c.point.output_tokens == longest for c in chosen.values()):
-        cheapest = min((p for p in predicted if p.output_tokens == longest), key=lambda p: prediction.duration_s(p.name))
-        chosen[cheapest.name] = Check(cheapest, pair_of(cheapest) or "",
-                                      f"a long-output point ({longest} tokens): decode over a growing KV cache")
     budget = max((prediction.duration_s(c.point.name) for c in chosen.values()), default=0.0)
     rest = [p for p in predicted if p.name not in chosen]
     if rest:

@@ -5,8 +5,9 @@ Each measured figure is a residual ``log(fitted / measured)`` (relative errors: 
 TTFT of 20 ms as on a throughput of 2,000 tok/s), and the fit minimises a robust loss of them, soft-L1 with a
 scale of :data:`ROBUST_SCALE`: a residual of a few per cent counts as in least squares, one of 100 % about ten
 times less. A figure the virtual server cannot reproduce at all (on vLLM's CPU build, a stream whose text arrives
-in one burst at its end gives a TTFT equal to its E2E latency) then cannot drag the constants away from what
-every other figure says; it stays in the residuals, and the spot checks judge the predictions it concerns. An ingestion sweep's median TTFTs at each prompt length are
+in one burst at its end gives a TTFT equal to its E2E latency) then drags the constants far less than in least
+squares, and the figures that are right stay reproduced; it stays in the residuals, and the spot checks judge
+the predictions it concerns. An ingestion sweep's median TTFTs at each prompt length are
 weighted so that the sweep counts as :data:`INGEST_WEIGHT` figures together. The constants are fitted as logs
 (they stay positive) by Levenberg-Marquardt, each residual's derivative by a forward difference of
 :data:`STEP` (a 3 % change of a constant) over a virtual evaluation of the measured points
