@@ -9,10 +9,11 @@ the other way round) are counted apart: they are errors of the prediction's shap
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cardgen import numbers
-from cardgen.calibrated.figures import errors, figure_values
+from cardgen.calibrated.figures import as_values, errors, figure_values
 from cardgen.schemas.calibration import FIGURES, PREDICTED, FigureValues
 from cardgen.schemas.summary import Summary
 
@@ -52,22 +53,36 @@ class Accuracy:
         return not self.mismatched
 
 
+def _compare(predicted: Mapping[str, tuple[bool, FigureValues]], measured: Summary) -> Accuracy:
+    """Rows of ``{point: (ran, figures)}`` against the same points of ``measured``."""
+    truth = {s.scenario: s for s in measured.scenarios}
+    rows, mismatched = [], []
+    for name, (ran, values) in predicted.items():
+        if name not in truth:
+            continue
+        t = truth[name]
+        if ran != (t.requests > 0):
+            mismatched.append(f"{name}: predicted {'run' if ran else 'not run'}, measured "
+                              f"{'run' if t.requests else 'not run'}")
+        elif ran:
+            rows.append(Row(name, errors(values, figure_values(t))))
+    return Accuracy(rows, mismatched)
+
+
 def accuracy(calibrated: Summary, measured: Summary) -> Accuracy:
     """Every point ``calibrated`` predicted against the same point in ``measured`` (a point-by-point run of the
     same suite on the same server)."""
-    truth = {s.scenario: s for s in measured.scenarios}
-    rows, mismatched = [], []
-    for s in calibrated.scenarios:
-        if s.basis != PREDICTED or s.scenario not in truth or s.kind in ("waves", "ingest"):
-            continue
-        t = truth[s.scenario]
-        if (s.requests > 0) != (t.requests > 0):
-            mismatched.append(f"{s.scenario}: predicted {'run' if s.requests else 'not run'}, measured "
-                              f"{'run' if t.requests else 'not run'}")
-            continue
-        if s.requests:
-            rows.append(Row(s.scenario, errors(figure_values(s), figure_values(t))))
-    return Accuracy(rows, mismatched)
+    return _compare({s.scenario: (s.requests > 0, figure_values(s)) for s in calibrated.scenarios
+                     if s.basis == PREDICTED and s.kind not in ("waves", "ingest")}, measured)
+
+
+def model_accuracy(predicted: Mapping[str, Mapping[str, float]], measured: Summary) -> Accuracy:
+    """The fitted server's prediction of every point (``figures_of_records`` of a calibrated run's
+    ``predicted.jsonl``), whether the card kept it or measured the point instead after a spot check missed:
+    the model's own error, before the checks protect the card from it."""
+    kinds = {s.scenario: s.kind for s in measured.scenarios}
+    return _compare({name: (True, as_values(f)) for name, f in predicted.items()
+                     if kinds.get(name) not in (None, "waves", "ingest")}, measured)
 
 
 def format_accuracy(acc: Accuracy, *, title: str) -> str:
@@ -79,7 +94,7 @@ def format_accuracy(acc: Accuracy, *, title: str) -> str:
                      f"{numbers.pct(median) if median is not None else '-':>15} "
                      f"{numbers.pct(worst[1]) if worst else '-':>16}  {worst[0] if worst else ''}")
     goal = (f"goal (median <= {MEDIAN_GOAL:.0%}, largest <= {WORST_GOAL:.0%} per figure): "
-            f"{'met' if acc.met else 'NOT met'}")
+            f"{('met' if acc.met else 'NOT met') if acc.rows else 'nothing to judge, no point was left predicted'}")
     lines.append(goal + (f"; {len(acc.mismatched)} points run on one side only: " + "; ".join(acc.mismatched)
                          if acc.mismatched else ""))
     return "\n".join(lines)

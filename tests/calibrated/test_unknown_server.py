@@ -1,9 +1,18 @@
 """The calibrated card of a server the calibration is not told about, figure by figure against the same suite
-measured point by point on the same server (virtual time, in process; see conftest.py)."""
+measured point by point on the same server (virtual time, in process; see unknown_server.py)."""
 
 from __future__ import annotations
 
-from cardgen.calibrated.accuracy import MEDIAN_GOAL, WORST_GOAL, accuracy, format_accuracy
+from cardgen.analysis.rundata import load_run
+from cardgen.calibrated.accuracy import (
+    MEDIAN_GOAL,
+    WORST_GOAL,
+    Accuracy,
+    accuracy,
+    format_accuracy,
+    model_accuracy,
+)
+from cardgen.calibrated.figures import figures_of_records
 from cardgen.card import render_run
 from cardgen.rundir import PREDICTED_JSONL
 from cardgen.schemas.calibration import FIGURES
@@ -18,6 +27,16 @@ def test_every_predicted_figure_is_within_the_goals_of_the_point_measured(unknow
     for name, _, _ in FIGURES:
         assert acc.median(name) <= MEDIAN_GOAL, table
         assert acc.worst(name)[1] <= WORST_GOAL, table
+
+
+def test_the_fitted_server_predicted_every_point_before_its_checks(unknown):
+    """The model's own error, measured points included (make bench prints it beside the card's)."""
+    truth = unknown.analysis("truth").summary
+    kept = accuracy(unknown.analysis("calibrated").summary, truth)
+    every = model_accuracy(figures_of_records(load_run(unknown.calibrated).predicted), truth)
+    assert len(every.rows) > len(kept.rows) and {r.point for r in kept.rows} < {r.point for r in every.rows}
+    assert every.met, format_accuracy(every, title="every point")
+    assert "goal (median <= 5%, largest <= 10% per figure): met" in format_accuracy(every, title="x")
 
 
 def test_the_calibration_measures_a_fraction_of_the_suite_and_says_what_it_predicted(unknown):
@@ -77,3 +96,10 @@ def test_the_card_shows_which_is_which(unknown):
     card = render_run(unknown.calibrated).read_text("utf-8")
     assert "### Calibrated:" in card and "(predicted)" in card
     assert "Spot checks:" in card and "Fitted constants" in card and "Calibrated points: the fitted server" in card
+    checks = len(unknown.info.calibration.spot_checks)
+    assert f"Measured error of the prediction: on this server, over its {checks} spot checks, speed from start" in card
+
+
+def test_an_error_table_with_no_predicted_point_judges_nothing():
+    table = format_accuracy(Accuracy([], []), title="every check missed")
+    assert "nothing to judge, no point was left predicted" in table and " met" not in table

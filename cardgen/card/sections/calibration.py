@@ -33,6 +33,7 @@ class CalibrationView(TypedDict):
     spot_checks: TableView | None
     check_error: TableView | None  # the spot checks' errors, median and largest per figure
     predictions: TableView | None
+    check_summary: str | None  # the spot checks' median / largest |error| per figure, in words (the Method section)
 
 
 def _rate(c: FittedConstant, value: float | None) -> str:
@@ -89,6 +90,7 @@ def calibration_view(s: Summary, info: RunInfo) -> CalibrationView | None:
         values = [abs(v) for c in cal.spot_checks if (v := getattr(c.errors, name)) is not None]
         if values:
             error_rows.append([label, str(len(values)), fmt.pct(statistics.median(values)), fmt.pct(max(values))])
+    summary = "; ".join(f"{r[0]} {r[2]} at the median, {r[3]} at worst" for r in error_rows)
     by_name = {p.point: p for p in cal.predictions}
     pred_rows = []
     for x in predicted:
@@ -124,4 +126,5 @@ def calibration_view(s: Summary, info: RunInfo) -> CalibrationView | None:
         predictions=TableView(["Predicted point", *[f"{label} (95 % interval)" for label in _LABELS], "Spot check",
                                "Its errors (speed / decode / TTFT / throughput)"], pred_rows,
                               ["l", "r", "r", "r", "r", "l", "l"]) if pred_rows else None,
+        check_summary=f"over its {len(cal.spot_checks)} spot checks, {summary}" if error_rows else None,
     )
