@@ -59,8 +59,8 @@ class Start:
             perf = build_perf_model(model=self.model, model_config=self.model_config, gpu=self.gpu, tp=self.tp,
                                     engine=self.profile)
         except UsageError as exc:
-            raise UsageError(f"--calibrate needs the model's architecture: {exc.message} (give --model-config "
-                             "with its config.json)") from None
+            hint = "" if "--model-config" in exc.message else " (give --model-config with its config.json)"
+            raise UsageError(f"--calibrate needs the model's architecture: {exc.message}{hint}") from None
         assert isinstance(perf, RooflinePerf)
         return perf
 
