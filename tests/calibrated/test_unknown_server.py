@@ -97,6 +97,7 @@ def test_the_card_shows_which_is_which(unknown):
     assert "### Calibrated:" in card and "(predicted)" in card
     assert "Spot checks:" in card and "Fitted constants" in card and "Calibrated points: the fitted server" in card
     checks = len(unknown.info.calibration.spot_checks)
+    assert "The fit's residuals on the measured points" in card and "| ingest | TTFT at 16 prompt tokens |" in card
     assert f"Measured error of the prediction: on this server, over its {checks} spot checks, speed from start" in card
 
 

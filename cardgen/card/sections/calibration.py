@@ -10,7 +10,7 @@ from typing import TypedDict
 
 from cardgen import numbers as fmt
 from cardgen.card.table import TableView
-from cardgen.schemas.calibration import FIGURES, FigureValues, FittedConstant, PointPrediction
+from cardgen.schemas.calibration import FIGURES, FigureValues, FittedConstant, PointPrediction, Residual
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import Summary
 
@@ -34,6 +34,7 @@ class CalibrationView(TypedDict):
     check_error: TableView | None  # the spot checks' errors, median and largest per figure
     predictions: TableView | None
     check_summary: str | None  # the spot checks' median / largest |error| per figure, in words (the Method section)
+    residuals: TableView | None  # the fit's residual on every measured figure it reproduced
 
 
 def _rate(c: FittedConstant, value: float | None) -> str:
@@ -73,6 +74,18 @@ def _predicted_cell(p: PointPrediction, name: str) -> str:
 
 
 _LABELS = [label for _, label, _ in FIGURES]
+_LABEL = {name: label for name, label, _ in FIGURES}
+
+
+def _residuals(residuals: list[Residual]) -> TableView | None:
+    rows = []
+    for r in residuals:
+        name, _, length = r.figure.partition("@")
+        label = f"TTFT at {length} prompt tokens" if length else _LABEL.get(name, name)
+        measured, fitted = (_figure("ttft_s" if length else name, v) for v in (r.measured, r.fitted))
+        rows.append([r.point, label, measured, fitted, fmt.signed_pct(100 * r.error)])
+    return TableView(["Measured point", "Figure", "Measured", "Fitted server", "Residual"], rows,
+                     ["l", "l", "r", "r", "r"]) if rows else None
 
 
 def calibration_view(s: Summary, info: RunInfo) -> CalibrationView | None:
@@ -127,4 +140,5 @@ def calibration_view(s: Summary, info: RunInfo) -> CalibrationView | None:
                                "Its errors (speed / decode / TTFT / throughput)"], pred_rows,
                               ["l", "r", "r", "r", "r", "l", "l"]) if pred_rows else None,
         check_summary=f"over its {len(cal.spot_checks)} spot checks, {summary}" if error_rows else None,
+        residuals=_residuals(cal.residuals),
     )
