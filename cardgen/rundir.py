@@ -50,6 +50,8 @@ BOOTSTRAP_JSON = "bootstrap.json"
 TABLES_DIR = "tables"
 FIGURES_DIR = "figures"
 CARD_MD = "README.md"
+PREDICTED_JSONL = "predicted.jsonl"  # a calibrated run's predicted requests (the fitted server, virtual time)
+PREDICTED_METRICS_JSONL = "predicted_metrics.jsonl"  # ... and that server's /metrics
 
 STAMP = re.compile(r"^(\d{8})T(\d{6})Z$")  # a run directory named by utc_stamp
 # A "running" run written on another host whose writer has not saved run.json for this long reads "stale". The

@@ -20,6 +20,7 @@ from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion
 from cardgen.analysis.kv import declared_kv, kv_capacity
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.outcomes import counted_mask, suite_points, with_outcomes
+from cardgen.analysis.predicted import in_suite_order, predicted_frame, predicted_scenarios
 from cardgen.analysis.reasoning import reasons
 from cardgen.analysis.replay import mark_replays, replays, window_table
 from cardgen.analysis.requests import request_frame
@@ -161,6 +162,11 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     scenarios = with_outcomes(scenarios, info, superseded={str(k): int(v) for k, v in superseded.items()})
     speculative_points(data.metrics, scenarios, engine=engine)
     mark_replays(scenarios, suite_points(info))
+    predicted = predicted_frame(data)  # a calibrated run's predicted points (empty for any other run)
+    if info.calibration is not None:
+        scenarios = in_suite_order(scenarios, predicted_scenarios(data, predicted, slo_ttft_s=options.slo_ttft_s,
+                                                                  slo_tpot_s=options.slo_tpot_s),
+                                   info.calibration.order)
 
     ingestion = fit_ingestion(*ingestion_points(requests)) if not requests.empty else None
     batches = batch_precision(requests)
@@ -219,7 +225,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                                    max_kv_usage=options.max_kv_usage)
     gpu = info.gpu
     gpu_name = _name(gpu.name)
-    tables = build_tables(scenarios, requests, gpu=gpu_name, kv_cache_tokens=kv.tokens)
+    tables = build_tables(scenarios, pd.concat([requests, predicted]) if len(predicted) else requests, gpu=gpu_name,
+                          kv_cache_tokens=kv.tokens)
     tok_s = ingestion.fit.tok_s if ingestion else None
     summary = Summary(
         model=info.model, served_model=info.server.served_model, gpu=gpu_name,
@@ -243,6 +250,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         options=asdict(options),
         tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
         reasoning=reasons(requests), speculative=speculative_run(data.metrics, engine=engine),
+        calibration=info.calibration,
     )
     if summary.reasoning and point is not None:  # the user waits for the answer: its first token is a headline
         summary.headline.ttfa_s_at_10_parallel_1024_128 = point.ttfa_s.p50

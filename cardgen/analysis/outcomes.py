@@ -48,7 +48,7 @@ def suite_points(info: RunInfo) -> dict[str, Point]:
     return {p.name: p for p in expand(suite)}
 
 
-def _silent(outcome: PointOutcome, point: Point | None) -> ScenarioSummary:
+def silent_summary(outcome: PointOutcome, point: Point | None) -> ScenarioSummary:
     """The row of a point that has no counted request: its parameters from the suite, and why."""
     rate = point.rate_rps if point is not None else None
     return ScenarioSummary(
@@ -71,7 +71,7 @@ def with_outcomes(scenarios: Sequence[ScenarioSummary], info: RunInfo, *,
     out: list[ScenarioSummary] = []
     for outcome in info.points:
         point = points.get(outcome.name)
-        summary = by_name.pop(outcome.name, None) or _silent(outcome, point)
+        summary = by_name.pop(outcome.name, None) or silent_summary(outcome, point)
         summary.stop, summary.stop_detail, summary.saturation = outcome.stop, outcome.detail, outcome.saturation
         summary.client_kept_up, summary.client = outcome.client_kept_up, outcome.client
         summary.target_ci = point.target_ci if point is not None else None

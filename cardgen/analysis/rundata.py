@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cardgen.rundir import GPU_METRICS_JSONL, LOADGEN_JSONL, REQUESTS_JSONL, SERVER_METRICS_JSONL, RunDir
+from cardgen.rundir import (
+    GPU_METRICS_JSONL,
+    LOADGEN_JSONL,
+    PREDICTED_JSONL,
+    PREDICTED_METRICS_JSONL,
+    REQUESTS_JSONL,
+    SERVER_METRICS_JSONL,
+    RunDir,
+)
 from cardgen.schemas import LoadgenSample, MetricSample, RequestRecord, RunInfo
 
 
@@ -24,6 +32,9 @@ class RunData:
     gpu_metrics: list[dict[str, Any]] = field(default_factory=list)
     absent: tuple[str, ...] = ()
     torn: dict[str, int] = field(default_factory=dict)
+    # a calibrated run's prediction: the fitted virtual server's requests and /metrics (cardgen.calibrated)
+    predicted: list[RequestRecord] = field(default_factory=list)
+    predicted_metrics: list[MetricSample] = field(default_factory=list)
 
 
 def load_run(run_dir: Path) -> RunData:
@@ -42,6 +53,9 @@ def load_run(run_dir: Path) -> RunData:
         else:
             absent.append(name)
             loaded[name] = []
+    predicted = {name: rd.load_jsonl(name, model) if info.calibration is not None and (rd.path / name).is_file()
+                 else [] for name, model in ((PREDICTED_JSONL, RequestRecord), (PREDICTED_METRICS_JSONL, MetricSample))}
     return RunData(info=info, requests=loaded[REQUESTS_JSONL], metrics=loaded[SERVER_METRICS_JSONL],
                    loadgen=loaded[LOADGEN_JSONL], gpu_metrics=loaded[GPU_METRICS_JSONL], absent=tuple(absent),
-                   torn=dict(rd.torn))
+                   torn=dict(rd.torn), predicted=predicted[PREDICTED_JSONL],
+                   predicted_metrics=predicted[PREDICTED_METRICS_JSONL])

@@ -15,6 +15,7 @@ from markupsafe import Markup
 from cardgen.analysis.analyse import Analysis
 from cardgen.card.sections.adapters import AdaptersSection, adapters_section
 from cardgen.card.sections.batch import batch_table
+from cardgen.card.sections.calibration import CalibrationView, calibration_view
 from cardgen.card.sections.chat import ChatSection, chat_sections
 from cardgen.card.sections.cost import cost_table
 from cardgen.card.sections.datasets import DatasetSection, dataset_sections, nightly_code, nightly_table
@@ -94,6 +95,7 @@ class CardContext(TypedDict):
     slo: list[SloSection]  # the SLO searches' headlines and probes (issue 23)
     cost: TableView | None  # cost per million tokens per point, with a price (issue 23)
     replays: list[ReplaySection]  # replayed traces (issue 23)
+    calibration: CalibrationView | None  # a calibrated run: measured and predicted points (issue 21)
 
 
 def _workload_sections(analysis: Analysis) -> WorkloadSections:
@@ -128,4 +130,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         modelled_error=modelled_error(s, analysis.info),
         reasoning=reasoning_section(s), speculative=speculative_section(s), adapters=adapters_section(s),
         slo=slo_sections(s.slo_search), cost=cost_table(s), replays=replay_sections(s),
+        calibration=calibration_view(s, analysis.info),
     )

@@ -45,6 +45,13 @@ from cardgen.suite import load_suite
 @server_options(workers_default=0)
 @served_model_options(adapters=False)
 @PRICE_OPTION
+@click.option("--calibrate", is_flag=True, help="Measure only what identifies the server, fit the virtual server to it, "
+              "predict the rest of the suite and measure spot checks of the prediction (a calibrated card: every "
+              "point says whether it was measured or predicted). Needs the model's architecture (a preset name or "
+              "--model-config); --gpu and --engine say where the fit starts.")
+@click.option("--calibrate-tolerance", type=float, default=0.05, show_default=True,
+              help="With --calibrate: a spot check that misses its prediction by more than this fraction on any "
+                   "figure has its prompt / output pair measured point by point instead.")
 @click.pass_context
 def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_dir: Path | None, runs_root: Path,
           api_key: str | None, workers: str, remote_workers: bool, master_bind: str, master_port: int,
@@ -52,7 +59,8 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
           real_time: bool, gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
           quiet: bool, lora_modules: tuple[str, ...], reasoning_share: float, spec_tokens: int,
           spec_acceptance: float | None, spec_method: str, lora_rank: int | None, max_loras: int | None,
-          price_per_hour: float | None) -> None:
+          price_per_hour: float | None, calibrate: bool,
+          calibrate_tolerance: float) -> None:
     """Measure MODEL's server and write its card into a run directory; without a server, model one."""
     check_price(price_per_hour)
     suite = load_suite(suite_name)
@@ -68,6 +76,14 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
     served = None if (url or launch) else ServedModel.of_options(
         reasoning_share=reasoning_share, spec_tokens=spec_tokens, spec_acceptance=spec_acceptance,
         spec_method=spec_method, adapters=suite_adapters(expand(suite)), lora_rank=lora_rank, max_loras=max_loras)
+    if "calibrate_tolerance" in given and not calibrate:
+        raise UsageError("--calibrate-tolerance applies to --calibrate: add --calibrate, or drop it")
+    if calibrate and not (url or launch or real_time):
+        raise UsageError("--calibrate measures a server and predicts the rest of the suite from it: give --url, "
+                         "--launch, or --real-time (the virtual server over HTTP)")
+    if calibrate and run_saturated:
+        raise UsageError("--calibrate predicts the points a saturated server would skip as skipped: drop "
+                         "--run-saturated")
     if url or launch or real_time:
         from cardgen.cli import measure  # noqa: PLC0415  Locust patches ssl: a load over HTTP imports it before all else
 
@@ -78,7 +94,8 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
                                model_config=model_config, tp=tp, gpu_given="gpu" in given,
                                gpu_metrics_url=gpu_metrics_url, scrape_interval=scrape_interval,
                                run_saturated=run_saturated, no_card=no_card, quiet=quiet, served=served,
-                               lora_modules=lora_modules, price_per_hour=price_per_hour)
+                               lora_modules=lora_modules, price_per_hour=price_per_hour,
+                               calibrate=calibrate_tolerance if calibrate else None)
         return
     real_only = sorted(given & REAL_TIME_OPTIONS)
     if real_only:

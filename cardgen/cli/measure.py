@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
@@ -20,6 +21,8 @@ from pathlib import Path
 import click
 import yaml
 
+from cardgen.calibrated.loadmeasure import LoadMeasurer
+from cardgen.calibrated.steps import Start, calibrate
 from cardgen.cli.options import parse_workers
 from cardgen.cli.price import price_for, record_price
 from cardgen.cli.render import render_card
@@ -51,10 +54,11 @@ def build_measured(model: str, *, url: str | None, launch: str | None, real_time
                    engine_args: str, model_config: Path | None, tp: int, gpu_given: bool,
                    gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
                    quiet: bool, served: ServedModel | None = None, lora_modules: Sequence[str] = (),
-                   price_per_hour: float | None = None) -> None:
+                   price_per_hour: float | None = None, calibrate: float | None = None) -> None:
     """``cardgen build`` over HTTP: the server at ``url`` or started with ``launch`` (one GPU type), or with
     ``real_time`` the virtual server of each GPU on loopback (its model doing what ``served`` says). An engine
-    started with ``launch`` serves ``lora_modules`` (``NAME=PATH``) too."""
+    started with ``launch`` serves ``lora_modules`` (``NAME=PATH``) too. ``calibrate``: the spot checks' tolerance of a
+    calibrated run (:mod:`cardgen.calibrated`), None for a measured one."""
     if launch and lora_modules:
         modules = [LoraModule.parse(spec) for spec in lora_modules]
         check_served(modules, suite_adapters(expand(suite)))
@@ -63,7 +67,7 @@ def build_measured(model: str, *, url: str | None, launch: str | None, real_time
                   remote_workers=remote_workers, master_bind=master_bind, master_port=master_port,
                   engine_args=engine_args, model_config=model_config, tp=tp, gpu_metrics_url=gpu_metrics_url,
                   scrape_interval=scrape_interval, run_saturated=run_saturated, no_card=no_card, quiet=quiet,
-                  price_per_hour=price_per_hour)
+                  price_per_hour=price_per_hour, calibrate=calibrate)
     if url or launch:
         if len(gpus) > 1:
             raise UsageError("several --gpu write one modelled run each: a measured server has one GPU type")
@@ -126,29 +130,54 @@ def measure(model: str, *, url: str | None, launch: str | None, suite_name: str,
             master_bind: str, master_port: int, engine: str | None, engine_args: str, gpu: str,
             model_config: Path | None, tp: int, profile: str, gpu_given: bool, gpu_metrics_url: str | None,
             scrape_interval: float, run_saturated: bool, no_card: bool, quiet: bool,
-            virtual: ModelledServer | None = None, price_per_hour: float | None = None) -> None:
+            virtual: ModelledServer | None = None, price_per_hour: float | None = None,
+            calibrate: float | None = None) -> None:
     """Measure a server over HTTP with the load engine, in real time: the one at ``url``, one started with
-    ``launch``, or the virtual server ``virtual`` on loopback; then write the card."""
+    ``launch``, or the virtual server ``virtual`` on loopback; then write the card. With ``calibrate`` (the spot
+    checks' tolerance), a calibrated run (:func:`measure_calibrated`)."""
     count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url, workers=workers,
                                  scrape_interval=scrape_interval)
     run_dir = out_dir or default_run_dir(model, root=runs_root)
     check_run_dir(run_dir)  # before any server starts; missing parents are created with the run directory
-    with plan_in_background(suite_name, model=model, gpu=gpu, tp=tp, model_config=model_config,
-                            modelled=virtual is not None, gpu_given=gpu_given, engine=profile) as plan:
-        cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key,
-                         workers=count, remote_workers=remote_workers, master_bind_host=master_bind,
-                         master_port=master_port, scrape_interval_s=scrape_interval, quiet=quiet, engine=engine,
-                         gpu_metrics_url=gpu_metrics_url, plan=plan, run_saturated=run_saturated)
+    if calibrate is not None:
+        start = Start(model=model, model_config=model_config, gpu=gpu, tp=tp, profile=profile, tolerance=calibrate)
+        start.shape()  # a model the virtual server cannot describe fails here, before any server starts
+        cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key, workers=count,
+                         remote_workers=remote_workers, master_bind_host=master_bind, master_port=master_port,
+                         scrape_interval_s=scrape_interval, quiet=quiet, engine=engine, gpu_metrics_url=gpu_metrics_url)
         with measured_server(cfg, model=model, launch=launch, engine_args=engine_args, virtual=virtual) as cfg:
-            result = run_load(cfg)
-        planned = plan() if plan is not None else None
-    if planned is not None and not quiet:
-        click.echo(f"cardgen: the load took {duration_text(load_seconds(result.info) * tp)} of GPU time (planned "
-                   f"~{duration_text(planned.gpu_time_s)})", err=True)
+            measure_calibrated(cfg, start, quiet=quiet)
+    else:
+        with plan_in_background(suite_name, model=model, gpu=gpu, tp=tp, model_config=model_config,
+                                modelled=virtual is not None, gpu_given=gpu_given, engine=profile) as plan:
+            cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key,
+                             workers=count, remote_workers=remote_workers, master_bind_host=master_bind,
+                             master_port=master_port, scrape_interval_s=scrape_interval, quiet=quiet, engine=engine,
+                             gpu_metrics_url=gpu_metrics_url, plan=plan, run_saturated=run_saturated)
+            with measured_server(cfg, model=model, launch=launch, engine_args=engine_args, virtual=virtual) as cfg:
+                result = run_load(cfg)
+            planned = plan() if plan is not None else None
+        if planned is not None and not quiet:
+            click.echo(f"cardgen: the load took {duration_text(load_seconds(result.info) * tp)} of GPU time (planned "
+                       f"~{duration_text(planned.gpu_time_s)})", err=True)
     record_price(run_dir, price_for(price_per_hour, gpu))
     if not no_card:
         render_card(run_dir, quiet=quiet)
     click.echo(str(run_dir))
+
+
+def measure_calibrated(cfg: LoadConfig, start: Start, *, quiet: bool) -> None:
+    """A calibrated run against the server ``cfg`` points at (:func:`cardgen.calibrated.steps.calibrate`), and
+    what it took: the GPU time, against measuring every point as the fitted server plans it."""
+    began = time.monotonic()
+    info = calibrate(LoadMeasurer(cfg), start, say=(lambda line: None) if quiet else
+                     (lambda line: click.echo(f"cardgen: {line}", err=True)))
+    if not quiet:
+        cal = info.calibration
+        full = f"; measuring every point would take ~{duration_text(cal.full_plan_gpu_time_s)} (the fitted server's " \
+               "plan)" if cal is not None and cal.full_plan_gpu_time_s else ""
+        click.echo(f"cardgen: the calibrated run took {duration_text(load_seconds(info) * start.tp)} of GPU time "
+                   f"({duration_text(time.monotonic() - began)} in all){full}", err=True)
 
 
 @contextmanager

@@ -51,6 +51,7 @@ class FigureDiff:
     significant: bool | None  # None: no interval
     verdict: str
     note: str = ""
+    predicted: str = ""  # which run's figure a calibrated run predicted: "A", "B", "A and B" ("": both measured)
 
     @property
     def worse(self) -> bool:
@@ -140,8 +141,10 @@ def figure_diff(a: Figure, b: Figure) -> FigureDiff:
         note = _notes(a, b)
     significant, verdict = _verdict(a, ratio, low, high)
     kind = "+".join(sorted(kinds)) if low is not None else "none"
+    predicted = " and ".join(side for side, f in (("A", a), ("B", b)) if f.predicted)
     return FigureDiff(key=a.key, name=a.label, unit=a.unit, better=a.better, a=a.value, b=b.value, ratio=ratio,
-                      ci_low=low, ci_high=high, interval=kind, significant=significant, verdict=verdict, note=note)
+                      ci_low=low, ci_high=high, interval=kind, significant=significant, verdict=verdict, note=note,
+                      predicted=predicted)
 
 
 def shared_points(a: RunSample, b: RunSample) -> list[PointKey]:

@@ -27,6 +27,9 @@ def run_line(run: RunSample) -> str:
     parts = [f"{s.model} on {s.gpu or 'an unknown GPU'}",
              " ".join(x for x in (s.engine, s.engine_version) if x) or "unknown engine",
              "modelled" if s.modelled else "measured", f"suite {s.suite or '?'}"]
+    predicted = sum(1 for x in s.scenarios if x.basis == "predicted")
+    if predicted:
+        parts.append(f"calibrated: {predicted} of {len(s.scenarios)} points predicted")
     if s.started_at:
         parts.append(s.started_at[:16].replace("T", " "))
     return ", ".join(parts) + (f" ({run.path})" if run.path else "")
@@ -63,6 +66,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, indent: str 
 
 
 def _verdict(f: FigureDiff) -> str:
+    if f.predicted:  # a calibrated run's predicted figure: say so before anything else
+        return f"{f.verdict} (predicted in {f.predicted}, not measured)"
     return f"{f.verdict} ({f.note})" if f.verdict == CANNOT_TELL and f.note else f.verdict
 
 
@@ -85,7 +90,8 @@ def format_diff(d: RunDiff) -> str:
         lines += ["", f"Points both runs measured ({len(d.points)}); * significant:"]
     for p in d.points:
         rows = [[_name(f), figure(f.a, f.unit), figure(f.b, f.unit), ratio(f.ratio), _interval(f),
-                 ("*" if f.significant else "") + (f" {f.verdict}" if f.significant else "")] for f in p.figures]
+                 ("*" if f.significant else "") + (f" {f.verdict}" if f.significant else "")
+                 + (f"predicted in {f.predicted}" if f.predicted else "")] for f in p.figures]
         lines += ["", p.label + (f" ({p.scenario_a})" if p.scenario_a == p.scenario_b else
                                  f" (A {p.scenario_a}, B {p.scenario_b})")]
         lines += _table(["Figure", "A", "B", "B/A", "95 % interval", ""], rows, indent="  ")
@@ -99,13 +105,15 @@ def format_diff(d: RunDiff) -> str:
 def _run_json(run: RunSample) -> dict[str, Any]:
     s = run.summary
     return {"path": run.path, "model": s.model, "gpu": s.gpu, "engine": s.engine, "engine_version": s.engine_version,
-            "modelled": s.modelled, "suite": s.suite, "started_at": s.started_at}
+            "modelled": s.modelled, "suite": s.suite, "started_at": s.started_at,
+            "predicted_points": [x.scenario for x in s.scenarios if x.basis == "predicted"]}
 
 
 def figure_json(f: FigureDiff) -> dict[str, Any]:
     return {"name": f.key, "label": f.name, "unit": f.unit, "better": f.better, "a": f.a, "b": f.b,
             "ratio": f.ratio, "ci_low": f.ci_low, "ci_high": f.ci_high, "interval": f.interval,
-            "significant": f.significant, "verdict": f.verdict, "note": f.note or None}
+            "significant": f.significant, "verdict": f.verdict, "note": f.note or None,
+            "predicted": f.predicted or None}
 
 
 def diff_json(d: RunDiff) -> dict[str, Any]:

@@ -21,7 +21,7 @@ with the summary's figures, so a run can be compared from its ``summary.json`` a
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -98,6 +98,7 @@ class Figure:
     better: str  # HIGHER | LOWER
     value: float
     spread: Spread
+    predicted: bool = False  # a calibrated run's predicted point: its fitted server's figure, not a measurement
 
 
 PointKey = tuple[tuple[str, Any], ...]
@@ -243,7 +244,14 @@ def _bootstrap(digests: Mapping[str, np.ndarray | None] | None, fid: str, few: s
     return Spread(BOOTSTRAP, d) if d is not None else Spread(NONE, note=few)
 
 
+PREDICTED_NOTE = "predicted by a calibrated run's fitted server, not measured: no bootstrap interval"
+
+
 def _point(s: ScenarioSummary, digests: Mapping[str, np.ndarray | None] | None) -> PointSample:
+    if s.basis == "predicted":  # no request of the server behind it: its figures are the fitted server's
+        figures = _point(s.model_copy(update={"basis": "measured"}), {}).figures
+        return PointSample(scenario_key(s), s.scenario, {k: replace(f, spread=Spread(NONE, note=PREDICTED_NOTE),
+                                                                       predicted=True) for k, f in figures.items()})
     few = f"fewer than {resample.MIN_UNITS} {_unit(s)}: no interval"
     figures: dict[str, Figure] = {}
     for metric, label, unit, better in point_metrics(s):

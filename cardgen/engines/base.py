@@ -124,6 +124,23 @@ class EngineAdapter:
         tokens per KV block or page when the engine says (the analysis rounds resident tokens up to it)."""
         return None
 
+    def scheduler_settings(self, samples: Samples, extra: Mapping[str, Any], launch: Mapping[str, Any] | None, *,
+                           version: str | None = None, device: str | None = None) -> dict[str, tuple[Any, str]]:
+        """What the server's scheduler is set to, as far as it says: ``{setting: (value, where it was read)}`` for
+        ``kv_capacity_tokens``, ``block_size``, ``max_num_seqs``, ``max_num_batched_tokens`` and ``chunked_prefill``
+        (a calibration reads them instead of fitting them). ``launch`` is run.json's ``server.launch`` when cardgen
+        started the engine; ``version`` the engine's; ``device`` what it runs on as far as the caller knows (``cpu``,
+        ``large-gpu``: 70 GiB or more and not an A100, ``gpu``), for engines whose defaults depend on it. The default
+        reads the KV cache's capacity and block size (:meth:`kv_config`); a setting the engine does not say is
+        left out."""
+        out: dict[str, tuple[Any, str]] = {}
+        kv = self.kv_config(samples, extra)
+        if kv:
+            out["kv_capacity_tokens"] = (int(kv["tokens"]), str(kv["source"]))
+            if kv.get("block_size"):
+                out["block_size"] = (int(kv["block_size"]), str(kv["source"]))
+        return out
+
     def load_gauges(self, samples: Samples) -> dict[str, float | None]:
         """How loaded the server is right now: ``usage`` (KV cache, 0..1), ``running`` and ``waiting``
         requests, and ``used_tokens`` where the engine exposes it. None for what it does not say."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cardgen.engines.base import EngineAdapter, Fetch
+from cardgen.engines.base import EngineAdapter, Fetch, Samples, as_int
 from cardgen.engines.vllm import VllmAdapter
 
 ENGINE_ID = "cardgen-sim"
@@ -28,6 +28,22 @@ class SimAdapter(VllmAdapter):
     def read_extra(self, fetch: Fetch, version: Any) -> dict[str, Any]:
         sim = fetch.json("/cardgen/sim")
         return {"sim": sim} if sim is not None else {}
+
+    def scheduler_settings(self, samples: Samples, extra: Mapping[str, Any], launch: Mapping[str, Any] | None, *,
+                           version: str | None = None, device: str | None = None) -> dict[str, tuple[Any, str]]:
+        """vLLM's reading of the cache config, and the scheduler ``/cardgen/sim`` describes (its policy and limits,
+        as a vLLM log would state them; never the performance model's constants)."""
+        out = VllmAdapter.scheduler_settings(self, samples, extra, launch, version="0.0", device=device)
+        sim = extra.get("sim") if isinstance(extra.get("sim"), Mapping) else {}
+        scheduler = sim.get("scheduler") if isinstance(sim.get("scheduler"), Mapping) else {}
+        where = "/cardgen/sim scheduler"
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+            value = as_int(scheduler.get(name))
+            if value:
+                out.setdefault(name, (value, where))
+        if scheduler.get("policy") in ("chunked-prefill", "prefill-first"):
+            out["chunked_prefill"] = (scheduler["policy"] == "chunked-prefill", f"{where} policy")
+        return out
 
     def launch_command(self, model: str, host: str, port: int, args: list[str]) -> list[str]:
         return EngineAdapter.launch_command(self, model, host, port, args)

@@ -47,6 +47,13 @@ def cache_config_kv(labels: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
+def _v1(version: str | None) -> bool:
+    """Whether ``version`` is vLLM's V1 engine (0.8 and later); an unknown version is taken for V1, the default
+    engine of every release since 0.8."""
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return match is None or (int(match.group(1)), int(match.group(2))) >= (0, 8)
+
+
 class VllmAdapter(EngineAdapter):
     name = "vllm"
     label = "vLLM"
@@ -104,6 +111,38 @@ class VllmAdapter(EngineAdapter):
 
     def kv_config(self, samples: Samples, extra: Mapping[str, Any]) -> dict[str, Any] | None:
         return cache_config_kv(labels_of(samples, CACHE_CONFIG_INFO) or extra.get("cache_config"))
+
+    def scheduler_settings(self, samples: Samples, extra: Mapping[str, Any], launch: Mapping[str, Any] | None, *,
+                           version: str | None = None, device: str | None = None) -> dict[str, tuple[Any, str]]:
+        """The cache config's capacity and block size; the launch arguments or the engine's log where cardgen
+        started it; else, for the V1 engine (0.8 and later), its defaults for an API server (``EngineArgs``:
+        chunked prefill on; 2048 tokens and 128 sequences a step on a CPU, 8192 and 1024 on a GPU of 70 GiB or
+        more that is not an A100, 2048 and 256 on any other GPU). V0 defaults depend on the served context: left
+        unsaid."""
+        out = super().scheduler_settings(samples, extra, launch, version=version, device=device)
+        launch = launch or {}
+        args = launch.get("arguments") if isinstance(launch.get("arguments"), Mapping) else {}
+        reported = launch.get("server_reported") if isinstance(launch.get("server_reported"), Mapping) else {}
+        config = reported.get("engine_config") if isinstance(reported.get("engine_config"), Mapping) else {}
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+            value = as_int(args.get(name))
+            if value:
+                out[name] = (value, f"launch argument --{name.replace('_', '-')}")
+        if "no_enable_chunked_prefill" in args:
+            out["chunked_prefill"] = (False, "launch argument --no-enable-chunked-prefill")
+        elif str(config.get("enable_chunked_prefill", "")).lower() in ("true", "false"):
+            out["chunked_prefill"] = (str(config["enable_chunked_prefill"]).lower() == "true",
+                                      "the engine's log (enable_chunked_prefill)")
+        if str(config.get("device_config", "")).lower() == "cpu":
+            device = "cpu"
+        if not _v1(version):
+            return out
+        seqs, tokens = {"cpu": (128, 2048), "large-gpu": (1024, 8192)}.get(device or "", (256, 2048))
+        where = {"cpu": "on a CPU", "large-gpu": "on a GPU of 70 GiB or more"}.get(device or "", "on this GPU")
+        defaults = {"chunked_prefill": (True, "vLLM V1's default (always on)"),
+                    "max_num_seqs": (seqs, f"vLLM V1's default for an API server {where}"),
+                    "max_num_batched_tokens": (tokens, f"vLLM V1's default for an API server {where}")}
+        return {**defaults, **out}
 
     def load_gauges(self, samples: Samples) -> dict[str, float | None]:
         return {

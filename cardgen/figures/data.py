@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -178,6 +178,8 @@ class InteractivityCurve:
     tok_s_per_gpu: np.ndarray
     front_user: np.ndarray  # bool: on the throughput / speed-per-user front
     front_ttft: np.ndarray  # bool: on the throughput / TTFT front
+    # bool: predicted by a calibrated run's fitted server, not measured (drawn hollow); empty: all measured
+    predicted: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 def throughput_interactivity(scenarios: Sequence[ScenarioSummary], *, gpus: int | None) -> list[InteractivityCurve]:
@@ -191,5 +193,6 @@ def throughput_interactivity(scenarios: Sequence[ScenarioSummary], *, gpus: int 
         if not (np.isfinite(per_user) & np.isfinite(per_gpu)).any():
             continue
         out.append(InteractivityCurve(pair, _arr([s.parallel for s in pts]), per_user, ttft, per_gpu,
-                                      pareto_front(per_user, per_gpu), pareto_front(ttft, per_gpu, x_higher=False)))
+                                      pareto_front(per_user, per_gpu), pareto_front(ttft, per_gpu, x_higher=False),
+                                      np.array([s.basis == "predicted" for s in pts], dtype=bool)))
     return out

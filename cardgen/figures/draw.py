@@ -129,10 +129,15 @@ def _interactivity_panel(ax: Axes, curves: Sequence[InteractivityCurve], *, ttft
                 color=line.get_color())
         ax.scatter(x[on], curve.tok_s_per_gpu[on], s=90, facecolors="none", edgecolors=line.get_color(),
                    linewidths=1.6, zorder=3)
+        if curve.predicted.any():  # a calibrated run's predicted points: hollow
+            ax.scatter(x[curve.predicted], curve.tok_s_per_gpu[curve.predicted], s=36, facecolors="white",
+                       edgecolors=line.get_color(), linewidths=1.4, zorder=4)
         for xi, yi, n in zip(x, curve.tok_s_per_gpu, curve.parallel, strict=True):
             if np.isfinite(xi) and np.isfinite(yi):
                 ax.annotate(f"{n:.0f}", (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize=8)
     ax.scatter([], [], s=90, facecolors="none", edgecolors="black", label="Pareto front")
+    if any(c.predicted.any() for c in curves):
+        ax.scatter([], [], s=36, facecolors="white", edgecolors="black", label="predicted (calibrated)")
     ax.set_ylim(bottom=0)
     _finish(ax, xlabel="median TTFT (s)" if ttft else "tokens/s per user (median decode speed)",
             ylabel="output tokens/s per GPU",

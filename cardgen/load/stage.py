@@ -110,6 +110,7 @@ class Prepared:
     attempts: Mapping[str, int] = field(default_factory=dict)
     resumed: bool = False  # continues a run: ``points`` are those left to run, the files hold earlier sessions
     points_done: int = 0  # resumed: the points earlier sessions finished (or skipped), not sent again
+    phase: str | None = None  # a calibrated run's next phase (cardgen.calibrated): what it measures, in words
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,12 +231,7 @@ def resolve_workers(cfg: LoadConfig, points: Sequence[Point]) -> tuple[LoadConfi
 
 def max_model_len(server: ServerInfo) -> int | None:
     """The served model's context length as ``/v1/models`` gives it (vLLM, SGLang, the virtual server)."""
-    if isinstance(server.models, dict):
-        for entry in server.models.get("data") or ():
-            if isinstance(entry, dict) and entry.get("id") == server.served_model:
-                value = entry.get("max_model_len")
-                return value if isinstance(value, int) and value > 0 else None
-    return None
+    return server.context_length()
 
 
 # -- execute -------------------------------------------------------------------------------------------------
@@ -250,7 +246,10 @@ def execute(prepared: Prepared) -> Executed:
     progress = PointProgress(quiet=cfg.quiet, plan=cfg.plan, points=[p.name for p in prepared.points])
     server = prepared.server
     engine_txt = f"{server.engine} {server.engine_version or ''}".strip()
-    if prepared.resumed:
+    if prepared.phase:
+        progress.say(f"cardgen {__version__}: {prepared.phase}: {len(prepared.points)} points against {base} "
+                     f"({engine_txt}, model {prepared.setup.model}) -> {run_dir}")
+    elif prepared.resumed:
         progress.say(f"cardgen {__version__}: resuming {run_dir} against {base} ({engine_txt}, model "
                      f"{prepared.setup.model}): {prepared.points_done} points done, {len(prepared.points)} to run")
     else:

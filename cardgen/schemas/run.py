@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, model_validator
 
+from cardgen.schemas.calibration import CalibrationReport
 from cardgen.schemas.saved import Saved
 
 
@@ -62,6 +63,15 @@ class ServerInfo(Saved):
     extra: dict[str, Any] = Field(default_factory=dict)  # /info, /props, ... whatever the adapter read
     launch: LaunchDescription | None = None  # command, arguments, version when cardgen started the engine
     tokenizer: str = "unknown"  # how prompts were sized: "server /tokenize" or "usage calibration"
+
+    def context_length(self) -> int | None:
+        """The served model's context length as ``/v1/models`` gives it (vLLM, SGLang, the virtual server)."""
+        if isinstance(self.models, dict):
+            for entry in self.models.get("data") or ():
+                if isinstance(entry, dict) and entry.get("id") == self.served_model:
+                    value = entry.get("max_model_len")
+                    return value if isinstance(value, int) and value > 0 else None
+        return None
 
 
 # why a point stopped (run.json ``points[].stop``, summary.json, the card's scenario table)
@@ -241,6 +251,9 @@ class RunInfo(Saved):
     points: list[PointOutcome] = Field(default_factory=list)  # every point of the suite, in order (may be empty
     # in runs written before cardgen recorded them)
     price: PriceDescription | None = None  # cost figures on the card: USD per GPU-hour
+    # a calibrated run (cardgen build --calibrate): ``points`` are the points measured, and this says how every other
+    # point of the suite was predicted (cardgen.schemas.calibration)
+    calibration: CalibrationReport | None = None
 
     @model_validator(mode="after")
     def _clock(self) -> RunInfo:

@@ -28,6 +28,8 @@ Layout (``schema_version`` 3)::
     options       the SLOs and thresholds the figures were computed with
     tables, figures   file names written next to summary.json
     missing, warnings
+    calibration   a calibrated run's fit, spot checks and predictions (run.json ``calibration``); each scenario's
+                  ``basis`` is then ``measured`` or ``predicted``
 
 Version 3: a closed-loop point's figures come from its steady requests only (ramp and drain left out and
 counted), its rates over its steady window; every point says why it stopped and how precise it is; records of
@@ -41,6 +43,7 @@ from typing import Any
 
 from pydantic import Field, computed_field
 
+from cardgen.schemas.calibration import MEASURED, CalibrationReport, PointPrediction
 from cardgen.schemas.saved import Saved
 
 SUMMARY_SCHEMA_VERSION = 3
@@ -202,6 +205,10 @@ class ScenarioSummary(Saved):
     # where energy was measured: the GPUs' energy from the point's first send to its last end / the output tokens
     # of its successful requests (ramp and drain included: the GPUs spent it on them too)
     j_per_output_token: float | None = None
+    # a calibrated run: "measured", or "predicted" by the fitted virtual server (its figures in the same fields, their
+    # p50 intervals the fit's; ``prediction`` adds the throughput's interval and the spot check's errors)
+    basis: str = MEASURED
+    prediction: PointPrediction | None = None
 
     @property
     def not_run(self) -> bool:
@@ -566,6 +573,7 @@ class Summary(Saved):
     price_per_gpu_hour: float | None = None  # USD, as run.json ``price`` says (None: no cost figures)
     price_source: str | None = None
     replays: list[ReplayResult] = Field(default_factory=list)  # one per replayed trace
+    calibration: CalibrationReport | None = None  # a calibrated run: run.json's account of the fit and its checks
 
     def to_json(self) -> str:
         """The file's text: stable key order, two-space indent, NaN and inf written as null."""

@@ -33,6 +33,7 @@ class Point:
     strong: bool = False  # circled (on a Pareto front)
     href: str = ""  # where a click on the marker goes
     key: str = ""  # ``data-key`` of the marker (the leaderboard hides the markers of filtered-out rows)
+    hollow: bool = False  # a hollow marker in any series (a calibrated run's predicted point)
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def chart_svg(chart: Chart) -> str:
             coords = " ".join(f"{sx(p.x)},{sy(p.y)}" for p in spts)
             group.append(f'<polyline points="{coords}" fill="none" stroke-width="1.8"{dash}/>')
         for p in spts:
-            fill = ' fill="#ffffff"' if s.hollow else ""
+            fill = ' fill="#ffffff"' if s.hollow or p.hollow else ""
             key = f' data-key="{escape(p.key)}"' if p.key else ""
             key += f' data-x="{p.x!r}" data-y="{p.y!r}"' + (f' data-label="{escape(p.label)}"' if p.label else "")
             tip = f"<title>{escape(p.title or s.name)}</title>"

@@ -116,14 +116,19 @@ def interactivity_charts(runs: Sequence[RunCurves]) -> list[charts.Chart]:
                 points = [charts.Point(
                     float(x[j]), float(curve.tok_s_per_gpu[j]), label=numbers.integer(curve.parallel[j]),
                     strong=bool(front[j]), href=run.href,
+                    hollow=bool(curve.predicted[j]) if len(curve.predicted) else False,
                     title=f"{run.label}: {numbers.integer(curve.parallel[j])} parallel, "
                     f"{numbers.tok_s(curve.tok_s_per_gpu[j])} per GPU, "
-                    + (f"TTFT {numbers.ms(x[j])}" if ttft else f"{numbers.tok_s(x[j])} per user"))
+                    + (f"TTFT {numbers.ms(x[j])}" if ttft else f"{numbers.tok_s(x[j])} per user")
+                    + (" (predicted)" if len(curve.predicted) and curve.predicted[j] else ""))
                     for j in range(len(x))]
                 series.append(charts.Series(run.label, points, charts.color(i), hollow=run.modelled))
             what = "TTFT" if ttft else "interactivity"
+            predicted = any(len(c.predicted) and c.predicted.any() for r in runs for c in r.curves if c.pair == pair)
             out.append(charts.Chart(
                 title=f"Throughput against {what}, {pair_name(pair)}",
                 xlabel="median TTFT (s)" if ttft else "tokens/s per user (median decode speed)",
-                ylabel="output tokens/s per GPU", series=series))
+                ylabel="output tokens/s per GPU", series=series,
+                notes=["Hollow markers: points a calibrated run predicted (its fitted server), not measured."]
+                if predicted else []))
     return out

@@ -11,7 +11,7 @@ from markupsafe import Markup
 from cardgen import numbers as fmt
 from cardgen.analysis.scenarios import closed_pairs
 from cardgen.card.sections.figures import figure_path
-from cardgen.card.sections.point_text import precision_text, steady_text, stop_text
+from cardgen.card.sections.point_text import basis_mark, precision_text, steady_text, stop_text
 from cardgen.card.table import TableView
 from cardgen.figures.names import pair_figure_name
 from cardgen.schemas.summary import ScenarioSummary, Summary
@@ -39,7 +39,7 @@ def _pair_table(points: Sequence[ScenarioSummary]) -> TableView:
     for p in points:
         sp = p.speed_from_start_tok_s
         rows.append([
-            str(p.parallel), str(p.requests), steady_text(p), str(p.failed), fmt.sig(sp.p50),
+            str(p.parallel) + basis_mark(p), str(p.requests), steady_text(p), str(p.failed), fmt.sig(sp.p50),
             fmt.interval(sp.p50_ci_low, sp.p50_ci_high), fmt.interval(sp.p25, sp.p75), fmt.sig(p.decode_tok_s.p50),
             fmt.ms(p.ttft_s.p50), fmt.ms(p.ttft_s.p90), fmt.ms(p.tpot_s.p50), fmt.ms(p.itl_s.p50),
             fmt.secs(p.e2e_s.p50), fmt.sig(p.output_tok_s), fmt.pct(p.kv_usage_max), precision_text(p),

@@ -66,3 +66,8 @@ def ramp_drain_text(x: ScenarioSummary) -> str:
     if x.steady_state is None:
         return fmt.DASH
     return str(x.ramp_drain_requests) if x.steady_state else "0 (too short)"
+
+
+def basis_mark(x: ScenarioSummary) -> str:
+    """`` (predicted)`` after a calibrated run's predicted point (cardgen.calibrated); nothing for a measured one."""
+    return " (predicted)" if x.basis == "predicted" else ""

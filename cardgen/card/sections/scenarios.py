@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cardgen import numbers as fmt
-from cardgen.card.sections.point_text import precision_text, ramp_drain_text, stop_text
+from cardgen.card.sections.point_text import basis_mark, precision_text, ramp_drain_text, stop_text
 from cardgen.card.table import TableView
 from cardgen.schemas.summary import Summary
 
@@ -18,7 +18,7 @@ def scenarios_table(s: Summary) -> TableView | None:
                 if x.kind == "open" else
                 (f"waves up to {x.parallel}" if x.kind == "waves" else "one at a time"))
         ran = x.requests > 0
-        rows.append([x.scenario, x.kind, f"{x.prompt_tokens} / {x.output_tokens}", load, str(x.requests),
+        rows.append([x.scenario + basis_mark(x), x.kind, f"{x.prompt_tokens} / {x.output_tokens}", load, str(x.requests),
                      ramp_drain_text(x) if ran else fmt.DASH, fmt.pct(x.failure_rate) if ran else fmt.DASH,
                      fmt.sig(x.req_s), fmt.sig(x.output_tok_s), fmt.sig(x.goodput_req_s), fmt.secs(x.duration_s),
                      precision_text(x) if ran else fmt.DASH, stop_text(x, s.scenarios), x.client or fmt.DASH])
