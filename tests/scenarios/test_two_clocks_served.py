@@ -2,9 +2,9 @@
 server (over HTTP: reasoning read from ``delta.reasoning`` with usage's count on chat, from a ``<think>`` span
 counted by ``/tokenize`` on completions; the adapter sent as the model name; multi-token chunks) and the
 virtual-time driver (records built from the same rules) give the same points, the same reasoning counts exactly,
-the same adapters, and the same thinking time (TTFA - TTFT, within 5 %: the first token's own time differs by up
+the same adapters, and the same thinking time (TTFA - TTFT, within 5 % in the closed loop: the first token's own time differs by up
 to a step or two between the clocks, a request sent in real time waiting for the step under way, and more when
-the machine is busy). Every draft is accepted (``--spec-acceptance 1``):
+the machine is busy; an all-at-once burst's only bounded, as said at the check). Every draft is accepted (``--spec-acceptance 1``):
 each step gives a sequence 3 tokens on both clocks, so the times are comparable request by request; drawn
 acceptances are tested in virtual time (``tests/sim/test_served_model.py``), and so is ``--max-loras`` passing a
 request over (a closed loop whose adapters queue for one slot locks into a timing-dependent rhythm: its two clocks
@@ -72,7 +72,12 @@ def test_both_clocks_agree_on_reasoning_adapters_and_speculation(tmp_path):
         assert r.reasoning_tokens_source == v.reasoning_tokens_source == (
             "usage" if r.endpoint == "chat" else "tokenize")
         thinking = (r.ttfa_s.p50 - r.ttft_s.p50, v.ttfa_s.p50 - v.ttft_s.p50)
-        assert thinking[0] == pytest.approx(thinking[1], rel=0.05), r.scenario
+        if r.kind == "closed":
+            assert thinking[0] == pytest.approx(thinking[1], rel=0.05), r.scenario
+        else:  # all at once: in real time the 8 sends leave over the client's own milliseconds, and each late
+            # arrival's prefill lengthens the steps of those already thinking (19 % longer seen on an idle machine);
+            # in virtual time they all arrive together. Never shorter, and not twice as long
+            assert thinking[1] * 0.95 <= thinking[0] <= thinking[1] * 2, r.scenario
         assert [a.adapter for a in r.per_adapter] == [a.adapter for a in v.per_adapter]
     sent = [[(r["adapter"], r["index"]) for r in map(json.loads, (tmp_path / d / "requests.jsonl").open())
              if r["scenario"].startswith("closed")] for d in ("real", "virtual")]
