@@ -34,7 +34,7 @@ FIXED = {"prefill_tok_s": 1e9, "step_overhead_s": 0.002, "per_seq_s": 0.0002, "k
          "block_size": 16, "max_num_seqs": 8, "max_num_batched_tokens": 65536}
 SUITE = """name: slo-and-replay
 scenarios:
-  - {kind: slo, load: parallel, prompt_tokens: 1, output_tokens: 128, slo: {ttft_p95_s: 0.030}, start: 4,
+  - {kind: slo, load: parallel, prompt_tokens: 1, output_tokens: 128, slo: {ttft_p95_s: 0.030}, start: 8,
      min_requests: 40, max_requests: 640}
   - {kind: open, name: prod, dataset: mooncake-sample, speedup: 8, max_requests: 60}
 """
