@@ -36,23 +36,24 @@ browser-deps:
 install-engine: install
 	bash tests/engines/install_vllm.sh
 
-# The tests that time nothing run on both cores (pytest-xdist); then, one at a time, the tests that time real
-# sockets, the real vLLM and the browser: they must not share the cores with each other (their figures are
-# timings). Together they are every test; with CI=true none is skipped.
+# The tests that time nothing run on both cores (pytest-xdist), including those marked `wire` (real processes
+# over real sockets that judge no timing: kills, faults, workers, resume) and `browser` (Chromium, waiting on its
+# events); then, one at a time, the tests that time real sockets and the real vLLM: they must not share the cores
+# with each other (their figures are timings). Together they are every test; with CI=true none is skipped.
 PYTEST := $(BIN)/python -m pytest -q
 XDIST ?= -n 2
-UNTIMED := not sockets and not engine and not browser
+UNTIMED := not sockets and not engine
 
 test: install-engine browser-deps lint
 	$(PYTEST) $(XDIST) -m "$(UNTIMED)"
-	$(PYTEST) -m "sockets or engine or browser"
+	$(PYTEST) -m "sockets or engine"
 
 test-browser: install browser-deps
 	$(BIN)/python -m pytest -q -m browser
 
 test-fast: install
-	$(PYTEST) $(XDIST) -m "$(UNTIMED)"
-	$(PYTEST) -m "sockets and not engine and not browser"
+	$(PYTEST) $(XDIST) -m "$(UNTIMED) and not browser"
+	$(PYTEST) -m "sockets and not engine"
 
 test-engine: install-engine
 	$(BIN)/python -m pytest -q -m engine

@@ -15,7 +15,6 @@ from loadkit import build, read_records, read_stamps, sim_server
 
 # the load engine against the virtual server over HTTP, in real time: the client's timing against the server's
 # own stamps, faults on the wire, worker processes, Ctrl-C, the scraper's period
-pytestmark = pytest.mark.sockets
 
 
 def timing_errors(records: list[dict], stamps: list[dict]) -> np.ndarray:
@@ -29,6 +28,7 @@ def timing_errors(records: list[dict], stamps: list[dict]) -> np.ndarray:
     return np.array(errs)
 
 
+@pytest.mark.sockets
 def test_per_chunk_timing_error_at_10_parallel_streams(tmp_path, write_suite):
     suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 64, output_tokens: 64, parallel: 10, "
                         "min_requests: 40}\n")
@@ -50,6 +50,7 @@ def test_per_chunk_timing_error_at_10_parallel_streams(tmp_path, write_suite):
     assert run["server"]["engine"] == "cardgen-sim" and run["server"]["tokenizer"] == "server /tokenize"
 
 
+@pytest.mark.wire
 def test_every_fault_is_recorded_and_no_success_is_lost(tmp_path, write_suite):
     suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 32, output_tokens: 16, parallel: 4, "
                         "min_requests: 60}\n")
@@ -77,6 +78,7 @@ def test_every_fault_is_recorded_and_no_success_is_lost(tmp_path, write_suite):
     assert run["failures_by_kind"] == kinds and run["requests_failed"] == sum(kinds.values())
 
 
+@pytest.mark.wire
 def test_two_workers_account_for_every_request(tmp_path, write_suite):
     suite = write_suite(
         "name: t\nscenarios:\n"
@@ -103,6 +105,7 @@ def test_two_workers_account_for_every_request(tmp_path, write_suite):
     assert {x["worker"] for x in lg} == {"worker-0", "worker-1"}
 
 
+@pytest.mark.sockets
 def test_workers_auto_counts_the_busiest_point_and_every_point_says_whether_the_client_kept_up(tmp_path,
                                                                                                   write_suite):
     from cardgen.load.workers import choose_workers
@@ -129,6 +132,7 @@ def test_workers_auto_counts_the_busiest_point_and_every_point_says_whether_the_
     assert "send lag p99" in open_point["client"]
 
 
+@pytest.mark.wire
 def test_chat_endpoint_without_tokenize_sizes_prompts_by_usage(tmp_path, write_suite):
     suite = write_suite("name: t\nendpoint: chat\nscenarios:\n"
                         "- {kind: closed, prompt_tokens: [40, 300], output_tokens: 8, parallel: 2, min_requests: 4}\n")
@@ -143,6 +147,7 @@ def test_chat_endpoint_without_tokenize_sizes_prompts_by_usage(tmp_path, write_s
     assert run["server"]["tokenizer"] == "usage.prompt_tokens calibration"
 
 
+@pytest.mark.wire
 def test_a_run_where_every_request_fails_exits_non_zero(tmp_path, write_suite):
     suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 8, output_tokens: 4, parallel: 2, "
                         "min_requests: 6}\n")
@@ -156,6 +161,7 @@ def test_a_run_where_every_request_fails_exits_non_zero(tmp_path, write_suite):
     assert run["failures_by_kind"] == {"http_status": len(records)}
 
 
+@pytest.mark.wire
 def test_ctrl_c_keeps_every_completed_request(tmp_path, write_suite):
     suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 40, parallel: 3, "
                         "min_requests: 1000}\n")
@@ -185,6 +191,7 @@ def test_ctrl_c_keeps_every_completed_request(tmp_path, write_suite):
     assert run["status"] == "interrupted" and run["requests_total"] == len(records)
 
 
+@pytest.mark.sockets
 def test_server_metrics_are_scraped_every_half_second(tmp_path, write_suite):
     suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 100, parallel: 2, "
                         "min_requests: 4}\n")
@@ -205,6 +212,7 @@ def test_server_metrics_are_scraped_every_half_second(tmp_path, write_suite):
     assert "sk-very-secret-123" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.wire
 def test_remote_worker_joins_a_master_by_host_and_port(tmp_path, write_suite):
     import socket
 
@@ -242,6 +250,7 @@ def test_remote_worker_joins_a_master_by_host_and_port(tmp_path, write_suite):
     assert {r["worker"] for r in records} == {"far-away"}
 
 
+@pytest.mark.sockets
 def test_gpu_telemetry_from_a_dcgm_exporter_or_a_reason(tmp_path, write_suite):
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -282,6 +291,7 @@ def test_gpu_telemetry_from_a_dcgm_exporter_or_a_reason(tmp_path, write_suite):
             tmp_path / "local" / "gpu_metrics.jsonl").read_text().strip()
 
 
+@pytest.mark.wire
 def test_points_beyond_the_servers_context_are_left_out_not_failed(tmp_path, write_suite):
     """The load stage reads the served context over HTTP; the rule itself is tested in virtual time
     (tests/sim/test_drive_workloads.py)."""

@@ -62,7 +62,7 @@ def wait_for(predicate, *, timeout_s: float, proc: subprocess.Popen) -> None:
     pytest.fail("timed out waiting for the build")
 
 
-@pytest.mark.sockets
+@pytest.mark.wire
 def test_kill_9_mid_suite_then_resume_completes_with_nothing_lost_and_nothing_repeated(tmp_path):
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE)
@@ -140,7 +140,7 @@ def test_kill_9_mid_suite_then_resume_completes_with_nothing_lost_and_nothing_re
     assert records(files.requests_jsonl) == new
 
 
-@pytest.mark.sockets
+@pytest.mark.wire
 def test_a_run_whose_process_is_alive_is_not_resumed(tmp_path):
     suite = tmp_path / "suite.yaml"
     suite.write_text("name: long\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 32, parallel: 2, "
@@ -199,7 +199,7 @@ def test_a_torn_last_line_is_set_aside_not_buried(tmp_path):
     assert set_torn_tail_aside(path) == 0 and set_torn_tail_aside(tmp_path / "absent.jsonl") == 0
 
 
-@pytest.mark.sockets
+@pytest.mark.wire
 def test_a_server_that_dies_mid_run_cuts_the_run_off_and_resume_continues_it(tmp_path):
     import os
     import signal
