@@ -11,30 +11,19 @@ from pathlib import Path
 
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 from simclient import FIXED, MODEL, completion, post, read_stamps
 
+from cardgen.promtext import parse_metrics
+from cardgen.schemas.records import MetricSample
 from cardgen.sim.launch import SimHandle
 
 # the real-time server's HTTP layer and its own timing
 pytestmark = pytest.mark.sockets
 
 
-def metrics(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Sample name -> [(labels, value)]."""
-    text = requests.get(f"{url}/metrics", timeout=5).text
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
-    return out
-
-
-def value(m: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
-    for sample_labels, v in m[name]:
-        if all(sample_labels.get(k) == want for k, want in labels.items()):
-            return v
-    raise KeyError((name, labels))
+def metrics(url: str) -> MetricSample:
+    """What ``/metrics`` answers now, parsed as the scraper parses it."""
+    return MetricSample(t=0.0, samples=parse_metrics(requests.get(f"{url}/metrics", timeout=5).text))
 
 
 def test_identity_endpoints(sim: SimHandle) -> None:
@@ -152,35 +141,35 @@ def test_metrics_are_served_as_prometheus_text_with_the_real_time_emit_lag(sim: 
     """/metrics over HTTP parses and counts what came over HTTP; the families and their counting rules are tested in
     virtual time (test_virtual_server.py). The emission lag is the one real-time figure."""
     before = metrics(sim.url)
-    assert len(before["vllm:cache_config_info"]) == 1
+    assert len(before.samples["vllm:cache_config_info"]) == 1
     post(sim.url, "/v1/completions", completion(prompt_words=9, max_tokens=11))
     after = metrics(sim.url)
     for name, n in (("vllm:prompt_tokens_total", 9), ("vllm:generation_tokens_total", 11)):
-        assert value(after, name, model_name=MODEL) - value(before, name, model_name=MODEL) == n
+        assert after.value(name, model_name=MODEL) - before.value(name, model_name=MODEL) == n
     count = "vllm:time_to_first_token_seconds_count"
-    assert value(after, count) - value(before, count) == 1
-    assert value(after, "cardgen_sim_emit_lag_seconds_count") > 0
+    assert after.value(count) - before.value(count) == 1
+    assert after.value("cardgen_sim_emit_lag_seconds_count") > 0
 
 
 def test_a_client_that_goes_away_is_aborted_and_its_blocks_freed(sim: SimHandle) -> None:
     """The disconnect is the socket's; what an abort frees is tested in virtual time (test_virtual_server.py)."""
-    base = value(metrics(sim.url), "vllm:request_success_total", finished_reason="abort")
+    base = metrics(sim.url).value("vllm:request_success_total", finished_reason="abort")
     resp = requests.post(f"{sim.url}/v1/completions", json=completion(prompt_words=700, max_tokens=1000), stream=True,
                          timeout=10)  # fmt: skip
     chunks = resp.iter_content(chunk_size=None)
     next(chunks)
     running = metrics(sim.url)
-    assert value(running, "vllm:num_requests_running") == 1 and value(running, "vllm:kv_cache_usage_perc") > 0
+    assert running.value("vllm:num_requests_running") == 1 and running.value("vllm:kv_cache_usage_perc") > 0
     resp.close()  # the client goes away
     m = running
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:  # a poll on the server's own counter, not a fixed sleep
         m = metrics(sim.url)
-        if value(m, "vllm:request_success_total", finished_reason="abort") > base:
+        if m.value("vllm:request_success_total", finished_reason="abort") > base:
             break
         time.sleep(0.05)
-    assert value(m, "vllm:request_success_total", finished_reason="abort") == base + 1
-    assert value(m, "vllm:num_requests_running") == 0 and value(m, "vllm:kv_cache_usage_perc") == 0
+    assert m.value("vllm:request_success_total", finished_reason="abort") == base + 1
+    assert m.value("vllm:num_requests_running") == 0 and m.value("vllm:kv_cache_usage_perc") == 0
 
 
 def test_stamp_log_matches_the_stream(sim: SimHandle, stamp_path: Path) -> None:

@@ -6,9 +6,10 @@ over HTTP (tests/sim/test_server.py) is the HTTP layer and the real-time server'
 from __future__ import annotations
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from simclient import FIXED, MODEL
 
+from cardgen.promtext import parse_metrics
+from cardgen.schemas.records import MetricSample
 from cardgen.sim.config import SimConfig, cache_config_labels, max_model_len
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import FixedPerf
@@ -24,29 +25,18 @@ def server() -> VirtualServer:
     return VirtualServer(PERF, metrics=SimMetrics(model_name=MODEL, cache_config=labels))
 
 
-def scrape(sim: VirtualServer) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """What ``/metrics`` answers now, parsed as a Prometheus client parses it: sample name -> [(labels, value)]."""
+def scrape(sim: VirtualServer) -> MetricSample:
+    """What ``/metrics`` answers now, parsed as the scraper parses it (with the Prometheus client's parser)."""
     assert sim.metrics is not None
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(sim.metrics.render(sim.scheduler)):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
-    return out
-
-
-def value(m: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
-    for sample_labels, v in m[name]:
-        if all(sample_labels.get(k) == want for k, want in labels.items()):
-            return v
-    raise KeyError((name, labels))
+    return MetricSample(t=0.0, samples=parse_metrics(sim.metrics.render(sim.scheduler)))
 
 
 def test_metrics_parse_and_count() -> None:
     sim = server()
     before = scrape(sim)
-    info = before["vllm:cache_config_info"]
-    assert len(info) == 1 and info[0][1] == 1.0
-    labels = info[0][0]
+    info = before.samples["vllm:cache_config_info"]
+    assert len(info) == 1 and info[0]["value"] == 1.0
+    labels = info[0]["labels"]
     assert labels["block_size"] == "16" and labels["num_gpu_blocks"] == str(BLOCKS)
     assert labels["kv_cache_size_tokens"] == str(FIXED["kv_capacity_tokens"])
     assert labels["enable_prefix_caching"] == "True" and "gpu_memory_utilization" in labels
@@ -54,16 +44,16 @@ def test_metrics_parse_and_count() -> None:
     sim.run()
     after = scrape(sim)
     for name, n in (("vllm:prompt_tokens_total", 9), ("vllm:generation_tokens_total", 11)):
-        assert value(after, name, model_name=MODEL) - value(before, name, model_name=MODEL) == n
+        assert after.value(name, model_name=MODEL) - before.value(name, model_name=MODEL) == n
     count = "vllm:time_to_first_token_seconds_count"
-    assert value(after, count) - value(before, count) == 1
-    assert value(after, "vllm:inter_token_latency_seconds_count") == 10  # the gaps between 11 tokens
-    assert value(after, "vllm:e2e_request_latency_seconds_count") == 1
-    assert value(after, "vllm:request_success_total", finished_reason="length") == 1
-    assert value(after, "vllm:num_requests_running") == 0 and value(after, "vllm:kv_cache_usage_perc") == 0
+    assert after.value(count) - before.value(count) == 1
+    assert after.value("vllm:inter_token_latency_seconds_count") == 10  # the gaps between 11 tokens
+    assert after.value("vllm:e2e_request_latency_seconds_count") == 1
+    assert after.value("vllm:request_success_total", finished_reason="length") == 1
+    assert after.value("vllm:num_requests_running") == 0 and after.value("vllm:kv_cache_usage_perc") == 0
     for name in ("vllm:num_requests_waiting", "vllm:num_preemptions_total", "vllm:inter_token_latency_seconds_sum",
                  "vllm:request_queue_time_seconds_count", "cardgen_sim_emit_lag_seconds_count"):
-        assert name in after
+        assert name in after.samples
 
 
 def test_kv_usage_while_running_and_an_abort_frees_the_blocks() -> None:
@@ -72,14 +62,14 @@ def test_kv_usage_while_running_and_an_abort_frees_the_blocks() -> None:
     sim.step()  # the prefill step: the prompt and the first token
     sim.step()
     running = scrape(sim)
-    assert value(running, "vllm:num_requests_running") == 1
+    assert running.value("vllm:num_requests_running") == 1
     # 700 prompt tokens and the 2 generated hold 44 of the 256 blocks (the real-time server, scraped at any moment
     # of its first steps, shows 44 or 45)
-    assert value(running, "vllm:kv_cache_usage_perc") == 44 / BLOCKS
+    assert running.value("vllm:kv_cache_usage_perc") == 44 / BLOCKS
     sim.scheduler.abort(seq, sim.now)  # what the real-time server does when the client goes away
     after = scrape(sim)
-    assert value(after, "vllm:request_success_total", finished_reason="abort") == 1
-    assert value(after, "vllm:num_requests_running") == 0 and value(after, "vllm:kv_cache_usage_perc") == 0
+    assert after.value("vllm:request_success_total", finished_reason="abort") == 1
+    assert after.value("vllm:num_requests_running") == 0 and after.value("vllm:kv_cache_usage_perc") == 0
     assert not sim.has_work
 
 
