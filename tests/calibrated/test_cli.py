@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from clirun import cardgen
 
 
 def run(*argv: str) -> tuple[int, str, str]:
-    """The command in a process of its own (a load over HTTP imports Locust, which patches the standard library)."""
-    proc = subprocess.run([sys.executable, "-m", "cardgen", *argv], capture_output=True, text=True, timeout=300)
+    """The command's exit code, output and errors (``clirun.cardgen``: in a process of its own)."""
+    proc = cardgen(*argv, timeout=300)
     return proc.returncode, proc.stdout, proc.stderr
 
 

@@ -6,11 +6,11 @@ measured; bad prices are one-line errors. (With ``--url``: tests/scenarios/test_
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from clirun import cardgen
 
 from cardgen.card.render import render_run
 from cardgen.rundir import CARD_MD, RUN_JSON, SUMMARY_JSON
@@ -18,7 +18,6 @@ from cardgen.rundir import CARD_MD, RUN_JSON, SUMMARY_JSON
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "card"))
 from test_server_and_gpu import write_gpu_run  # noqa: E402  the card tests' run with NVML telemetry
 
-CARDGEN = [sys.executable, "-m", "cardgen"]
 SUITE = """name: priced
 scenarios:
   - {kind: closed, prompt_tokens: [128], output_tokens: [32], parallel: [1, 4], min_requests: 8}
@@ -26,10 +25,6 @@ scenarios:
   - {kind: slo, load: parallel, prompt_tokens: 128, output_tokens: 32, slo: {tpot_p50_s: 0.05}, start: 2,
      max_load: 8, min_requests: 10}
 """
-
-
-def cardgen(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CARDGEN, *args], capture_output=True, text=True, timeout=120)
 
 
 def summary(run: Path) -> dict:

@@ -1,9 +1,9 @@
 """``cardgen plan``: a cost plan from the virtual server in virtual time, before any server runs."""
 
 import json
-import subprocess
-import sys
+from functools import partial
 
+import clirun
 import pytest
 
 from cardgen.numbers import duration_text
@@ -24,8 +24,7 @@ scenarios:
 """
 
 
-def cardgen(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cardgen", *args], capture_output=True, text=True, timeout=300)
+cardgen = partial(clirun.cardgen, timeout=300)  # plans of the full suite among them
 
 
 def test_plan_json_lists_every_point_with_requests_and_seconds():

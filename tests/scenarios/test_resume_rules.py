@@ -7,11 +7,10 @@ a measured run; the load stage's crash test (``kill -9``) is in tests/load/test_
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clirun import cardgen
 
 from cardgen.errors import UsageError
 from cardgen.points import expand
@@ -34,10 +33,6 @@ T0 = 1_800_000_000.0
 
 def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
-
-
-def cardgen(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cardgen", *args], capture_output=True, text=True, timeout=120)
 
 
 def cut_off_run(out: Path, monkeypatch: pytest.MonkeyPatch, *, after: int) -> None:
