@@ -139,22 +139,20 @@ def measure(model: str, *, url: str | None, launch: str | None, suite_name: str,
                                  scrape_interval=scrape_interval)
     run_dir = out_dir or default_run_dir(model, root=runs_root)
     check_run_dir(run_dir)  # before any server starts; missing parents are created with the run directory
+    cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key, workers=count,
+                     remote_workers=remote_workers, master_bind_host=master_bind, master_port=master_port,
+                     scrape_interval_s=scrape_interval, quiet=quiet, engine=engine, gpu_metrics_url=gpu_metrics_url,
+                     run_saturated=run_saturated)
     if calibrate is not None:
         start = Start(model=model, model_config=model_config, gpu=gpu, tp=tp, profile=profile, tolerance=calibrate)
         start.shape()  # a model the virtual server cannot describe fails here, before any server starts
-        cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key, workers=count,
-                         remote_workers=remote_workers, master_bind_host=master_bind, master_port=master_port,
-                         scrape_interval_s=scrape_interval, quiet=quiet, engine=engine, gpu_metrics_url=gpu_metrics_url)
         with measured_server(cfg, model=model, launch=launch, engine_args=engine_args, virtual=virtual) as cfg:
             measure_calibrated(cfg, start, quiet=quiet)
     else:
         with plan_in_background(suite_name, model=model, gpu=gpu, tp=tp, model_config=model_config,
                                 modelled=virtual is not None, gpu_given=gpu_given, engine=profile) as plan:
-            cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key,
-                             workers=count, remote_workers=remote_workers, master_bind_host=master_bind,
-                             master_port=master_port, scrape_interval_s=scrape_interval, quiet=quiet, engine=engine,
-                             gpu_metrics_url=gpu_metrics_url, plan=plan, run_saturated=run_saturated)
-            with measured_server(cfg, model=model, launch=launch, engine_args=engine_args, virtual=virtual) as cfg:
+            with measured_server(replace(cfg, plan=plan), model=model, launch=launch, engine_args=engine_args,
+                                 virtual=virtual) as cfg:
                 result = run_load(cfg)
             planned = plan() if plan is not None else None
         if planned is not None and not quiet:
