@@ -31,6 +31,7 @@ from cardgen.analysis.speculative import speculative_points, speculative_run
 from cardgen.analysis.tables import batch_precision, build_tables, write_tables
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
+from cardgen.points import Point
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir, torn_line_warning
 from cardgen.schemas.run import RunInfo, point_attempts, record_counts
 from cardgen.schemas.summary import (
@@ -161,7 +162,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     scenarios = scenario_summaries(requests, ts, slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     scenarios = with_outcomes(scenarios, info, superseded={str(k): int(v) for k, v in superseded.items()})
     speculative_points(data.metrics, scenarios, engine=engine)
-    mark_replays(scenarios, suite_points(info))
+    points = suite_points(info)  # the suite's points by name, expanded once for the replays and the SLO searches
+    mark_replays(scenarios, points)
     predicted = predicted_frame(data)  # a calibrated run's predicted points (empty for any other run)
     if info.calibration is not None:
         scenarios = in_suite_order(scenarios, predicted_scenarios(data, predicted, slo_ttft_s=options.slo_ttft_s,
@@ -254,15 +256,15 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     )
     if summary.reasoning and point is not None:  # the user waits for the answer: its first token is a headline
         summary.headline.ttfa_s_at_10_parallel_1024_128 = point.ttfa_s.p50
-    _price_and_search(summary, data, every)
-    summary.replays = replays(list(suite_points(info).values()), requests, ts, data.metrics, engine=engine,
+    _price_and_search(summary, data, every, list(points.values()))
+    summary.replays = replays(list(points.values()), requests, ts, data.metrics, engine=engine,
                               slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, data.metrics))
 
 
-def _price_and_search(summary: Summary, data: RunData, every: pd.DataFrame) -> None:
+def _price_and_search(summary: Summary, data: RunData, every: pd.DataFrame, points: list[Point]) -> None:
     """Costs (run.json ``price``), tokens per joule, and the SLO searches (issue 23), on ``summary``."""
     info, gpus = data.info, data.info.gpu.count or 1
     if info.price is not None:
@@ -273,7 +275,7 @@ def _price_and_search(summary: Summary, data: RunData, every: pd.DataFrame) -> N
     tokens_per_joule(summary.gpu_telemetry, int(np.nansum(ok["prompt_tokens"].to_numpy(dtype=float))) if len(ok) else 0)
     attempts = point_attempts(list(info.points))
     counted = [r for r in data.requests if record_counts(attempts, r.scenario, r.attempt)]
-    summary.slo_search = slo_searches(list(suite_points(info).values()), counted, gpus=gpus, price=info.price)
+    summary.slo_search = slo_searches(points, counted, gpus=gpus, price=info.price)
 
 
 def write_analysis(analysis: Analysis, run_dir: Path) -> None:

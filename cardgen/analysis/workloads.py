@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from pydantic import ValidationError
 
 from cardgen.analysis.chat import ChatResult, chat_turns
+from cardgen.analysis.outcomes import suite_points
 from cardgen.analysis.prefixcache import PrefixCacheResult, prefix_cache
 from cardgen.analysis.serving import (
     NIGHTLY_JSON,
@@ -22,12 +22,10 @@ from cardgen.analysis.serving import (
     nightly_serving_table,
     sent_lengths,
 )
-from cardgen.points import expand
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import ScenarioSummary
-from cardgen.suite import Suite
 
 
 @dataclass
@@ -41,18 +39,10 @@ class Workloads:
     chat: list[ChatResult] = field(default_factory=list)  # per chat point
 
 
-def _suite_points(info: RunInfo) -> list:
-
-    try:
-        return expand(Suite.model_validate(info.suite_spec or {}))
-    except ValidationError:
-        return []
-
-
 def workloads(info: RunInfo, scenarios: Sequence[ScenarioSummary], requests: pd.DataFrame,
               metrics: Sequence[MetricSample] = ()) -> Workloads:
     """The workload figures of a run."""
-    points = _suite_points(info)
+    points = list(suite_points(info).values())
     chat = chat_turns(requests, metrics, engine=info.server.engine,
                       points=[(p.name, p.group, p.fresh_history, p.parallel or 1, p.conversations, p.think_time_s)
                               for p in points if p.kind == "chat"])
