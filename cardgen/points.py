@@ -147,6 +147,12 @@ class Point:
         return 0
 
     @property
+    def measures_prefill(self) -> bool:
+        """Whether the point measures the engine computing whole prompts (an ingestion sweep): its requests ask the
+        server not to take any of the prompt from its cache, where the engine has such a switch."""
+        return self.kind == "ingest"
+
+    @property
     def brings_prompts(self) -> bool:
         """Whether the point sends prompts of its own (a dataset's sample, shared prefixes), sampled before it
         runs (``cardgen.datasets.resolve``), rather than sized templates."""
@@ -325,3 +331,24 @@ def fit_context(points: list[Point], max_model_len: int | None) -> tuple[list[Po
             continue
         kept.append(point)
     return kept, warnings
+
+
+def left_out(points: list[Point], max_model_len: int | None, *, source: str | None = None) -> dict[str, str]:
+    """The points :func:`fit_context` leaves out whole (none of their requests fits the server's context), each with
+    why in one line: a measured run lists them as not run instead of sending requests that must fail."""
+    if not max_model_len:
+        return {}
+    kept = {p.name for p in fit_context(points, max_model_len)[0]}
+    where = f" ({source})" if source else ""
+    out: dict[str, str] = {}
+    for point in points:
+        if point.name in kept:
+            continue
+        if point.measures_prefill:
+            fit = sum(1 for n in point.lengths if n + point.output_tokens <= max_model_len)
+            out[point.name] = (f"not run: {fit} of its {len(point.lengths)} prompt lengths fit the {max_model_len} "
+                               f"tokens the server takes per request{where}, and a sweep needs two")
+        else:
+            out[point.name] = (f"not run: {point.prompt_tokens} prompt + {point.output_tokens} output tokens exceed "
+                               f"the {max_model_len} tokens the server takes per request{where}")
+    return out

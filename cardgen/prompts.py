@@ -13,7 +13,13 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cardgen.errors import ServerError
+
 ID_SLOT = "\x00ID\x00"
+#: the header of the requests cardgen sends before the load (sizing prompts, agreeing request fields): they are not
+#: the load's, and a server that logs requests (the virtual server's stamp log) can tell them apart
+PROBE_HEADER = "X-Cardgen-Probe"
+GROWTH_LIMIT = 16  # words per target token beyond which a counter that still says "too short" is broken
 _ID_EXAMPLE = "4821-07391564"
 
 _WORDS = (
@@ -67,8 +73,14 @@ def build_template(target: int, count: Counter, *, max_words: int | None = None)
     if n_tokens([]) >= target:
         return PromptTemplate(tokens=n_tokens([]), text=text_for([]))
     words = filler_words(max_words or max(16, target * 2))
-    while n_tokens(words) < target:  # grow the pool if the tokenizer packs words tightly
-        words += filler_words(len(words), seed=len(words))
+    counted = n_tokens(words)
+    while counted < target:  # grow the pool if the tokenizer packs words tightly
+        words += filler_words(max(16, len(words) // 4) if max_words else len(words), seed=len(words))
+        grown = n_tokens(words)
+        if grown <= counted or len(words) > GROWTH_LIMIT * max(16, target):
+            raise ServerError(f"sizing a {target}-token prompt did not converge: the server counted {grown} tokens "
+                              f"for {len(words)} words of text")
+        counted = grown
     lo, hi = 0, len(words)
     while lo < hi:  # largest w with n_tokens(words[:w]) <= target
         mid = (lo + hi + 1) // 2

@@ -100,6 +100,9 @@ class EngineAdapter:
     health_path: str = "/health"
     launchable: bool = False
     install_hint: str = ""
+    #: whether the command line of a server on this host is read (``ServerInfo.extra["process"]``): the engine's
+    #: endpoints do not say all the adapter needs (llama.cpp's unified KV cache)
+    reads_process: bool = False
 
     # --- recognising a running server -------------------------------------------------------------
     def identify(self, fetch: Fetch, version: Any) -> dict[str, Any] | None:
@@ -117,11 +120,35 @@ class EngineAdapter:
             return str(version["version"])
         return None
 
+    # --- what a request may be -------------------------------------------------------------------------
+    #: the request fields that force the output length, as this engine spells them: ``min_tokens`` (the target)
+    #: and ``ignore_eos`` (true). ``cardgen.load.dialect`` tries them on the server and leaves out what it refuses.
+    length_fields: tuple[str, ...] = ("min_tokens", "ignore_eos")
+    #: fields an ingestion sweep's requests add so that the engine computes the whole prompt (none: its prompts'
+    #: unique heads are all that keeps the prefix cache out)
+    cold_fields: Mapping[str, Any] = {}
+
+    def context_limit(self, models: Any, extra: Mapping[str, Any], served_model: str | None) -> tuple[int, str] | None:
+        """The most tokens one request may hold (prompt + output) and where the server said it: by default the
+        served model's ``max_model_len`` in ``/v1/models`` (vLLM, SGLang, the virtual server). None: unknown."""
+        data = models.get("data") if isinstance(models, Mapping) else None
+        for entry in data if isinstance(data, list) else ():
+            if isinstance(entry, Mapping) and entry.get("id") == served_model:
+                value = as_int(entry.get("max_model_len"))
+                if value:
+                    return value, "/v1/models max_model_len"
+        return None
+
     # --- reading /metrics ---------------------------------------------------------------------------
     def kv_config(self, samples: Samples, extra: Mapping[str, Any]) -> dict[str, Any] | None:
         """KV-cache capacity: ``{"tokens": int, "source": str, "block_size": int | None, ...raw fields}``, or
         None when unknown. ``source`` names what was read, in words a card can show; ``block_size`` is the
         tokens per KV block or page when the engine says (the analysis rounds resident tokens up to it)."""
+        return None
+
+    def kv_unknown(self, extra: Mapping[str, Any]) -> str | None:
+        """Why the server's KV capacity cannot be read although the engine has one to read (a card names it);
+        None when :meth:`kv_config` answers, or the engine never says."""
         return None
 
     def scheduler_settings(self, samples: Samples, extra: Mapping[str, Any], launch: Mapping[str, Any] | None, *,

@@ -16,9 +16,10 @@ from urllib.parse import urlparse
 import requests
 
 from cardgen.engines.base import Fetch
+from cardgen.engines.process import local_process
 from cardgen.engines.registry import ADAPTERS, DETECTION_ORDER, engine_name
 from cardgen.errors import ServerError, UsageError
-from cardgen.schemas.run import ServerInfo
+from cardgen.schemas.run import ContextLimit, ServerInfo
 
 
 def _get(session: requests.Session, url: str, timeout_s: float) -> requests.Response | None:
@@ -91,8 +92,13 @@ def probe(url: str, *, api_key: str | None = None, model: str | None = None, tim
     served = model
     if ids and (served is None or served not in ids):
         served = ids[0]
+    process = local_process(base) if adapter.reads_process else None
+    if process is not None:
+        extra = {**extra, "process": process}
+    limit = adapter.context_limit(models, extra, served)
     return ServerInfo(url=base, engine=name, engine_version=adapter.server_version(extra, version),
-                      served_model=served, models=models, version=version, extra=extra)
+                      served_model=served, models=models, version=version, extra=extra,
+                      context=ContextLimit(tokens=limit[0], source=limit[1]) if limit else None)
 
 
 def check_url(url: str) -> str:

@@ -27,15 +27,14 @@ from typing import Any
 import psutil
 import requests
 
+from cardgen.engines.process import recorded_env
 from cardgen.engines.registry import ADAPTERS, engine_name
 from cardgen.errors import ServerError, UsageError
-from cardgen.redact import is_secret_env, redact_argv, scrub, secret_values
+from cardgen.redact import redact_argv, scrub, secret_values
 from cardgen.rundir import log_tail
 
 #: flags cardgen sets itself: a user's --engine-args must not repeat them
 RESERVED_FLAGS = ("--host", "--hostname", "--port")
-#: environment variables worth recording with a launch (secrets never are)
-ENV_PREFIXES = ("VLLM_", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE", "OMP_NUM_THREADS", "SGLANG_", "LLAMA_")
 
 
 @dataclass
@@ -154,14 +153,6 @@ def parse_arguments(argv: list[str]) -> dict[str, Any]:
         i += 1
     if positional:
         out = {"positional": positional if len(positional) > 1 else positional[0], **out}
-    return out
-
-
-def _recorded_env(env: Mapping[str, str]) -> dict[str, str]:
-    out = {}
-    for key in sorted(env):
-        if key.startswith(ENV_PREFIXES) and not is_secret_env(key):
-            out[key] = env[key]
     return out
 
 
@@ -312,7 +303,7 @@ def launched_engine(engine: str, model: str, *, engine_args: str | list[str] = "
                 "command": shown,
                 "arguments": parse_arguments(shown[_args_start(shown):]),
                 "engine_args": redact_argv(args),
-                "env": _recorded_env(child_env),
+                "env": recorded_env(child_env),
                 "host": host,
                 "port": port,
                 "url": url,

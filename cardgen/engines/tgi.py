@@ -49,6 +49,10 @@ class TgiAdapter(EngineAdapter):
         info = extra.get("info") or {}
         return str(info["version"]) if info.get("version") is not None else None
 
+    def context_limit(self, models: Any, extra: Mapping[str, Any], served_model: str | None) -> tuple[int, str] | None:
+        tokens = as_int((extra.get("info") or {}).get("max_total_tokens"))
+        return (tokens, "/info max_total_tokens") if tokens else None
+
     def kv_config(self, samples: Samples, extra: Mapping[str, Any]) -> dict[str, Any] | None:
         tokens = as_int(gauge(samples, "tgi_batch_max_total_tokens"))
         if tokens:

@@ -317,7 +317,8 @@ class _PointContext:
             template = agent.templates[(point.endpoint, send.prompt_tokens)]
         prompt = template.render(agent.next_request_id())
         payload = build_payload(endpoint=point.endpoint, model=send.adapter or setup.model, prompt=prompt,
-                                output_tokens=send.output_tokens)
+                                output_tokens=send.output_tokens, length_fields=setup.length_fields,
+                                extra=setup.cold_fields if point.measures_prefill else None)
         history = self._history(send) if send.conversation is not None else None
         reply: list[str] = []
         if history is not None:

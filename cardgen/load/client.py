@@ -11,7 +11,7 @@ both subscribe to that event.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gevent
@@ -20,7 +20,7 @@ from gevent.lock import Semaphore
 from cardgen.load.reasoning import counted, needs_tokenize, tokenize_reasoning
 from cardgen.load.sse import StreamResult, parse_stream
 from cardgen.load.transport import SENDS, Connection, Exchange, body_reads, body_text
-from cardgen.schemas.records import ErrorKind, RequestRecord
+from cardgen.schemas.records import EngineTimings, ErrorKind, RequestRecord
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
@@ -29,22 +29,52 @@ class RequestFailed(Exception):
     """What Locust's statistics are told when a request failed (the record says more)."""
 
 
-def build_payload(*, endpoint: str, model: str, prompt: str, output_tokens: int) -> dict[str, Any]:
-    """An OpenAI-style streaming request that forces exactly ``output_tokens`` tokens."""
+#: the fields that force a request's output length when the run agreed none (a run made before cardgen asked)
+LENGTH_FIELDS = ("min_tokens", "ignore_eos")
+
+
+def build_payload(*, endpoint: str, model: str, prompt: str, output_tokens: int,
+                  length_fields: Sequence[str] = LENGTH_FIELDS,
+                  extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """An OpenAI-style streaming request of at most ``output_tokens`` tokens, forced to exactly that many by the
+    ``length_fields`` the server takes (``min_tokens``, ``ignore_eos``: :mod:`cardgen.load.dialect`), with
+    ``extra`` fields (an ingestion request's ``cache_prompt: false``)."""
     body: dict[str, Any] = {
         "model": model,
         "stream": True,
         "stream_options": {"include_usage": True},
         "max_tokens": output_tokens,
-        "min_tokens": output_tokens,
-        "ignore_eos": True,
-        "temperature": 0.0,
     }
+    if "min_tokens" in length_fields:
+        body["min_tokens"] = output_tokens
+    if "ignore_eos" in length_fields:
+        body["ignore_eos"] = True
+    body["temperature"] = 0.0
+    body.update(extra or {})
     if endpoint == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
     return body
+
+
+def engine_timings(timings: dict[str, Any] | None) -> EngineTimings | None:
+    """The engine's own account of a request (llama.cpp's ``timings``), what of it is numbers; None without."""
+    if not timings:
+        return None
+
+    def number(key: str) -> float | None:
+        value = timings.get(key)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    def whole(key: str) -> int | None:
+        value = number(key)
+        return int(value) if value is not None else None
+
+    out = EngineTimings(prompt_n=whole("prompt_n"), prompt_ms=number("prompt_ms"),
+                        predicted_n=whole("predicted_n"), predicted_ms=number("predicted_ms"),
+                        cache_n=whole("cache_n"))
+    return out if out.model_dump(exclude_none=True) else None
 
 
 def _failure(ex: Exchange, parsed_ok: Callable[[], tuple[ErrorKind | None, str | None]]) -> tuple[ErrorKind | None,
@@ -138,6 +168,8 @@ def _finish(ex: Exchange, parsed: StreamResult | None, reasoning: tuple[int | No
         reasoning_chunks=parsed.reasoning_chunks if parsed else None,
         reasoning_tokens=reasoning[0],
         reasoning_tokens_source=reasoning[1],
+        cached_tokens=parsed.cached_tokens if parsed else None,
+        engine_timings=engine_timings(parsed.timings) if parsed else None,
     )
     report(request_type="POST", name=record["scenario"], response_time=(end_at - ex.sent_at) * 1000.0,
            response_length=sum(len(c) for _, c in ex.reads), response=None, url=PATHS[endpoint],

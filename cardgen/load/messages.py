@@ -44,6 +44,10 @@ class Setup(Message):
     # a dataset sample's key (Point.dataset_key) -> each request's prompt template (cardgen.datasets.resolve)
     dataset_texts: dict[str, list[str]] = Field(default_factory=dict)
     nonce: int  # makes request ids unique across runs (defeats prefix caching)
+    # the fields agreed with the server (cardgen.load.dialect): those forcing the output length, and those an
+    # ingestion sweep's requests add
+    length_fields: list[str] = Field(default_factory=lambda: ["min_tokens", "ignore_eos"])
+    cold_fields: dict[str, Any] = Field(default_factory=dict)
     index: int = 0  # this agent's share of split points
     parts: int = 1
     name: str | None = None  # the worker's name in records; None keeps the name it was started with

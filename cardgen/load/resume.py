@@ -30,7 +30,7 @@ from cardgen.recorder import set_torn_tail_aside
 from cardgen.rundir import RunDir
 from cardgen.scenarios.resume import resume_plan, suite_of
 from cardgen.runinfo import utc_text
-from cardgen.schemas.run import RUNNING, STALE, RunInfo
+from cardgen.schemas.run import RUNNING, STALE, RequestDialect, RunInfo
 
 
 def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
@@ -57,7 +57,7 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
         raise ServerError(f"the server at {base} is {server.engine}, the run measured {was.engine}: resume against "
                           "the server the run measured (or force the engine with --engine)")
 
-    points, _ = plan_points(cfg.suite, was)  # the same points as the run planned: run.json's server decided them
+    points, _, _ = plan_points(cfg.suite, was)  # the same points as the run planned: run.json's server decided them
     resumed = resume_plan(info, points)
     cfg, workers_choice = resolve_workers(cfg, resumed.to_run)
     templates, _ = size_prompts(base, headers, served, resumed.to_run)
@@ -82,8 +82,10 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
         info.warnings.append(f"the server the run was resumed against serves a context of {max_model_len(server)} "
                              f"tokens, the one it started with {max_model_len(was)}")
     files.save_run_info(info)
+    dialect = was.dialect or RequestDialect()  # the fields the run's requests carried from its start
     setup = Setup(model=served, engine=was.engine, headers=headers, templates=templates,
-                  dataset_texts=dataset_texts, nonce=nonce)
+                  dataset_texts=dataset_texts, nonce=nonce, length_fields=dialect.length_fields,
+                  cold_fields=dialect.cold_fields)
     return Prepared(cfg=cfg, base_url=base, server=was, points=tuple(to_run), setup=setup,
                     info=info.model_copy(deep=True), attempts=resumed.attempts, resumed=True,
                     points_done=resumed.done)

@@ -47,6 +47,8 @@ class StreamResult:
     reasoning_chunks: int = 0
     first_answer_at: float | None = None
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
+    timings: dict[str, Any] | None = None  # the engine's own account (llama.cpp's ``timings``), as sent
 
     @property
     def text(self) -> str:
@@ -212,6 +214,12 @@ def _apply(result: StreamResult, payload: str, at: float) -> dict[str, Any] | No
         details = usage.get("completion_tokens_details")
         if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
             result.reasoning_tokens = details["reasoning_tokens"]
+        prompt_details = usage.get("prompt_tokens_details")
+        if isinstance(prompt_details, dict) and isinstance(prompt_details.get("cached_tokens"), int):
+            result.cached_tokens = prompt_details["cached_tokens"]
+    timings = obj.get("timings")
+    if isinstance(timings, dict):
+        result.timings = timings
     return obj
 
 

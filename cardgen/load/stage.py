@@ -40,6 +40,7 @@ import requests
 
 from cardgen import __version__
 from cardgen.engines.detect import check_url, probe
+from cardgen.engines.registry import get_adapter
 from cardgen.datasets import resolve
 from cardgen.errors import RunError, ServerError, UsageError
 from cardgen.load.clientcheck import judge_client, loadgen_report
@@ -50,9 +51,10 @@ from cardgen.recorder import Recorder
 from cardgen.load.runner import RunOutcome, RunPlan, run_plan
 from cardgen.load.scraper import Scraper
 from cardgen.load.telemetry import gpu_telemetry, metrics_available
+from cardgen.load.dialect import agree
 from cardgen.load.sizing import PromptBook
 from cardgen.load.workers import choose_workers
-from cardgen.points import Point, expand, fit_context
+from cardgen.points import Point, expand, fit_context, left_out
 from cardgen.rundir import RunDir, check_run_dir, make_run_dir
 from cardgen.runinfo import begin_run_info
 from cardgen.schemas.records import LoadgenSample, RequestRecord
@@ -62,6 +64,7 @@ from cardgen.schemas.run import (
     INTERRUPTED,
     STOP_SKIPPED,
     PointOutcome,
+    RequestDialect,
     RunInfo,
     ServerInfo,
     record_counts,
@@ -139,32 +142,58 @@ def run_load(cfg: LoadConfig) -> LoadResult:
 
 # -- prepare -------------------------------------------------------------------------------------------------
 
-def plan_points(suite: Suite, server: ServerInfo) -> tuple[list[Point], list[str]]:
-    """The suite's points that fit the server's context, and a warning for each one left out."""
+def plan_points(suite: Suite, server: ServerInfo) -> tuple[list[Point], list[str], dict[str, str]]:
+    """The suite's points that fit the server's context per request, a warning for each one shortened (an
+    ingestion sweep's lengths that do not fit), and the points left out whole with why (run.json: not run)."""
     max_len = max_model_len(server)
-    points, warnings = fit_context(expand(suite), max_len)
+    every = expand(suite)
+    points, warnings = fit_context(every, max_len)
+    source = server.context.source if server.context is not None else None
+    unfit = left_out(every, max_len, source=source)
     if not points:
-        raise UsageError(f"no point of suite '{suite.name}' fits the server's context of {max_len} tokens: use "
-                         "shorter prompts and outputs")
-    return points, warnings
+        raise UsageError(f"no point of suite '{suite.name}' fits the server's context of {max_len} tokens per request"
+                         f"{f' ({source})' if source else ''}: use shorter prompts and outputs")
+    warnings = [w for w in warnings if not any(w.startswith(f"{name} left out") for name in unfit)]
+    return points, warnings, unfit
+
+
+def _session(headers: Mapping[str, str]) -> requests.Session:
+    session = requests.Session()
+    session.trust_env = False
+    session.headers.update(headers)
+    return session
 
 
 def size_prompts(base_url: str, headers: Mapping[str, str], served_model: str,
                  points: Sequence[Point]) -> tuple[dict[str, dict[int, str]], str]:
     """A prompt template of exactly each length the points send, per endpoint, sized by the server; and how
-    they were sized (``server /tokenize`` or ``usage.prompt_tokens calibration``)."""
-    session = requests.Session()
-    session.trust_env = False
-    session.headers.update(headers)
-    book = PromptBook(session, base_url, served_model)
+    they were sized (the ``/tokenize`` form checked against ``usage.prompt_tokens``, or that usage itself:
+    :mod:`cardgen.load.sizing`)."""
+    book = PromptBook(_session(headers), base_url, served_model)
     templates: dict[str, dict[int, str]] = {}
     try:
         for point in points:
             for length in point.prompt_lengths():
                 templates.setdefault(point.endpoint, {})[length] = book.template(point.endpoint, length).text
     except requests.RequestException as exc:
-        raise ServerError(f"sizing prompts against {base_url} failed: {type(exc).__name__}") from None
-    return templates, ", ".join(sorted(set(book.method.values()))) or "unknown"
+        raise ServerError(f"sizing prompts against {base_url} failed: {_why(exc)}") from None
+    return templates, book.describe()
+
+
+def agree_dialect(base_url: str, headers: Mapping[str, str], served_model: str, points: Sequence[Point],
+                  engine: str) -> RequestDialect:
+    """The fields beyond the OpenAI API that the run's requests will carry (:func:`cardgen.load.dialect.agree`)."""
+    endpoint = points[0].endpoint if points else "completions"
+    try:
+        return agree(_session(headers), base_url, model=served_model, endpoint=endpoint, adapter=get_adapter(engine))
+    except requests.RequestException as exc:
+        raise ServerError(f"asking {base_url} which request fields it takes failed: {_why(exc)}") from None
+
+
+def _why(exc: requests.RequestException) -> str:
+    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        return f"HTTP {exc.response.status_code} from {exc.response.request.path_url if exc.response.request else ''}"
+    return type(exc).__name__
 
 
 def sample_datasets(base_url: str, headers: Mapping[str, str], served_model: str, points: Sequence[Point],
@@ -174,14 +203,11 @@ def sample_datasets(base_url: str, headers: Mapping[str, str], served_model: str
     ``items``, and the prompt templates by :meth:`Point.text_key`."""
     if not any(p.brings_prompts for p in points):
         return list(points), {}
-    session = requests.Session()
-    session.trust_env = False
-    session.headers.update(headers)
-    book = PromptBook(session, base_url, served_model)
+    book = PromptBook(_session(headers), base_url, served_model)
     try:
         return resolve(points, counter=book.counter, max_model_len=max_len, tag=nonce)
     except requests.RequestException as exc:
-        raise ServerError(f"counting dataset prompts against {base_url} failed: {type(exc).__name__}") from None
+        raise ServerError(f"counting dataset prompts against {base_url} failed: {_why(exc)}") from None
 
 
 def prepare(cfg: LoadConfig) -> Prepared:
@@ -193,27 +219,55 @@ def prepare(cfg: LoadConfig) -> Prepared:
     check_run_dir(run_dir)
     headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
 
-    server = probe(base, api_key=cfg.api_key, model=cfg.model, engine=cfg.engine)
+    server = with_launch(probe(base, api_key=cfg.api_key, model=cfg.model, engine=cfg.engine), cfg.launch)
     served = server.served_model or cfg.model
-    points, context_warnings = plan_points(cfg.suite, server)
+    points, context_warnings, unfit = plan_points(cfg.suite, server)
     cfg, workers_choice = resolve_workers(cfg, points)
     templates, tokenizer = size_prompts(base, headers, served, points)
+    dialect = agree_dialect(base, headers, served, points, server.engine)
     nonce = random.randrange(10_000)
     points, dataset_texts = sample_datasets(base, headers, served, points, max_model_len(server), nonce=nonce)
-    server = server.model_copy(update={"tokenizer": tokenizer,
-                                       "launch": dict(cfg.launch) if cfg.launch else server.launch})
+    server = server.model_copy(update={"tokenizer": tokenizer, "dialect": dialect})
+    warnings = [*context_warnings, *dialect_warnings(dialect, server)]
 
     make_run_dir(run_dir)
     started = time.time()
+    runnable = {p.name for p in points}
+    outcomes = [PointOutcome(name=p.name, kind=p.kind) if p.name in runnable else  # none reached yet
+                PointOutcome(name=p.name, kind=p.kind, stop=STOP_SKIPPED, detail=unfit[p.name])
+                for p in expand(cfg.suite) if p.name in runnable or p.name in unfit]
     info = begin_run_info(argv=cfg.argv, model=cfg.model, suite=cfg.suite, server=server, started_unix=started,
                           clock="real", modelled=cfg.modelled, gpu=cfg.gpu, sim=cfg.sim, workers=int(cfg.workers),
-                          workers_choice=workers_choice, warnings=context_warnings,
-                          points=[PointOutcome(name=p.name, kind=p.kind) for p in points])  # none reached yet
+                          workers_choice=workers_choice, warnings=warnings, points=outcomes)
     RunDir(run_dir).save_run_info(info)
     setup = Setup(model=served, engine=server.engine, headers=headers, templates=templates,
-                  dataset_texts=dataset_texts, nonce=nonce)
+                  dataset_texts=dataset_texts, nonce=nonce, length_fields=dialect.length_fields,
+                  cold_fields=dialect.cold_fields)
     return Prepared(cfg=cfg, base_url=base, server=server, points=tuple(points), setup=setup,
                     info=info.model_copy(deep=True), attempts={p.name: 0 for p in points})
+
+
+def with_launch(server: ServerInfo, launch: Mapping[str, Any] | None) -> ServerInfo:
+    """The probed server with how cardgen started it, and what the engine's log said of its configuration
+    (``extra["log"]``, where the adapter reads what no endpoint says: llama.cpp's unified KV cache)."""
+    if not launch:
+        return server
+    reported = launch.get("server_reported")
+    extra = {**server.extra, "log": dict(reported)} if reported else server.extra
+    return server.model_copy(update={"launch": dict(launch), "extra": extra})
+
+
+def dialect_warnings(dialect: RequestDialect, server: ServerInfo) -> list[str]:
+    """run.json's warnings about fields the server refused: what it means for the figures."""
+    out = []
+    refused = ", ".join(sorted(dialect.rejected))
+    if dialect.rejected and not dialect.length_fields:
+        out.append(f"the server refused {refused} ({next(iter(dialect.rejected.values()))}): nothing forces an "
+                   "output to its target length, so outputs may end early (the card counts how many did)")
+    elif dialect.rejected:
+        out.append(f"the server refused {refused} ({next(iter(dialect.rejected.values()))}); the requests carry "
+                   f"{', '.join(dialect.length_fields)} instead")
+    return out
 
 
 def resolve_workers(cfg: LoadConfig, points: Sequence[Point]) -> tuple[LoadConfig, str | None]:

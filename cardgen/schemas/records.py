@@ -30,6 +30,17 @@ class ErrorKind(StrEnum):
     CLIENT = "client"  # the load generator itself failed while sending (a bug or an overload of cardgen)
 
 
+class EngineTimings(Saved):
+    """What the engine itself says one request cost, from its last chunk (llama.cpp: ``timings``). Milliseconds,
+    as the engine counts them; None for what it does not say."""
+
+    prompt_n: int | None = None  # prompt tokens the engine computed (the cached ones excluded)
+    prompt_ms: float | None = None  # the engine's time computing them
+    predicted_n: int | None = None  # tokens it generated
+    predicted_ms: float | None = None  # its time generating them (first to last)
+    cache_n: int | None = None  # prompt tokens it took from its cache
+
+
 class RequestRecord(Saved):
     """One request, as the load engine saw it. Written as one JSON line as soon as the request ends."""
 
@@ -87,6 +98,11 @@ class RequestRecord(Saved):
     reasoning_tokens: int | None = None
     reasoning_tokens_source: str | None = None
     adapter: str | None = None  # the LoRA adapter the request asked for (its model name); None: the base model
+    # the prompt tokens the server took from its prefix cache (``usage.prompt_tokens_details.cached_tokens``)
+    cached_tokens: int | None = None
+    # the engine's own account of the request, as its last chunk gave it (llama.cpp's ``timings``): None when the
+    # server gives none
+    engine_timings: EngineTimings | None = None
 
     @property
     def ok(self) -> bool:

@@ -49,6 +49,30 @@ RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "
 DIED, STALE = "died", "stale"
 
 
+class ContextLimit(Saved):
+    """The most tokens one request may hold (prompt + output), as the server states it, and where it said so.
+    A point whose requests cannot fit is not run (run.json ``points[].detail`` says why)."""
+
+    tokens: int
+    source: str
+
+
+class RequestDialect(Saved):
+    """The fields beyond the OpenAI API that the run's requests carried, agreed with the server before the load
+    (:mod:`cardgen.load.dialect`): the ones that force the output length (``min_tokens``: the target,
+    ``ignore_eos``: true), those an ingestion sweep's requests add so that the engine computes the whole prompt
+    (llama.cpp's ``cache_prompt: false``), and each field the server refused, with its answer."""
+
+    length_fields: list[str] = Field(default_factory=lambda: ["min_tokens", "ignore_eos"])
+    cold_fields: dict[str, Any] = Field(default_factory=dict)
+    rejected: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def forces_length(self) -> bool:
+        """Whether the requests carried a field that makes the server generate exactly their target."""
+        return bool(self.length_fields)
+
+
 class ServerInfo(Saved):
     """What the server said about itself."""
 
@@ -62,10 +86,15 @@ class ServerInfo(Saved):
     version: Any = None  # /version as returned
     extra: dict[str, Any] = Field(default_factory=dict)  # /info, /props, ... whatever the adapter read
     launch: LaunchDescription | None = None  # command, arguments, version when cardgen started the engine
-    tokenizer: str = "unknown"  # how prompts were sized: "server /tokenize" or "usage calibration"
+    tokenizer: str = "unknown"  # how prompts were sized: "server /tokenize (...)" or "usage.prompt_tokens ..."
+    context: ContextLimit | None = None  # the most tokens a request may hold, as the server's adapter read it
+    dialect: RequestDialect | None = None  # None: a run made before cardgen agreed fields (min_tokens, ignore_eos)
 
     def context_length(self) -> int | None:
-        """The served model's context length as ``/v1/models`` gives it (vLLM, SGLang, the virtual server)."""
+        """The most tokens one request may hold: :attr:`context` as the engine's adapter read it, else the served
+        model's ``max_model_len`` in ``/v1/models`` (a run made before ``context`` was recorded)."""
+        if self.context is not None:
+            return self.context.tokens
         if isinstance(self.models, dict):
             for entry in self.models.get("data") or ():
                 if isinstance(entry, dict) and entry.get("id") == self.served_model:

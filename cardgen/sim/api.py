@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from cardgen.prompts import PROBE_HEADER
 from cardgen.sim import tokenizer
 from cardgen.sim.answers import describe, models_answer, version_answer
 from cardgen.sim.config import SimConfig
@@ -166,9 +167,11 @@ class SimServer(Engine):
             params = self.parse(body, chat=chat)
         except ApiError as exc:
             return exc.response()
-        self._index += 1
+        probe = PROBE_HEADER in request.headers  # cardgen's own question before a load: not counted, never faulted
+        if not probe:
+            self._index += 1
         index = self._index
-        fault = self.faults.fault_for(index) if self.faults else None
+        fault = self.faults.fault_for(index) if self.faults and not probe else None
         loop = self._loop
         adapter = body.get("model") if body.get("model") in self._adapters else None
         share = self.config.served.reasoning_share
@@ -183,6 +186,7 @@ class SimServer(Engine):
             done=loop.create_future(),
             thinking=thinking(share, params.max_tokens, chat=chat),
             reasoning_usage=chat and share > 0,
+            probe=probe,
         )
         if fault is not None:
             self.metrics.count_fault(fault)

@@ -41,6 +41,7 @@ class Live:
     reasoning_usage: bool = False  # usage says its reasoning tokens (a chat request to a reasoning model)
     answer_framed: tuple[bytes, ...] = ()  # the answer's word events, once the reasoning is over (chat)
     extra_tokens: int = 0  # tokens written beyond one per chunk (speculative decoding's steps)
+    probe: bool = False  # cardgen's question before a load (``PROBE_HEADER``): stamped as such
 
     # --- pre-encoded SSE -----------------------------------------------------------------------------------
     def _base(self) -> str:

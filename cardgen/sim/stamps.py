@@ -58,6 +58,7 @@ def stamp_record(live: Live, seq: Seq | None, *, aborted: bool = False) -> dict[
         "times": live.times,
         "prompt_tokens": live.params.prompt_tokens,
         "output_tokens": len(live.times) + live.extra_tokens,
+        **({"probe": True} if live.probe else {}),
         "finish_reason": seq.finish_reason
         if seq is not None and seq.status == SeqStatus.FINISHED
         else None,

@@ -1,45 +1,51 @@
 #!/usr/bin/env bash
-# Build llama.cpp's `llama-server` from the source vendored in the `llama-cpp-python` sdist (PyPI), and convert
-# the tiny test model to GGUF. Optional: used to record tests/data/engines/llamacpp_* from a real server; CI does
-# not run it (about 6 minutes of compiling on two cores).
+# Build llama.cpp's `llama-server` and `llama-bench` (CPU) from the source the `llama-cpp-python` sdist on PyPI
+# vendors, for the `engine` tests and `make bench`. No registry ships a prebuilt Linux llama-server.
 #
-#   bash tests/engines/build_llamacpp.sh [WORK_DIR]     # default: .venv/cardgen-cache/llamacpp
-#   CARDGEN_LLAMA_SERVER=WORK_DIR/build/bin/llama-server ...
+#   bash tests/engines/build_llamacpp.sh          # prints the directory holding both binaries
+#
+# Cached per machine and version, outside the checkout: $CARDGEN_CACHE (default ~/.cache/cardgen)/llamacpp-VERSION.
+# A second run on the same machine returns at once. The first takes about 5 minutes on two cores.
+# The UI flags matter: without them the build tries to download llama.cpp's web UI (no network here).
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-py="${PYTHON:-$root/.venv/bin/python}"
-work="${1:-$root/.venv/cardgen-cache/llamacpp}"
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
-mkdir -p "$work"
+cache="${CARDGEN_CACHE:-$HOME/.cache/cardgen}"
+work="$cache/llamacpp-$version"
+bin="$work/bin"
+py="${PYTHON:-python3}"
 
-if [[ ! -x "$work/build/bin/llama-server" ]]; then
-  "$py" -m pip download -q --no-deps --no-binary :all: -d "$work" "llama-cpp-python==$version"
-  tar -xzf "$work/llama_cpp_python-$version.tar.gz" -C "$work"
-  src="$work/llama_cpp_python-$version/vendor/llama.cpp"
-  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON
-  nice -n 10 cmake --build "$work/build" --target llama-server -j"$(nproc)"
+if [[ -x "$bin/llama-server" && -x "$bin/llama-bench" ]]; then
+  echo "$bin"
+  exit 0
 fi
-src="$work/llama_cpp_python-$version/vendor/llama.cpp"
 
-if [[ ! -f "$work/tiny.gguf" ]]; then
-  model="$("$py" -c "from pathlib import Path; from cardgen.engines.tinymodel import make_tiny_model
-print(make_tiny_model(Path('$root/.venv/cardgen-cache'), max_positions=8192))")"
-  # the tiny tokenizer is byte-level BPE with GPT-2's pre-tokenizer, which the converter cannot identify by hash
-  "$py" - "$src" "$model" "$work/tiny.gguf" <<'PY'
-import runpy
-import sys
+command -v cmake >/dev/null || { echo "build_llamacpp: cmake is needed (apt-get install cmake)" >&2; exit 1; }
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
 
-src, model, out = sys.argv[1:4]
-sys.path[:0] = [src, f"{src}/gguf-py"]
-from conversion import base  # noqa: E402
-
-base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
-sys.argv = [f"{src}/convert_hf_to_gguf.py", model, "--outfile", out, "--outtype", "bf16"]
-runpy.run_path(sys.argv[0], run_name="__main__")
-PY
-fi
-echo "llama-server: $work/build/bin/llama-server"
-echo "model:        $work/tiny.gguf"
+start=$SECONDS
+mkdir -p "$cache"
+tmp="$(mktemp -d "$cache/.llamacpp-build.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+echo "build_llamacpp: llama-cpp-python==$version sdist (llama.cpp source) into $tmp" >&2
+"$py" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: -d "$tmp" \
+  "llama-cpp-python==$version" >&2
+tar -xzf "$tmp"/llama_cpp_python-*.tar.gz -C "$tmp"
+src="$(ls -d "$tmp"/llama_cpp_python-*/vendor/llama.cpp)"
+cmake -S "$src" -B "$tmp/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
+  -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF >"$tmp/cmake.log" 2>&1 \
+  || { tail -30 "$tmp/cmake.log" >&2; exit 1; }
+nice -n 5 cmake --build "$tmp/build" --target llama-server llama-bench -j"$(nproc)" >"$tmp/build.log" 2>&1 \
+  || { tail -30 "$tmp/build.log" >&2; exit 1; }
+# gguf-py from the same source: the tests write their GGUF models with it (the version the server reads)
+mkdir -p "$tmp/out/bin"
+cp "$tmp/build/bin/llama-server" "$tmp/build/bin/llama-bench" "$tmp/out/bin/"
+cp -r "$src/gguf-py" "$tmp/out/gguf-py"
+git -C "$src" rev-parse --short HEAD >"$tmp/out/commit" 2>/dev/null || true
+echo "$version" >"$tmp/out/version"
+rm -rf "$work"
+mv "$tmp/out" "$work"
+echo "build_llamacpp: built in $((SECONDS - start)) s" >&2
+echo "$bin"

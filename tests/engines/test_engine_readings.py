@@ -138,14 +138,33 @@ def test_sglang_kv_from_gauge_then_server_info(data_dir):
     assert histogram(text, metric_names("sglang")["ttft"])["count"] == 256
 
 
-def test_llamacpp_kv_is_slots_times_n_ctx(data_dir):
+def test_llamacpp_kv_needs_to_know_whether_the_slots_share_one_cache(data_dir):
+    """/props and /slots say each slot's context, not whether the slots share one cache: the layout comes from
+    the server's log or its command line; without either the capacity is unknown, and why is said."""
     props = json.loads((data_dir / "llamacpp_props.json").read_text())
     slots = json.loads((data_dir / "llamacpp_slots.json").read_text())
-    kv = kv_config("llamacpp", {}, {"props": props, "slots": slots})
-    assert kv["tokens"] == sum(s["n_ctx"] for s in slots)
-    assert kv["total_slots"] == props["total_slots"] == len(slots)
-    kv_props = kv_config("llamacpp", {}, {"props": props})
-    assert kv_props["tokens"] == props["total_slots"] * props["default_generation_settings"]["n_ctx"]
+    n, n_ctx = props["total_slots"], slots[0]["n_ctx"]
+    assert n == len(slots) and all(s["n_ctx"] == n_ctx for s in slots)
+    endpoints = {"props": props, "slots": slots}
+    assert kv_config("llamacpp", {}, endpoints) is None
+    why = get_adapter("llamacpp").kv_unknown(endpoints)
+    assert f"{n} slots of {n_ctx:,} tokens" in why and f"({n * n_ctx:,})" in why
+    per_slot = {**endpoints, "process": {"pid": 7, "command": ["llama-server", "-m", "m.gguf", "-np", str(n)]}}
+    kv = kv_config("llamacpp", {}, per_slot)
+    assert (kv["tokens"], kv["kv_unified"], kv["slots"]) == (n * n_ctx, False, n)
+    assert "a cache per slot" in kv["source"] and "command line (pid 7)" in kv["source"]
+    for command in (["llama-server", "-m", "m.gguf"], ["llama-server", "-np", str(n), "--kv-unified"]):
+        kv = kv_config("llamacpp", {}, {**endpoints, "process": {"pid": 7, "command": command}})
+        assert (kv["tokens"], kv["kv_unified"]) == (n_ctx, True)
+    env = {"pid": 7, "command": ["llama-server"], "env": {"LLAMA_ARG_N_PARALLEL": str(n)}}
+    assert kv_config("llamacpp", {}, {**endpoints, "process": env})["kv_unified"] is False
+    said = get_adapter("llamacpp").config_from_log(
+        f"srv    load_model: initializing, n_slots = {n}, n_ctx_slot = {n_ctx}, kv_unified = 'true'\n")
+    assert said == {"n_slots": n, "n_ctx_slot": n_ctx, "kv_unified": True}
+    kv = kv_config("llamacpp", {}, {**per_slot, "log": said})  # the log beats the command line
+    assert (kv["tokens"], kv["kv_unified"]) == (n_ctx, True) and "the server's log" in kv["source"]
+    assert get_adapter("llamacpp").context_limit(None, endpoints, None) == (
+        n_ctx, "/props default_generation_settings.n_ctx (the context of one slot)")
     text = (data_dir / "llamacpp_metrics.txt").read_text()
     gauges = load_gauges("llamacpp", text)
     assert gauges["running"] is not None and gauges["waiting"] is not None

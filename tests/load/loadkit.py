@@ -31,7 +31,9 @@ def sim_server(tmp_path: Path, *extra: str, fixed: dict | None = None) -> Iterat
 
 
 def read_stamps(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    """The stamp log's load requests (cardgen's probes before the load, marked ``probe``, left out)."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [s for s in (json.loads(line) for line in lines if line.strip()) if not s.get("probe")]
 
 
 def read_records(run_dir: Path) -> list[dict]:
