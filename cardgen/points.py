@@ -146,6 +146,25 @@ class Point:
             return self.min_requests
         return 0
 
+    def longest_request(self) -> int:
+        """The most tokens one of the point's requests holds (prompt + output): what a server's context per request
+        must take (a chat turn carries its conversation so far)."""
+        if self.kind == "prefix":
+            return self.prefix_tokens + self.suffix_tokens + self.output_tokens
+        if self.kind == "chat":
+            return self.prompt_tokens + max(0, self.turns - 1) * (self.message_tokens + self.output_tokens) \
+                + self.output_tokens
+        if self.items:
+            return max(p + o for p, o in self.items)
+        return max(self.lengths or (self.prompt_tokens,)) + self.output_tokens
+
+    def users(self) -> int:
+        """How many requests the point keeps in flight at once by design (a closed loop's users, a batch); 1 for
+        the kinds whose load is a rate or a search (open loops, waves, SLO searches)."""
+        if self.kind in ("closed", "batch", "chat"):
+            return self.parallel or 1
+        return 1
+
     @property
     def measures_prefill(self) -> bool:
         """Whether the point measures the engine computing whole prompts (an ingestion sweep): its requests ask the

@@ -89,9 +89,14 @@ def point_saturation(seen: LoadSeen, *, max_kv_usage: float = MAX_KV_USAGE,
 
 
 def wave_saturated(*, preempted: bool, waiting: float | None, kv_usage: float | None,
-                   queued_for_kv: bool = False) -> bool:
+                   queued_for_kv: bool = False, slot_bound: bool = False) -> bool:
     """Whether one reading during a wave shows saturation (see the module's docstring). ``queued_for_kv`` is
-    a driver that knows directly that a request waited for KV blocks (the virtual server)."""
+    a driver that knows directly that a request waited for KV blocks (the virtual server); ``slot_bound`` a server
+    that runs a fixed number of requests at once and says nothing of its KV usage (llama.cpp's slots): a request
+    waiting there waits for a slot, and larger waves would only queue longer (the analysis says the waves measured
+    the slots)."""
     if preempted or queued_for_kv:
         return True
+    if slot_bound and kv_usage is None:
+        return bool(waiting)
     return bool(waiting) and kv_usage is not None and kv_usage >= WAVE_FULL_USAGE

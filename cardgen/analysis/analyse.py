@@ -31,6 +31,7 @@ from cardgen.analysis.speculative import speculative_points, speculative_run
 from cardgen.analysis.tables import batch_precision, build_tables, write_tables
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
+from cardgen.engines import kv_unknown, slot_limit
 from cardgen.points import Point
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir, torn_line_warning
 from cardgen.schemas.run import RunInfo, point_attempts, record_counts
@@ -206,14 +207,14 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
             decode_tok_s=dec.p50, decode_ci_low=dec.p50_ci_low, decode_ci_high=dec.p50_ci_high)
 
     kv = kv_capacity(declared=declared_kv(data.metrics, engine=engine, server_extra=info.server.extra),
-                     requests=requests, ts=ts)
+                     requests=requests, ts=ts, unknown=kv_unknown(engine, info.server.extra),
+                     slots=slot_limit(engine, info.server.extra))
     if kv.tokens is None:
+        why = "; ".join(f"{method}: {reason}" for method, reason in kv.not_run.items())
         if kv.lower_bound is not None:
-            missing.append(f"KV cache capacity: only a lower bound ({kv.lower_bound:,.0f} tokens): the server "
-                           "declares no capacity, reports no usable KV usage, and the waves never saturated")
+            missing.append(f"KV cache capacity: only a lower bound ({kv.lower_bound:,.0f} tokens) ({why})")
         else:
-            missing.append("KV cache capacity not measured: the server declares no capacity, reports no usable "
-                           "KV usage, and the run has no growing waves that reached saturation")
+            missing.append(f"KV cache capacity not measured ({why})")
 
     kinds = {s.kind for s in scenarios if s.requests}  # points that sent no request measure nothing
     if "open" not in kinds:

@@ -148,8 +148,9 @@ def _wave_result(rows: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None
 
 
 def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None,
-                     ) -> tuple[KVEstimate | None, list[WaveResult], str | None]:
-    """(estimate, the waves, a note when the probe could not give a figure)."""
+                     slots: int | None = None) -> tuple[KVEstimate | None, list[WaveResult], str | None]:
+    """(estimate, the waves, a note when the probe could not give a figure). ``slots``: the most requests the
+    server runs at once (llama.cpp's slots): a wave larger than that queues for a slot, whatever its KV cache."""
     rows = requests[(requests["kind"] == "waves") & ~requests["warmup"] & requests["wave"].notna()]
     if rows.empty:
         return None, [], None
@@ -167,6 +168,10 @@ def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: in
     calm = [w for w in waves if not w.saturated and (first is None or w.size < first.size)]
     previous = max(calm, key=lambda w: w.size) if calm else None
     if first is not None:
+        if slots and first.size > slots and (previous is None or previous.size <= slots):
+            note = (f"wave {first.wave} ({first.size} requests) queued behind the server's {slots} slots: it runs at "
+                    f"most {slots} requests at once, so the waves measured its slots, not its KV cache")
+            return None, waves, note
         if first.kv_usage_max is not None and first.kv_usage_max < KV_FULL_USAGE:
             note = (f"wave {first.wave} ({first.size} requests) queued at {first.kv_usage_max:.0%} KV usage: "
                     "limited by something other than the KV cache (max_num_seqs?)")
@@ -189,20 +194,32 @@ def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: in
                               f"{previous.tokens_per_request:.0f} tokens"), waves, note)
 
 
-def kv_capacity(*, declared: Mapping[str, Any] | None, requests: pd.DataFrame, ts: pd.DataFrame) -> KVCapacity:
-    """Every estimate, the chosen one and their agreement. ``declared`` is :func:`declared_kv`."""
+def kv_capacity(*, declared: Mapping[str, Any] | None, requests: pd.DataFrame, ts: pd.DataFrame,
+                unknown: str | None = None, slots: int | None = None) -> KVCapacity:
+    """Every estimate, the chosen one and their agreement, and why each method that gave none could not.
+    ``declared`` is :func:`declared_kv`; ``unknown`` why the server's adapter could not read a capacity it has
+    (:func:`cardgen.engines.kv_unknown`); ``slots`` the most requests the server runs at once, where a fixed
+    number of slots decides it."""
     block_size = block_size_of(declared)
     estimates: list[KVEstimate] = []
+    not_run: dict[str, str] = {}
     if declared is not None:
         estimates.append(KVEstimate(method="server_config", tokens=float(declared["tokens"]), samples=1,
                                     source=str(declared["source"])))
+    else:
+        not_run["server_config"] = unknown or "the server declares no KV capacity (no metric or endpoint says it)"
     usage = usage_extrapolation(requests, ts, block_size=block_size)
     if usage is not None:
         estimates.append(usage)
-    probe, waves, note = saturation_probe(requests, ts, block_size=block_size)
+    else:
+        not_run["usage_extrapolation"] = _why_no_usage(ts)
+    probe, waves, note = saturation_probe(requests, ts, block_size=block_size, slots=slots)
     if probe is not None:
         estimates.append(probe)
-    result = KVCapacity(block_size=block_size, estimates=estimates, waves=waves, saturation_note=note)
+    else:
+        not_run["saturation_probe"] = note or "the suite has no growing waves"
+    result = KVCapacity(block_size=block_size, estimates=estimates, waves=waves, saturation_note=note,
+                        not_run=not_run)
     chosen = next((e for e in estimates if e.tokens), None)
     if chosen is None:
         result.lower_bound = probe.lower_bound if probe is not None else None
@@ -216,3 +233,12 @@ def kv_capacity(*, declared: Mapping[str, Any] | None, requests: pd.DataFrame, t
                 others.append(abs(e.vs_chosen_pct))
     result.agreement_pct = max(others) if others else None
     return result
+
+
+def _why_no_usage(ts: pd.DataFrame) -> str:
+    if ts.empty:
+        return "the server has no /metrics to read a KV usage from"
+    if ts["kv_usage"].isna().all():
+        return "the server's /metrics has no KV-usage gauge"
+    return (f"fewer than {MIN_USAGE_SAMPLES} scrapes with a KV usage of at least {MIN_USAGE:.0%}, nothing waiting and "
+            "the server running exactly the requests in flight")

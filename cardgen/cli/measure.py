@@ -137,9 +137,10 @@ def measure(model: str, *, url: str | None, launch: str | None, suite_name: str,
     checks' tolerance), a calibrated run (:func:`measure_calibrated`)."""
     count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url, workers=workers,
                                  scrape_interval=scrape_interval)
-    run_dir = out_dir or default_run_dir(model, root=runs_root)
+    name = model_name(model)
+    run_dir = out_dir or default_run_dir(name, root=runs_root)
     check_run_dir(run_dir)  # before any server starts; missing parents are created with the run directory
-    cfg = LoadConfig(url=url or "", model=model, suite=suite, run_dir=run_dir, api_key=api_key, workers=count,
+    cfg = LoadConfig(url=url or "", model=name, suite=suite, run_dir=run_dir, api_key=api_key, workers=count,
                      remote_workers=remote_workers, master_bind_host=master_bind, master_port=master_port,
                      scrape_interval_s=scrape_interval, quiet=quiet, engine=engine, gpu_metrics_url=gpu_metrics_url,
                      run_saturated=run_saturated)
@@ -162,6 +163,11 @@ def measure(model: str, *, url: str | None, launch: str | None, suite_name: str,
     if not no_card:
         render_card(run_dir, quiet=quiet)
     click.echo(str(run_dir))
+
+
+def model_name(model: str) -> str:
+    """The model's name on the card: a GGUF file given as the model (``--launch llamacpp``) is named by its stem."""
+    return Path(model).stem if model.lower().endswith(".gguf") else model
 
 
 def measure_calibrated(cfg: LoadConfig, start: Start, *, quiet: bool) -> None:
@@ -188,8 +194,14 @@ def measured_server(cfg: LoadConfig, *, model: str, launch: str | None, engine_a
         yield cfg
     elif launch:
         make_run_dir(cfg.run_dir)  # the server's log goes there before the load
-        with launched_engine(launch, model, engine_args=engine_args, log_path=cfg.run_dir / SERVER_LOG) as handle:
-            yield replace(cfg, url=handle.url, launch=handle.launch_info, engine=cfg.engine or launch)
+        args = shlex.split(engine_args)
+        added, chosen = get_adapter(launch).launch_defaults(expand(cfg.suite), args)
+        if chosen and not cfg.quiet:
+            click.echo(f"cardgen: starting {launch} with {shlex.join(added)} ("
+                       + "; ".join(f"{flag} {why}" for flag, why in chosen.items()) + ")", err=True)
+        with launched_engine(launch, model, engine_args=[*args, *added], log_path=cfg.run_dir / SERVER_LOG) as handle:
+            launched = {**handle.launch_info, "chosen": chosen} if chosen else handle.launch_info
+            yield replace(cfg, url=handle.url, launch=launched, engine=cfg.engine or launch)
     elif virtual is not None:
         make_run_dir(cfg.run_dir)  # the server's log goes there before the load
         if not cfg.quiet:
@@ -312,8 +324,9 @@ def resume_measured(run_dir: Path, info: RunInfo, *, url: str | None, api_key: s
     planning = nullcontext() if virtual is None else plan_in_background(
         cfg.suite, model=virtual.model, gpu=virtual.gpu, tp=virtual.tp, model_config=virtual.model_config,
         modelled=True, gpu_given=True, done=[o.name for o in info.points if o.ended], engine=virtual.engine)
-    with planning as plan, measured_server(replace(cfg, plan=plan), model=info.model, launch=launch,
-                                           engine_args=engine_args, virtual=virtual) as cfg:
+    started_with = launched.arguments.get("model") if launched is not None else None  # a GGUF's path, say
+    with planning as plan, measured_server(replace(cfg, plan=plan), model=str(started_with or info.model),
+                                           launch=launch, engine_args=engine_args, virtual=virtual) as cfg:
         prepared = prepare_resume(cfg, info)
         finish(prepared, execute(prepared))
     if not no_card:

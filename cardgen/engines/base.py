@@ -14,6 +14,7 @@ from typing import Any
 
 from cardgen.engines.lora import LoraModule
 from cardgen.errors import UsageError
+from cardgen.points import Point
 from cardgen.promtext import parse_metrics
 
 Samples = dict[str, list[dict[str, Any]]]
@@ -103,6 +104,9 @@ class EngineAdapter:
     #: whether the command line of a server on this host is read (``ServerInfo.extra["process"]``): the engine's
     #: endpoints do not say all the adapter needs (llama.cpp's unified KV cache)
     reads_process: bool = False
+    #: whether the server runs a fixed number of requests at once (slots) and queues the rest, whatever its KV
+    #: cache holds: a request waiting there waits for a slot (a wave's live saturation check)
+    bounded_by_slots: bool = False
 
     # --- recognising a running server -------------------------------------------------------------
     def identify(self, fetch: Fetch, version: Any) -> dict[str, Any] | None:
@@ -144,6 +148,11 @@ class EngineAdapter:
         """KV-cache capacity: ``{"tokens": int, "source": str, "block_size": int | None, ...raw fields}``, or
         None when unknown. ``source`` names what was read, in words a card can show; ``block_size`` is the
         tokens per KV block or page when the engine says (the analysis rounds resident tokens up to it)."""
+        return None
+
+    def slot_limit(self, extra: Mapping[str, Any]) -> int | None:
+        """How many requests the server runs at once at most, when it has a fixed number of slots; None when it
+        admits requests while its KV cache has room."""
         return None
 
     def kv_unknown(self, extra: Mapping[str, Any]) -> str | None:
@@ -188,6 +197,11 @@ class EngineAdapter:
     # --- launching ----------------------------------------------------------------------------------
     def launch_command(self, model: str, host: str, port: int, args: list[str]) -> list[str]:
         raise NotImplementedError(f"cardgen cannot start {self.label}")
+
+    def launch_defaults(self, points: Sequence[Point], args: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        """Arguments cardgen adds when it starts the engine for ``points`` (those ``args`` does not set already),
+        and why each was chosen, by flag (run.json ``server.launch.chosen`` and the card say it). None by default."""
+        return [], {}
 
     def lora_args(self, modules: Sequence[LoraModule]) -> list[str]:
         """The engine's flags that serve ``modules`` (LoRA adapters), every one of them in the same batches."""

@@ -28,13 +28,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cardgen.engines.base import EngineAdapter, Fetch, Samples, as_int, gauge
+from cardgen.points import Point
 
 BINARY_ENV = "CARDGEN_LLAMA_SERVER"  # path to llama-server when it is not on PATH
 AUTO_SLOTS = 4  # what -np left out (or -np -1) gives: 4 slots sharing one unified cache
 
 _INIT = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+), kv_unified = '(true|false)'")
 _CTX = re.compile(r"llama_context: n_ctx\s+= (\d+)")
-_CACHE_RAM = re.compile(r"prompt cache is enabled, size limit: (\S+ \S+)")
 _TRUE = ("1", "true", "on", "yes", "enabled")
 
 
@@ -92,6 +92,7 @@ class LlamaCppAdapter(EngineAdapter):
     label = "llama.cpp server"
     launchable = True
     reads_process = True
+    bounded_by_slots = True
     install_hint = (f"build llama.cpp's 'llama-server' (tests/engines/build_llamacpp.sh does, from the llama-cpp-python "
                     f"sdist) and put it on PATH or set {BINARY_ENV}=/path/to/llama-server")
     metric_names = {
@@ -153,6 +154,9 @@ class LlamaCppAdapter(EngineAdapter):
             as_int((props.get("default_generation_settings") or {}).get("n_ctx"))
         return count, n_ctx
 
+    def slot_limit(self, extra: Mapping[str, Any]) -> int | None:
+        return self.slots(extra)[0]
+
     def layout(self, extra: Mapping[str, Any]) -> dict[str, Any] | None:
         """Whether the slots share one cache, and what says so: the server's start-up log, else its command line
         and environment; None when neither is known."""
@@ -206,8 +210,8 @@ class LlamaCppAdapter(EngineAdapter):
         }
 
     def config_from_log(self, log_text: str) -> dict[str, Any]:
-        """llama-server logs ``initializing, n_slots = N, n_ctx_slot = C, kv_unified = 'false'``, ``llama_context:
-        n_ctx = T`` and whether its host prompt cache is on (``--cache-ram``)."""
+        """llama-server logs ``initializing, n_slots = N, n_ctx_slot = C, kv_unified = 'false'`` (and, at a higher
+        verbosity, ``llama_context: n_ctx = T``)."""
         out: dict[str, Any] = {}
         match = _INIT.search(log_text)
         if match:
@@ -216,12 +220,35 @@ class LlamaCppAdapter(EngineAdapter):
         match = _CTX.search(log_text)
         if match:
             out["n_ctx"] = int(match.group(1))
-        match = _CACHE_RAM.search(log_text)
-        if match:
-            out["cache_ram"] = match.group(1)
         return out
 
     # -- launching -----------------------------------------------------------------------------------------
+    def launch_defaults(self, points: Sequence[Point], args: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        """``-np``: a slot for every request the suite keeps in flight at once (its largest parallel count), each
+        slot a KV cache of its own (``-np`` given turns llama.cpp's unified cache off); ``-c``: those slots times the
+        suite's longest request, rounded up to 256 tokens (llama.cpp gives each slot ``-c`` / ``-np``). A flag
+        ``args`` sets is left as given."""
+        out: list[str] = []
+        chosen: dict[str, str] = {}
+        set_np = _flag_value(args, "-np", "--parallel")
+        if set_np is None:
+            busiest = max(points, key=lambda p: p.users(), default=None)
+            slots = busiest.users() if busiest is not None else 1
+            out += ["-np", str(slots)]
+            chosen["-np"] = (f"{slots}: the suite's largest parallel count ({busiest.name})" if busiest is not None
+                             else f"{slots}")
+        else:
+            slots = int(set_np) if set_np.lstrip("-").isdigit() and int(set_np) > 0 else AUTO_SLOTS
+        if _flag_value(args, "-c", "--ctx-size") is None:
+            longest = max(points, key=lambda p: p.longest_request(), default=None)
+            need = longest.longest_request() if longest is not None else 2048
+            per_slot = -(-need // 256) * 256
+            total = per_slot * slots  # per slot: each slot gets total / slots; one shared cache holds them all
+            out += ["-c", str(total)]
+            chosen["-c"] = (f"{total}: {slots} slots x {per_slot} tokens, the suite's longest request "
+                            f"({longest.name if longest else 'none'}: {need} tokens) rounded up to 256")
+        return out, chosen
+
     def launch_command(self, model: str, host: str, port: int, args: list[str]) -> list[str]:
         binary = server_binary() or "llama-server"
         extra = [] if "--metrics" in args else ["--metrics"]

@@ -24,6 +24,18 @@ def kv_config(engine: str | None, sample: Any, server_extra: Mapping[str, Any] |
     return get_adapter(engine).kv_config(samples_of(sample), server_extra or {})
 
 
+def kv_unknown(engine: str | None, server_extra: Mapping[str, Any] | None) -> str | None:
+    """Why the engine's KV capacity could not be read, when it has one to read (llama.cpp whose slots may or may
+    not share one cache); None otherwise."""
+    return get_adapter(engine).kv_unknown(server_extra or {})
+
+
+def slot_limit(engine: str | None, server_extra: Mapping[str, Any] | None) -> int | None:
+    """How many requests the server runs at once at most, when a fixed number of slots says so (llama.cpp's
+    ``total_slots``); None when the KV cache or a batch setting decides it."""
+    return get_adapter(engine).slot_limit(server_extra or {})
+
+
 def load_gauges(engine: str | None, sample: Any) -> dict[str, float | None]:
     """``{"usage": 0..1 | None, "running": n | None, "waiting": n | None, "used_tokens": n | None}``."""
     return get_adapter(engine).load_gauges(samples_of(sample))

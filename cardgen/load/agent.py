@@ -30,7 +30,7 @@ from gevent.queue import Queue
 from locust import HttpUser, task
 from locust.exception import StopUser
 
-from cardgen.engines import counter, load_gauges, metric_names
+from cardgen.engines import counter, get_adapter, load_gauges, metric_names
 from cardgen.load.alarm import sleep_until
 from cardgen.load.client import build_payload, stream_once
 from cardgen.load.messages import AgentMessage, Assignment, Done, LoadgenTick, Ready, Setup
@@ -367,6 +367,7 @@ class _SaturationWatcher:
         self.url = f"{base_url}/metrics"
         self.engine = engine
         self.preemptions_name = metric_names(engine).get("preemptions", "")
+        self.slot_bound = get_adapter(engine).bounded_by_slots
         self.available = True
         self.greenlet: gevent.Greenlet | None = None
         self.saturated = False
@@ -409,7 +410,8 @@ class _SaturationWatcher:
     def _judge(self, now: dict[str, float | None]) -> None:
         preempted = (now["preempted"] is not None and self._preempt0 is not None
                      and now["preempted"] > self._preempt0)
-        if wave_saturated(preempted=preempted, waiting=now["waiting"], kv_usage=now["usage"]):
+        if wave_saturated(preempted=preempted, waiting=now["waiting"], kv_usage=now["usage"],
+                          slot_bound=self.slot_bound):
             self.saturated = True
 
     def stop(self) -> bool:

@@ -31,6 +31,21 @@ class RequestFailed(Exception):
 
 #: the fields that force a request's output length when the run agreed none (a run made before cardgen asked)
 LENGTH_FIELDS = ("min_tokens", "ignore_eos")
+NO_EOS_CONFIG = '{"eos_token_id": -1}'  # transformers serve: a per-request generation config without an EOS token
+
+
+def length_values(names: Sequence[str], *, output_tokens: int) -> dict[str, Any]:
+    """The length-forcing fields ``names`` for a request of ``output_tokens`` tokens: vLLM's ``min_tokens`` (the
+    target) and ``ignore_eos`` (llama.cpp honours it too), transformers serve's ``generation_config``."""
+    values: dict[str, Any] = {}
+    for name in names:
+        if name == "min_tokens":
+            values[name] = output_tokens
+        elif name == "ignore_eos":
+            values[name] = True
+        elif name == "generation_config":
+            values[name] = NO_EOS_CONFIG
+    return values
 
 
 def build_payload(*, endpoint: str, model: str, prompt: str, output_tokens: int,
@@ -45,10 +60,7 @@ def build_payload(*, endpoint: str, model: str, prompt: str, output_tokens: int,
         "stream_options": {"include_usage": True},
         "max_tokens": output_tokens,
     }
-    if "min_tokens" in length_fields:
-        body["min_tokens"] = output_tokens
-    if "ignore_eos" in length_fields:
-        body["ignore_eos"] = True
+    body.update(length_values(length_fields, output_tokens=output_tokens))
     body["temperature"] = 0.0
     body.update(extra or {})
     if endpoint == "chat":
@@ -139,8 +151,8 @@ def _finish(ex: Exchange, parsed: StreamResult | None, reasoning: tuple[int | No
             return ErrorKind.SERVER_ERROR_EVENT, f"error event: {parsed.server_error}"
         if parsed.malformed is not None:
             return ErrorKind.MALFORMED_SSE, f"malformed event: {parsed.malformed!r}"
-        if not parsed.done:
-            return ErrorKind.STREAM_DROPPED, "stream ended before data: [DONE]"
+        if not parsed.complete:
+            return ErrorKind.STREAM_DROPPED, "stream ended before data: [DONE] (or a last chunk with usage)"
         if not parsed.chunk_times and not (parsed.output_tokens and parsed.silent_times):
             return ErrorKind.EMPTY, "stream carried no text"
         return None, None

@@ -10,7 +10,6 @@ card say which, and what follows (outputs may end before their target; the card 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import requests
@@ -18,27 +17,17 @@ import requests
 from cardgen.engines.base import EngineAdapter
 from cardgen.errors import ServerError
 from cardgen.load.ask import ask
+from cardgen.load.client import length_values
 from cardgen.load.sizing import PROBE_TEXT, describe
 from cardgen.schemas.run import RequestDialect
 
 REFUSED = (400, 404, 422)  # the answers that mean "not this request" rather than "not now"
 
 
-def field_values(names: Sequence[str], *, output_tokens: int) -> dict[str, Any]:
-    """The length-forcing fields ``names`` for a request of ``output_tokens`` tokens."""
-    values: dict[str, Any] = {}
-    for name in names:
-        if name == "min_tokens":
-            values[name] = output_tokens
-        elif name == "ignore_eos":
-            values[name] = True
-    return values
-
-
 def agree(session: requests.Session, base: str, *, model: str, endpoint: str,
           adapter: EngineAdapter) -> RequestDialect:
     """The fields the server takes of those ``adapter`` proposes; each refused one with the server's answer."""
-    proposed = {**field_values(adapter.length_fields, output_tokens=1), **dict(adapter.cold_fields)}
+    proposed = {**length_values(adapter.length_fields, output_tokens=1), **dict(adapter.cold_fields)}
     if not proposed:
         return RequestDialect(length_fields=[], cold_fields={})
     first = ask(session, base, endpoint=endpoint, model=model, text=PROBE_TEXT, fields=proposed)

@@ -61,6 +61,12 @@ class StreamResult:
         return "".join(self.reasoning_parts)
 
     @property
+    def complete(self) -> bool:
+        """Whether the stream said all it had to: ``data: [DONE]``, or (from a server that never sends it, such as
+        ``transformers serve``) a finish reason and the usage, which only the last chunk carries."""
+        return self.done or (self.finish_reason is not None and self.output_tokens is not None)
+
+    @property
     def first_token_at(self) -> float | None:
         return self.chunk_times[0] if self.chunk_times else None
 

@@ -315,6 +315,7 @@ class KVCapacity(Saved):
     agreement_pct: float | None = None  # largest |vs_chosen_pct| among the other estimates
     waves: list[WaveResult] = Field(default_factory=list)
     saturation_note: str | None = None
+    not_run: dict[str, str] = Field(default_factory=dict)  # method -> why it could give no figure on this run
 
 
 class CapacityThreshold(Saved):
