@@ -198,13 +198,15 @@ def sample(source: str, *, num_requests: int, seed: int, count_prompt: Counter, 
 
 
 def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
-            max_model_len: int | None = None, tag: int = 0) -> tuple[list[Point], dict[str, list[str]]]:
+            max_model_len: int | None = None, tag: int = 0, style: str = "plain",
+            ) -> tuple[list[Point], dict[str, list[str]]]:
     """The prompts of the points that bring their own: sample the requests of every dataset point
     (:func:`sample`; points with the same :meth:`~cardgen.points.Point.dataset_key` share one sample) and size
     the prompts of every shared-prefix point (``cardgen.prompts.prefix_templates``, its prefixes marked with
     ``tag``); ``counter(endpoint)`` counts a prompt as that endpoint sends it. Returns the points, those that
     bring their own prompts with their ``items`` filled in (the others as they were), and the prompt templates
-    (with the request id's slot) by :meth:`~cardgen.points.Point.text_key`, for the agents."""
+    (with the request id's slot) by :meth:`~cardgen.points.Point.text_key`, for the agents. ``style``: how the
+    request ids are written (:data:`cardgen.prompts.ID_STYLES`)."""
     texts: dict[str, list[str]] = {}
     items: dict[str, list[tuple[int, int]]] = {}
     out: list[Point] = []
@@ -212,7 +214,7 @@ def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
         if point.kind == "prefix":
             made = prefix_templates(prefixes=point.prefixes, prefix_tokens=point.prefix_tokens,
                                     suffix_tokens=point.suffix_tokens, count=counter(point.endpoint), tag=tag,
-                                    salt=point.name)
+                                    salt=point.name, style=style)
             texts[point.text_key()] = [t.text for t in made]
             out.append(replace(point, items=tuple((t.tokens, point.output_tokens) for t in made)))
             continue
@@ -220,7 +222,7 @@ def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
             out.append(point)
             continue
         if point.replay:
-            out.append(_replayed(point, texts, counter=counter, max_model_len=max_model_len, tag=tag))
+            out.append(_replayed(point, texts, counter=counter, max_model_len=max_model_len, tag=tag, style=style))
             continue
         if is_trace(point.dataset):
             raise UsageError(f"dataset '{describe_trace(point.dataset)}' is a trace: it is replayed at its own times; "
@@ -228,14 +230,14 @@ def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
         key = point.dataset_key()
         if key not in texts:
             count = counter(point.endpoint)
-            slack = id_tokens(count)
+            slack = id_tokens(count, style=style)
 
             def fits(p: int, o: int, slack: int = slack) -> bool:
                 return max_model_len is None or p + slack + o <= max_model_len
 
             chosen = sample(point.dataset, num_requests=point.num_requests, seed=point.seed, count_prompt=count,
                             count_output=counter("completions"), fits=fits)
-            templates = [dataset_template(s.prompt, count) for s in chosen]
+            templates = [dataset_template(s.prompt, count, style=style) for s in chosen]
             texts[key] = [t.text for t in templates]
             items[key] = [(t.tokens, s.output_tokens) for t, s in zip(templates, chosen, strict=True)]
         out.append(replace(point, items=tuple(items[key])))
@@ -251,7 +253,7 @@ def shared_blocks(input_tokens: int, hash_ids: tuple[int, ...], block_tokens: in
 
 
 def _replayed(point: Point, texts: dict[str, list[str]], *, counter: Callable[[str], Counter],
-              max_model_len: int | None, tag: int) -> Point:
+              max_model_len: int | None, tag: int, style: str = "plain") -> Point:
     """A replayed trace's point with its requests (``items``, ``offsets``, ``blocks``), their prompt templates put
     in ``texts``: the trace's first requests in time order (``num_requests``, 0 for all), those whose prompt and
     answer fit the server's context (the others are ``left_out``, with the trace's own)."""
@@ -261,7 +263,7 @@ def _replayed(point: Point, texts: dict[str, list[str]], *, counter: Callable[[s
                          "to send its requests at Poisson rates")
     trace = read_trace(source)
     count = counter(point.endpoint)
-    slack = id_tokens(count)
+    slack = id_tokens(count, style=style)
     chosen, left_out = [], trace.left_out
     for r in trace.requests:
         if point.num_requests and len(chosen) == point.num_requests:
@@ -275,7 +277,7 @@ def _replayed(point: Point, texts: dict[str, list[str]], *, counter: Callable[[s
                          "tokens")
     blocks = [shared_blocks(r.input_tokens, r.hash_ids, trace.block_tokens) for r in chosen]
     templates = trace_templates([(r.input_tokens, b) for r, b in zip(chosen, blocks, strict=True)],
-                                block_tokens=trace.block_tokens, count=count, tag=tag)
+                                block_tokens=trace.block_tokens, count=count, tag=tag, style=style)
     texts[point.dataset_key()] = [t.text for t in templates]
     first = chosen[0].offset_s
     return replace(point, items=tuple((t.tokens, r.output_tokens) for t, r in zip(templates, chosen, strict=True)),

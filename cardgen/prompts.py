@@ -51,24 +51,52 @@ class PromptTemplate:
         return self.text.replace(ID_SLOT, request_id, 1)
 
 
-def request_id(nonce: int, worker: int, counter: int) -> str:
-    """Fixed-width id: ``NNNN-WWCCCCCC`` (same shape as ``_ID_EXAMPLE``)."""
-    return f"{nonce % 10_000:04d}-{worker % 100:02d}{counter % 1_000_000:06d}"
+#: how a request id is written into its prompt: its digits as they are (``4821-07391564``), or each character
+#: apart (``4 8 2 1 - 0 7 ...``) for a tokenizer that merges digit runs differently from one id to the next (a
+#: byte-level BPE without digit splitting), where only characters apart count the same for every id
+ID_STYLES = ("plain", "spaced")
 
 
-def build_template(target: int, count: Counter, *, max_words: int | None = None) -> PromptTemplate:
+def styled(raw: str, style: str = "plain") -> str:
+    """The id ``raw`` as written in a prompt of ``style`` (:data:`ID_STYLES`)."""
+    return " ".join(raw) if style == "spaced" else raw
+
+
+def request_id(nonce: int, worker: int, counter: int, style: str = "plain") -> str:
+    """Fixed-width id: ``NNNN-WWCCCCCC`` (same shape as ``_ID_EXAMPLE``), written in ``style``."""
+    return styled(f"{nonce % 10_000:04d}-{worker % 100:02d}{counter % 1_000_000:06d}", style)
+
+
+def id_style_for(count: Counter, *, samples: int = 12, seed: int = 0) -> tuple[str, int]:
+    """The first id style (:data:`ID_STYLES`) in which the server counts every request id the same, and how many
+    tokens the ids of the chosen style differ by at most (0 when one counts them all the same)."""
+    rng = random.Random(seed)
+    ids = [_ID_EXAMPLE] + [request_id(rng.randrange(10_000), rng.randrange(100), rng.randrange(1_000_000))
+                           for _ in range(samples - 1)]
+    spreads: dict[str, int] = {}
+    for style in ID_STYLES:
+        counts = {count(f"Request {styled(i, style)}. the") for i in ids}
+        spreads[style] = max(counts) - min(counts)
+        if spreads[style] == 0:
+            return style, 0
+    best = min(ID_STYLES, key=lambda st: spreads[st])
+    return best, spreads[best]
+
+
+def build_template(target: int, count: Counter, *, max_words: int | None = None, style: str = "plain") -> PromptTemplate:
     """The prompt whose token count is ``target`` (or the closest reachable), found by bisection on the
     number of filler words, then padded one short word at a time. Very short targets drop the word
     "Request"; a target shorter than the id alone gets the id alone (its count is then above the target)."""
+    example = styled(_ID_EXAMPLE, style)
     prefix = f"Request {ID_SLOT}. "
-    if count(prefix.replace(ID_SLOT, _ID_EXAMPLE)) > target:
+    if count(prefix.replace(ID_SLOT, example)) > target:
         prefix = f"{ID_SLOT} "
 
     def text_for(words: list[str]) -> str:
         return (prefix + " ".join(words)).rstrip() if words else prefix.rstrip()
 
     def n_tokens(words: list[str]) -> int:
-        return count(text_for(words).replace(ID_SLOT, _ID_EXAMPLE))
+        return count(text_for(words).replace(ID_SLOT, example))
 
     if n_tokens([]) >= target:
         return PromptTemplate(tokens=n_tokens([]), text=text_for([]))
@@ -102,49 +130,49 @@ def build_template(target: int, count: Counter, *, max_words: int | None = None)
     return PromptTemplate(tokens=got, text=text_for(chosen + pad))
 
 
-def dataset_template(prompt: str, count: Counter) -> PromptTemplate:
+def dataset_template(prompt: str, count: Counter, *, style: str = "plain") -> PromptTemplate:
     """A dataset's own prompt with the request id before it (``"Request <id>. "``: prefix caching cannot
     reuse one request's prompt for the next), counted with the id in place."""
     text = f"Request {ID_SLOT}. {prompt}"
-    return PromptTemplate(tokens=count(text.replace(ID_SLOT, _ID_EXAMPLE)), text=text)
+    return PromptTemplate(tokens=count(text.replace(ID_SLOT, styled(_ID_EXAMPLE, style))), text=text)
 
 
-def id_tokens(count: Counter) -> int:
+def id_tokens(count: Counter, *, style: str = "plain") -> int:
     """How many tokens the request id adds before a prompt (at least 0)."""
-    return max(0, count(f"Request {_ID_EXAMPLE}. text") - count("text"))
+    return max(0, count(f"Request {styled(_ID_EXAMPLE, style)}. text") - count("text"))
 
 
 def prefix_templates(*, prefixes: int, prefix_tokens: int, suffix_tokens: int, count: Counter,
-                     tag: int, salt: str = "") -> list[PromptTemplate]:
+                     tag: int, salt: str = "", style: str = "plain") -> list[PromptTemplate]:
     """Shared-prefix prompts: for each of ``prefixes`` prefixes, a shared text of ``prefix_tokens`` tokens (its
     own id at its start, made of the run's ``tag``, the point's ``salt`` and the prefix's number: another run's
     or another point's prefixes never match) then, on a new line, a unique suffix of ``suffix_tokens`` tokens
     that starts with the request id. Counted whole, with the id in place."""
-    shared = build_template(prefix_tokens, count)
-    suffix = build_template(suffix_tokens, count)
+    shared = build_template(prefix_tokens, count, style=style)
+    suffix = build_template(suffix_tokens, count, style=style)
     point = zlib.crc32(salt.encode()) % 1000
     out = []
     for k in range(prefixes):
-        text = shared.render(request_id(tag, 99, point * 1000 + k % 1000)) + "\n" + suffix.text
-        out.append(PromptTemplate(tokens=count(text.replace(ID_SLOT, _ID_EXAMPLE)), text=text))
+        text = shared.render(request_id(tag, 99, point * 1000 + k % 1000, style)) + "\n" + suffix.text
+        out.append(PromptTemplate(tokens=count(text.replace(ID_SLOT, styled(_ID_EXAMPLE, style))), text=text))
     return out
 
 
 def trace_templates(requests: list[tuple[int, tuple[int, ...]]], *, block_tokens: int, count: Counter, tag: int,
-                    ) -> list[PromptTemplate]:
+                    style: str = "plain") -> list[PromptTemplate]:
     """A replayed trace's prompts: for each request (its prompt tokens, and the ids of the trace's prompt blocks it
     shares), the text of each shared block (the same for every request that names that id: ``block_tokens``
     tokens with the block's own id at its start, made of the run's ``tag`` and the id: another run's blocks never
     match), then, on a new line, a unique tail that starts with the request id and fills the prompt to its length.
     Counted whole, with the id in place."""
-    block = build_template(block_tokens, count) if any(ids for _, ids in requests) else None
+    block = build_template(block_tokens, count, style=style) if any(ids for _, ids in requests) else None
     tails: dict[int, PromptTemplate] = {}
     out = []
     for tokens, ids in requests:
-        shared = "".join(block.render(request_id(tag, h // 1_000_000, h)) + "\n" for h in ids) if block else ""
+        shared = "".join(block.render(request_id(tag, h // 1_000_000, h, style)) + "\n" for h in ids) if block else ""
         length = max(1, tokens - len(ids) * block_tokens)
         if length not in tails:
-            tails[length] = build_template(length, count)
+            tails[length] = build_template(length, count, style=style)
         text = shared + tails[length].text
-        out.append(PromptTemplate(tokens=count(text.replace(ID_SLOT, _ID_EXAMPLE)), text=text))
+        out.append(PromptTemplate(tokens=count(text.replace(ID_SLOT, styled(_ID_EXAMPLE, style))), text=text))
     return out

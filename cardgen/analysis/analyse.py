@@ -126,11 +126,18 @@ def _warnings(data: RunData, requests: pd.DataFrame) -> list[str]:
         out.append(f"the run's status is '{info.status}', not 'complete': figures cover what was recorded")
     if info.length_mismatches:
         out.append(f"{info.length_mismatches} successful requests returned another output length than asked")
+    dialect = info.server.dialect
+    unforced = dialect is not None and not dialect.forces_length
     if not requests.empty:
         ok = requests[requests["ok"]]
         short = ok[ok["output_tokens"] < ok["output_tokens_target"]]
+        why = (f" (nothing forced the length: the server refused {', '.join(sorted(dialect.rejected))})"
+               if unforced and dialect is not None else "")
         if len(short) and not info.length_mismatches:
-            out.append(f"{len(short)} successful requests returned fewer output tokens than asked")
+            out.append(f"{len(short)} of {len(ok)} successful requests ({len(short) / len(ok):.0%}) returned fewer "
+                       f"output tokens than asked{why}: their figures count the tokens they did generate")
+        elif unforced and len(ok):
+            out.append(f"every one of {len(ok)} successful requests reached its target output length{why}")
     lag_p99 = float(np.percentile([s.loop_lag_s for s in data.loadgen], 99)) if data.loadgen else 0.0
     if lag_p99 > LOOP_LAG_WARN_S:
         out.append(f"the load generator's event loop lagged {lag_p99 * 1000:.0f} ms at p99: client timings may be "

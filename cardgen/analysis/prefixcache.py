@@ -6,8 +6,9 @@ server itself reports.
   user sees); medians with a bootstrap 95 % interval (``cardgen.analysis.stats``).
 - **speed-up** = median cold TTFT / median warm TTFT; its 95 % interval is the 2.5th and 97.5th percentiles of
   that ratio over paired bootstrap resamples of the two phases (seeded: the same run gives the same interval).
-- **hit rate** = (prefix-cache hits) / (queries), both in prompt tokens, as the difference of the server's
-  counters (``cardgen.engines``: vLLM's ``prefix_cache_hits`` / ``prefix_cache_queries``) between the last
+- **hit rate** = (prefix-cache hits) / (queries), both in prompt tokens: from each request's own
+  ``usage.prompt_tokens_details.cached_tokens`` where the server gives it (llama.cpp; exact), else as the
+  difference of the server's counters (``cardgen.engines``: vLLM's ``prefix_cache_hits`` / ``prefix_cache_queries``) between the last
   scrape before a phase's first request and the first scrape after its last; an engine with a hit-rate gauge
   instead (SGLang) gives the mean of the gauge over the phase. None where the server exposes neither.
 """
@@ -107,7 +108,12 @@ def prefix_cache(requests: pd.DataFrame, metrics: Sequence[MetricSample], *, eng
             ingest = (g["prompt_tokens"] / g["ttft_s"]).to_numpy(dtype=float)
             every = rows[rows["phase"] == phase]
             hit_rate = hit_tokens = None
-            if len(every):
+            cached = g["cached_tokens"].to_numpy(dtype=float) if "cached_tokens" in g else np.empty(0)
+            if len(g) and np.isfinite(cached).all() and g["prompt_tokens"].sum() > 0:  # the server's own per request
+                hit_tokens = float(cached.sum())
+                hit_rate = hit_tokens / float(g["prompt_tokens"].sum())
+                counters_words = "usage.prompt_tokens_details.cached_tokens of each request"
+            elif len(every):
                 start, end = float(every["sent_at"].min()), float(every["end_at"].max())
                 q = _window_delta(metrics, queries_name, start, end)
                 h = _window_delta(metrics, hits_name, start, end)

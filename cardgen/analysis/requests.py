@@ -37,7 +37,8 @@ COLUMNS = (
     "ttft_s", "e2e_s", "tpot_s", "decode_tok_s", "speed_from_start_tok_s", "send_lag_s", "n_chunks",
     "chunk_times", "item", "prefix", "phase", "conversation", "turn",
     "adapter", "ttfa_s", "reasoning_tokens", "answer_tokens", "reasoning_tok_s", "answer_tok_s", "reasoning_chunks",
-    "reasoning_tokens_source",
+    "reasoning_tokens_source", "cached_tokens",
+    "engine_prompt_n", "engine_prompt_ms", "engine_predicted_n", "engine_predicted_ms", "engine_cache_n",
 )
 
 _NAN = float("nan")
@@ -77,7 +78,19 @@ def request_row(rec: RequestRecord) -> dict[str, object]:
         "item": _num(rec.item), "prefix": _num(rec.prefix), "phase": rec.phase or "",
         "conversation": _num(rec.conversation), "turn": _num(rec.turn),
         "adapter": rec.adapter or "", **_reasoning(rec, ttft, e2e, out),
+        "cached_tokens": _num(rec.cached_tokens), **_engine(rec),
     }
+
+
+def _engine(rec: RequestRecord) -> dict[str, float]:
+    """The engine's own account of the request (llama.cpp's ``timings``), NaN where it gave none."""
+    t = rec.engine_timings
+    if t is None:
+        return {"engine_prompt_n": _NAN, "engine_prompt_ms": _NAN, "engine_predicted_n": _NAN,
+                "engine_predicted_ms": _NAN, "engine_cache_n": _NAN}
+    return {"engine_prompt_n": _num(t.prompt_n), "engine_prompt_ms": _num(t.prompt_ms),
+            "engine_predicted_n": _num(t.predicted_n), "engine_predicted_ms": _num(t.predicted_ms),
+            "engine_cache_n": _num(t.cache_n)}
 
 
 def _reasoning(rec: RequestRecord, ttft: float, e2e: float, out: float) -> dict[str, object]:

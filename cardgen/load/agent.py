@@ -125,7 +125,7 @@ class Agent:
     def next_request_id(self) -> str:
         assert self.setup_msg is not None
         self._id_counter += 1
-        return request_id(self.setup_msg.nonce, self.index, self._id_counter)
+        return request_id(self.setup_msg.nonce, self.index, self._id_counter, self.setup_msg.id_style)
 
     # -- the user's task -----------------------------------------------------------------------------------
     def serve(self, user: CardgenUser) -> None:

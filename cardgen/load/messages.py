@@ -48,6 +48,7 @@ class Setup(Message):
     # ingestion sweep's requests add
     length_fields: list[str] = Field(default_factory=lambda: ["min_tokens", "ignore_eos"])
     cold_fields: dict[str, Any] = Field(default_factory=dict)
+    id_style: str = "plain"  # how request ids are written in prompts (cardgen.prompts.ID_STYLES)
     index: int = 0  # this agent's share of split points
     parts: int = 1
     name: str | None = None  # the worker's name in records; None keeps the name it was started with

@@ -11,6 +11,8 @@ from cardgen.load.stage import (
     Prepared,
     max_model_len,
     plan_points,
+    id_style,
+    prompt_book,
     resolve_workers,
     sample_datasets,
     size_prompts,
@@ -60,9 +62,10 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
     points, _, _ = plan_points(cfg.suite, was)  # the same points as the run planned: run.json's server decided them
     resumed = resume_plan(info, points)
     cfg, workers_choice = resolve_workers(cfg, resumed.to_run)
-    templates, _ = size_prompts(base, headers, served, resumed.to_run)
+    book = prompt_book(base, headers, served)
+    templates = size_prompts(book, resumed.to_run)
     nonce = random.randrange(10_000)
-    to_run, dataset_texts = sample_datasets(base, headers, served, resumed.to_run, max_model_len(server), nonce=nonce)
+    to_run, dataset_texts = sample_datasets(book, resumed.to_run, max_model_len(server), nonce=nonce)
 
     before = info.status
     info = info.model_copy(deep=True)
@@ -85,7 +88,7 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
     dialect = was.dialect or RequestDialect()  # the fields the run's requests carried from its start
     setup = Setup(model=served, engine=was.engine, headers=headers, templates=templates,
                   dataset_texts=dataset_texts, nonce=nonce, length_fields=dialect.length_fields,
-                  cold_fields=dialect.cold_fields)
+                  cold_fields=dialect.cold_fields, id_style=id_style(book, to_run))
     return Prepared(cfg=cfg, base_url=base, server=was, points=tuple(to_run), setup=setup,
                     info=info.model_copy(deep=True), attempts=resumed.attempts, resumed=True,
                     points_done=resumed.done)

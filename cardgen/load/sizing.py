@@ -23,7 +23,7 @@ import requests
 
 from cardgen.errors import ServerError
 from cardgen.load.ask import Answer, ask
-from cardgen.prompts import PromptTemplate, build_template, filler_words
+from cardgen.prompts import PromptTemplate, build_template, filler_words, id_style_for
 
 #: the text every counter is checked on: the shape of a real prompt (a request id, then filler)
 PROBE_TEXT = "Request 4821-07391564. " + " ".join(filler_words(48, seed=7))
@@ -159,6 +159,19 @@ class PromptBook:
         self.rejected: dict[str, list[str]] = {}
         self._counters: dict[str, Callable[[str], int]] = {}
         self._per_word: dict[str, float] = {}
+        self._style: tuple[str, int] | None = None
+
+    def style(self, endpoint: str) -> str:
+        """How request ids are written in this run's prompts: the first style in which the server counts every id
+        the same (:func:`cardgen.prompts.id_style_for`), chosen once, with the first endpoint's counter."""
+        if self._style is None:
+            self._style = id_style_for(self.counter(endpoint))
+        return self._style[0]
+
+    @property
+    def id_spread(self) -> int:
+        """How many tokens the request ids may still differ by (0: every prompt is exactly its length)."""
+        return self._style[1] if self._style else 0
 
     def counter(self, endpoint: str) -> Callable[[str], int]:
         if endpoint not in self._counters:
@@ -191,4 +204,4 @@ class PromptBook:
 @lru_cache(maxsize=1024)
 def _template_cached(book: PromptBook, endpoint: str, tokens: int) -> PromptTemplate:
     counter = book.counter(endpoint)
-    return build_template(tokens, counter, max_words=book.max_words(endpoint, tokens))
+    return build_template(tokens, counter, max_words=book.max_words(endpoint, tokens), style=book.style(endpoint))

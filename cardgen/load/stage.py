@@ -164,20 +164,31 @@ def _session(headers: Mapping[str, str]) -> requests.Session:
     return session
 
 
-def size_prompts(base_url: str, headers: Mapping[str, str], served_model: str,
-                 points: Sequence[Point]) -> tuple[dict[str, dict[int, str]], str]:
-    """A prompt template of exactly each length the points send, per endpoint, sized by the server; and how
-    they were sized (the ``/tokenize`` form checked against ``usage.prompt_tokens``, or that usage itself:
-    :mod:`cardgen.load.sizing`)."""
-    book = PromptBook(_session(headers), base_url, served_model)
+def prompt_book(base_url: str, headers: Mapping[str, str], served_model: str) -> PromptBook:
+    """The run's prompt book: how the server counts prompts, asked once for sizing and the datasets alike."""
+    return PromptBook(_session(headers), base_url, served_model)
+
+
+def size_prompts(book: PromptBook, points: Sequence[Point]) -> dict[str, dict[int, str]]:
+    """A prompt template of exactly each length the points send, per endpoint, sized by the server's own count
+    (the ``/tokenize`` form checked against ``usage.prompt_tokens``, or that usage itself: :mod:`cardgen.load.sizing`;
+    ``book.describe()`` says which)."""
     templates: dict[str, dict[int, str]] = {}
     try:
         for point in points:
             for length in point.prompt_lengths():
                 templates.setdefault(point.endpoint, {})[length] = book.template(point.endpoint, length).text
     except requests.RequestException as exc:
-        raise ServerError(f"sizing prompts against {base_url} failed: {_why(exc)}") from None
-    return templates, book.describe()
+        raise ServerError(f"sizing prompts against {book.base} failed: {_why(exc)}") from None
+    return templates
+
+
+def id_style(book: PromptBook, points: Sequence[Point]) -> str:
+    """How the run writes request ids (:meth:`PromptBook.style`), asked of the first point's endpoint."""
+    try:
+        return book.style(points[0].endpoint if points else "completions")
+    except requests.RequestException as exc:
+        raise ServerError(f"counting request ids against {book.base} failed: {_why(exc)}") from None
 
 
 def agree_dialect(base_url: str, headers: Mapping[str, str], served_model: str, points: Sequence[Point],
@@ -196,18 +207,17 @@ def _why(exc: requests.RequestException) -> str:
     return type(exc).__name__
 
 
-def sample_datasets(base_url: str, headers: Mapping[str, str], served_model: str, points: Sequence[Point],
-                    max_len: int | None, *, nonce: int = 0) -> tuple[list[Point], dict[str, list[str]]]:
+def sample_datasets(book: PromptBook, points: Sequence[Point], max_len: int | None, *,
+                    nonce: int = 0) -> tuple[list[Point], dict[str, list[str]]]:
     """The prompts of the points that bring their own (``cardgen.datasets.resolve``: dataset samples and
     shared prefixes, marked with the run's ``nonce``), counted by the server's tokenizer: the points with their
     ``items``, and the prompt templates by :meth:`Point.text_key`."""
     if not any(p.brings_prompts for p in points):
         return list(points), {}
-    book = PromptBook(_session(headers), base_url, served_model)
     try:
-        return resolve(points, counter=book.counter, max_model_len=max_len, tag=nonce)
+        return resolve(points, counter=book.counter, max_model_len=max_len, tag=nonce, style=id_style(book, points))
     except requests.RequestException as exc:
-        raise ServerError(f"counting dataset prompts against {base_url} failed: {_why(exc)}") from None
+        raise ServerError(f"counting dataset prompts against {book.base} failed: {_why(exc)}") from None
 
 
 def prepare(cfg: LoadConfig) -> Prepared:
@@ -223,12 +233,18 @@ def prepare(cfg: LoadConfig) -> Prepared:
     served = server.served_model or cfg.model
     points, context_warnings, unfit = plan_points(cfg.suite, server)
     cfg, workers_choice = resolve_workers(cfg, points)
-    templates, tokenizer = size_prompts(base, headers, served, points)
+    book = prompt_book(base, headers, served)
+    style = id_style(book, points)
+    templates = size_prompts(book, points)
     dialect = agree_dialect(base, headers, served, points, server.engine)
     nonce = random.randrange(10_000)
-    points, dataset_texts = sample_datasets(base, headers, served, points, max_model_len(server), nonce=nonce)
-    server = server.model_copy(update={"tokenizer": tokenizer, "dialect": dialect})
+    points, dataset_texts = sample_datasets(book, points, max_model_len(server), nonce=nonce)
+    server = server.model_copy(update={"tokenizer": book.describe(), "dialect": dialect, "id_style": style})
     warnings = [*context_warnings, *dialect_warnings(dialect, server)]
+    if book.id_spread:
+        warnings.append(f"the server counts request ids of the same width as up to {book.id_spread} tokens apart "
+                        "in every style cardgen writes them: prompts may miss their length by that much (the "
+                        "records keep the server's count)")
 
     make_run_dir(run_dir)
     started = time.time()
@@ -242,7 +258,7 @@ def prepare(cfg: LoadConfig) -> Prepared:
     RunDir(run_dir).save_run_info(info)
     setup = Setup(model=served, engine=server.engine, headers=headers, templates=templates,
                   dataset_texts=dataset_texts, nonce=nonce, length_fields=dialect.length_fields,
-                  cold_fields=dialect.cold_fields)
+                  cold_fields=dialect.cold_fields, id_style=style)
     return Prepared(cfg=cfg, base_url=base, server=server, points=tuple(points), setup=setup,
                     info=info.model_copy(deep=True), attempts={p.name: 0 for p in points})
 

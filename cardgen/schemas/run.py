@@ -89,6 +89,7 @@ class ServerInfo(Saved):
     tokenizer: str = "unknown"  # how prompts were sized: "server /tokenize (...)" or "usage.prompt_tokens ..."
     context: ContextLimit | None = None  # the most tokens a request may hold, as the server's adapter read it
     dialect: RequestDialect | None = None  # None: a run made before cardgen agreed fields (min_tokens, ignore_eos)
+    id_style: str = "plain"  # how request ids were written in prompts (cardgen.prompts.ID_STYLES)
 
     def context_length(self) -> int | None:
         """The most tokens one request may hold: :attr:`context` as the engine's adapter read it, else the served

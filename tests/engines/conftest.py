@@ -4,6 +4,7 @@ and one real vLLM (CPU build) server shared by every ``engine``-marked test of t
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -130,3 +131,42 @@ def fake(monkeypatch):
     """fake_engine.py registered as the engine ``fake``."""
     monkeypatch.setitem(registry.ADAPTERS, "fake", FakeAdapter())
     return "fake"
+
+
+# --- llama.cpp and transformers serve ----------------------------------------------------------------------
+
+LLAMACPP_BUILD = ROOT / "tests" / "engines" / "build_llamacpp.sh"
+
+
+@pytest.fixture(scope="session")
+def llamacpp_bin() -> Path:
+    """The directory with ``llama-server`` and ``llama-bench``, built once per machine (``build_llamacpp.sh``
+    caches it outside the checkout; ``make install-engine`` builds it)."""
+    done = subprocess.run(["bash", str(LLAMACPP_BUILD)], capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        pytest.fail(f"building llama.cpp failed: {done.stderr.strip().splitlines()[-1:]} (make install-engine)",
+                    pytrace=False)
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random-weight Llama as GGUF (``cardgen.engines.tinygguf``), kept between runs like the HF one."""
+    from cardgen.engines.tinygguf import make_tiny_gguf
+
+    return make_tiny_gguf(cache_root(tmp_path_factory))
+
+
+@pytest.fixture
+def llama_server(llamacpp_bin: Path, tiny_gguf: Path, tmp_path: Path, monkeypatch):
+    """Start ``llama-server`` on the tiny GGUF with the given arguments, as a user would before ``cardgen build
+    --url``: ``with llama_server("-np 4 -c 8192") as server`` (``server.url``, ``server.log_path``)."""
+    from cardgen.engines import launched_engine
+
+    monkeypatch.setenv("CARDGEN_LLAMA_SERVER", str(llamacpp_bin / "llama-server"))
+
+    def start(args: str):
+        return launched_engine("llamacpp", str(tiny_gguf), engine_args=args, log_path=tmp_path / "llama-server.log",
+                               startup_timeout_s=120)
+
+    return start
