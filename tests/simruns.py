@@ -167,6 +167,9 @@ def _measured(info: RunInfo, server: SyntheticServer, model: str) -> RunInfo:
     if server.engine == "llamacpp" and server.expose_cache_config:
         extra["props"] = {"total_slots": server.max_num_seqs, "model_path": model,
                           "default_generation_settings": {"n_ctx": server.kv_capacity_tokens // server.max_num_seqs}}
+        # what llama-server's log says of its slots (no endpoint says whether they share one cache)
+        extra["log"] = {"n_slots": server.max_num_seqs, "n_ctx_slot": server.kv_capacity_tokens // server.max_num_seqs,
+                        "kv_unified": False}
     return RunInfo.model_validate({**info.model_dump(by_alias=True),
         "command": ["cardgen", "build", model, "--url", "http://127.0.0.1:8000"],
         "server": ServerInfo(url="http://127.0.0.1:8000", engine=engine, engine_version="synthetic",

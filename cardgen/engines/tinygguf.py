@@ -16,6 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from cardgen.errors import UsageError
 
 CHAT_TEMPLATE = (
@@ -75,7 +77,6 @@ def make_tiny_gguf(cache_dir: Path, shape: GgufShape = GgufShape(), *, seed: int
     """The GGUF of ``shape`` under ``cache_dir`` (written once, atomically; then reused)."""
     try:
         import gguf  # noqa: PLC0415  a test extra: only tests and benchmarks write a GGUF
-        import numpy as np  # noqa: PLC0415  with gguf
     except ImportError:
         raise UsageError("writing a GGUF needs the 'gguf' package: pip install 'cardgen[test]'") from None
     cache_dir = Path(cache_dir)

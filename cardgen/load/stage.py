@@ -154,6 +154,9 @@ def plan_points(suite: Suite, server: ServerInfo) -> tuple[list[Point], list[str
         raise UsageError(f"no point of suite '{suite.name}' fits the server's context of {max_len} tokens per request"
                          f"{f' ({source})' if source else ''}: use shorter prompts and outputs")
     warnings = [w for w in warnings if not any(w.startswith(f"{name} left out") for name in unfit)]
+    if max_len is None:
+        warnings.append("the server states no context per request: no point was checked against one (a request "
+                        "longer than the server takes fails, and is recorded as failed)")
     return points, warnings, unfit
 
 

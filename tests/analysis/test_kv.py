@@ -67,7 +67,11 @@ def test_server_config_of_each_engine_comes_from_its_adapter():
     assert declared_kv([tgi], engine="tgi", server_extra={}) == {"tokens": 32000,
                                                                  "source": "tgi_batch_max_total_tokens"}
     props = {"props": {"total_slots": 4, "default_generation_settings": {"n_ctx": 4096}}}
-    assert declared_kv([], engine="llamacpp", server_extra=props)["tokens"] == 16384
+    assert declared_kv([], engine="llamacpp", server_extra=props) is None  # a cache per slot, or one shared?
+    per_slot = {**props, "process": {"pid": 1, "command": ["llama-server", "-np", "4", "-c", "16384"]}}
+    assert declared_kv([], engine="llamacpp", server_extra=per_slot)["tokens"] == 16384
+    unified = {**props, "log": {"n_slots": 4, "n_ctx_slot": 4096, "kv_unified": True}}
+    assert declared_kv([], engine="llamacpp", server_extra=unified)["tokens"] == 4096
     sglang = sample(sglang__max_total_num_tokens=[{"labels": {}, "value": 471258}])
     page = {"server_info": {"page_size": 16, "max_total_num_tokens": 1}}
     declared = declared_kv([sglang], engine="sglang", server_extra=page)

@@ -40,6 +40,7 @@ class Recorded:
     block_size: int | None = None
     endpoints: dict[str, str] = field(default_factory=dict)  # path -> JSON file
     version: dict[str, Any] | None = None  # /version
+    log: dict[str, Any] | None = None  # what the engine's log said of its configuration (``extra["log"]``)
 
 
 ENGINES = {
@@ -50,8 +51,12 @@ ENGINES = {
                        endpoints={"/server_info": "sglang_server_info.json"}),
     "tgi": Recorded(metrics="tgi_metrics.txt", tokens=152_496, source="tgi_batch_max_total_tokens",
                     endpoints={"/info": "tgi_info.json"}),
-    "llamacpp": Recorded(metrics="llamacpp_metrics.txt", tokens=2 * 2048, source="/slots n_ctx summed over slots",
-                         endpoints={"/props": "llamacpp_props.json", "/slots": "llamacpp_slots.json"}),
+    # /props and /slots do not say whether the slots share one cache: the server's log of that run said they did not
+    "llamacpp": Recorded(metrics="llamacpp_metrics.txt", tokens=2 * 2048,
+                         source="/props and /slots: 2 slots x 2,048 tokens, a cache per slot (unified or not: the "
+                                "server's log (initializing ... kv_unified))",
+                         endpoints={"/props": "llamacpp_props.json", "/slots": "llamacpp_slots.json"},
+                         log={"n_slots": 2, "n_ctx_slot": 2048, "kv_unified": False}),
 }
 
 
@@ -63,6 +68,8 @@ def probed(engine: str, recorded: Recorded) -> tuple[dict[str, Any], str | None]
     adapter = get_adapter(engine)
     extra = adapter.identify(fetch, recorded.version)
     assert extra is not None, f"the {engine} adapter does not recognise its own recorded responses"
+    if recorded.log:
+        extra = {**extra, "log": recorded.log}
     return extra, adapter.server_version(extra, recorded.version)
 
 

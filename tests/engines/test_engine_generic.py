@@ -102,6 +102,8 @@ def test_a_card_from_the_requests_alone(hf_server: HfServe, tmp_path: Path) -> N
     assert set(server["dialect"]["rejected"]) == {"min_tokens", "ignore_eos"}
     assert all(why.startswith("HTTP 422") for why in server["dialect"]["rejected"].values())
     assert any("refused ignore_eos, min_tokens" in w for w in info["warnings"])
+    assert server["context"] is None and any(w.startswith("the server states no context per request") for w in
+                                             info["warnings"])
 
     assert records and all(r["error"] is None for r in records)  # a stream without [DONE] is complete
     assert all(r["prompt_tokens"] == r["prompt_tokens_target"] for r in records)  # sized by the server's usage
