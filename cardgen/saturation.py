@@ -35,6 +35,31 @@ class LoadSeen:
     median_speed_tok_s: float | None = None
 
 
+def slow_only(saturation: str | None) -> bool:
+    """Whether :func:`point_saturation`'s words say only that the median request was slow: nothing was full,
+    preempted or waiting."""
+    return bool(saturation) and saturation.startswith("median speed") and ";" not in saturation  # type: ignore[union-attr]
+
+
+def saturation_words(parallel: int, saturation: str, *, first: bool) -> str:
+    """What a closed-loop point that :func:`point_saturation` flagged means: the server saturated at ``parallel``;
+    or, when the only reason is speed at the pair's smallest count (``first``), that the server is slow per
+    request, which is not saturation."""
+    if first and slow_only(saturation):
+        speed = saturation.split(" below ")[0]
+        return (f"below {MIN_SPEED_TOK_S:g} tok/s per request already at {parallel} parallel ({speed}): the server is "
+                "slow per request, not saturated")
+    return f"the server saturated at {parallel} parallel ({saturation})"
+
+
+def skip_words(parallel: int, saturation: str, *, first: bool) -> str:
+    """Why the larger counts of a pair are not run after the point at ``parallel`` (:func:`saturation_words`)."""
+    words = saturation_words(parallel, saturation, first=first)
+    if first and slow_only(saturation):
+        return f"not run: {words} (skipped for that reason; --run-saturated runs them)"
+    return f"not run: {words}"
+
+
 @dataclass(frozen=True)
 class Reading:
     """How loaded the server was at one reading of its gauges (None: not exposed)."""

@@ -14,7 +14,7 @@ import pandas as pd
 
 from cardgen.analysis.capacity import capacity_thresholds
 from cardgen.analysis.cost import point_energy, price_points, tokens_per_joule
-from cardgen.analysis.crosscheck import server_vs_client
+from cardgen.analysis.crosscheck import every_window, server_vs_client
 from cardgen.analysis.gpu import gpu_telemetry, modelled_gpu_name
 from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion_points
 from cardgen.analysis.kv import declared_kv, kv_capacity
@@ -29,6 +29,7 @@ from cardgen.analysis.scenarios import scenario_summaries
 from cardgen.analysis.slosearch import slo_searches
 from cardgen.analysis.speculative import speculative_points, speculative_run
 from cardgen.analysis.tables import batch_precision, build_tables, write_tables
+from cardgen.analysis.timebudget import time_budgets
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
 from cardgen.engines import kv_unknown, slot_limit
@@ -202,7 +203,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                        and x.parallel == HEADLINE_POINT["parallel"]
                        and x.prompt_tokens == HEADLINE_POINT["prompt_tokens"]
                        and x.output_tokens == HEADLINE_POINT["output_tokens"]), None)
-        why = f" (not run: {silent.stop_detail or 'skipped'})" if silent is not None else ""
+        detail = (silent.stop_detail or "skipped").removeprefix("not run: ") if silent is not None else ""
+        why = f" (not run: {detail})" if silent is not None else ""
         missing.append("no successful closed-loop point at 10 parallel requests with 1024 prompt / 128 output "
                        f"tokens{why}: generation speed at 10 parallel not measured")
     else:
@@ -238,6 +240,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     tables = build_tables(scenarios, pd.concat([requests, predicted]) if len(predicted) else requests, gpu=gpu_name,
                           kv_cache_tokens=kv.tokens)
     tok_s = ingestion.fit.tok_s if ingestion else None
+    svc = server_vs_client(data.metrics, every, scenarios, engine=engine)
     summary = Summary(
         model=info.model, served_model=info.server.served_model, gpu=gpu_name,
         gpu_count=gpu.count, gpu_driver=gpu.driver or None,
@@ -256,7 +259,9 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         ingestion=ingestion.fit if ingestion else None, generation=generation, kv_cache=kv,
         capacity=capacity, scenarios=scenarios,
         gpu_telemetry=gpu_telemetry(info, data.gpu_metrics, every),
-        server_vs_client=server_vs_client(data.metrics, every, scenarios, engine=engine),
+        server_vs_client=svc,
+        time_budget=time_budgets(requests, every_window(data.metrics, every, scenarios, engine=engine), scenarios,
+                                 engine=engine),
         options=asdict(options),
         tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
         reasoning=reasons(requests), speculative=speculative_run(data.metrics, engine=engine),

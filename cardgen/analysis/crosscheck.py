@@ -39,7 +39,8 @@ from cardgen.schemas.summary import (
     TokenCheck,
 )
 
-LATENCIES = ("ttft", "itl", "e2e", "queue")  # queue: the server's alone (the client cannot see it)
+LATENCIES = ("ttft", "itl", "e2e", "queue", "prefill", "decode")  # the last three: the server's alone
+SERVER_ONLY = ("queue", "prefill", "decode")  # parts of a request the client cannot see
 TOKENS = (("prompt", "prompt_tokens"), ("output", "generation_tokens"))
 
 
@@ -225,14 +226,34 @@ def server_vs_client(metrics: Sequence[MetricSample], requests: pd.DataFrame, sc
     if len(scrapes) < 2:
         return ServerVsClient(reason="only one successful scrape of /metrics: no increase to compare")
     run = _window("run", scrapes[0], scrapes[-1], requests, names)
+    points = list(point_windows(scrapes, requests, [s for s in scenarios if s.kind == "closed"], names).values())
+    return ServerVsClient(available=True, run=run, points=points)
+
+
+def point_windows(scrapes: list[tuple[float, MetricSample]], requests: pd.DataFrame,
+                  scenarios: Sequence[ScenarioSummary], names: dict[str, str]) -> dict[str, CrossCheckWindow]:
+    """Each point's window, from the last scrape before its first send to the first after its last end, where the
+    scrapes bracket it."""
     times = np.array([t for t, _ in scrapes])
-    points = []
+    out = {}
     for s in scenarios:
-        if s.kind != "closed" or s.started_unix is None or s.ended_unix is None:
+        if s.started_unix is None or s.ended_unix is None:
             continue
         i0 = int(np.searchsorted(times, s.started_unix, side="right")) - 1
         i1 = int(np.searchsorted(times, s.ended_unix, side="left"))
         if i0 < 0 or i1 >= len(scrapes) or i1 <= i0:
             continue
-        points.append(_window(s.scenario, scrapes[i0], scrapes[i1], requests, names))
-    return ServerVsClient(available=True, run=run, points=points)
+        out[s.scenario] = _window(s.scenario, scrapes[i0], scrapes[i1], requests, names)
+    return out
+
+
+def every_window(metrics: Sequence[MetricSample], requests: pd.DataFrame, scenarios: Sequence[ScenarioSummary],
+                 *, engine: str | None) -> dict[str, CrossCheckWindow]:
+    """The server against the client over every point's window (any kind) and the run's (``"run"``); empty when
+    the scrapes cannot bracket anything."""
+    scrapes = _scrapes(metrics)
+    names = _present(scrapes[-1][1], engine) if scrapes else {}
+    if len(scrapes) < 2 or not names:
+        return {}
+    return {"run": _window("run", scrapes[0], scrapes[-1], requests, names),
+            **point_windows(scrapes, requests, scenarios, names)}

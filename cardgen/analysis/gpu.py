@@ -60,7 +60,8 @@ def gpu_telemetry(info: RunInfo, records: Sequence[Mapping[str, Any]], requests:
                             reason="the GPU is modelled by cardgen's virtual GPU server: there is no telemetry")
     inventory = info.gpu
     base: dict[str, Any] = {
-        "source": _text(inventory.source), "name": _text(inventory.name), "count": _int(inventory.count),
+        "source": _text(inventory.source), "name": _text(inventory.name), "name_source": _text(inventory.name_source),
+        "count": _int(inventory.count),
         "driver": _text(inventory.driver), "memory_total_bytes": _int(inventory.memory_total_bytes),
     }
     if not records:

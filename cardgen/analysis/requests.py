@@ -38,7 +38,8 @@ COLUMNS = (
     "chunk_times", "item", "prefix", "phase", "conversation", "turn",
     "adapter", "ttfa_s", "reasoning_tokens", "answer_tokens", "reasoning_tok_s", "answer_tok_s", "reasoning_chunks",
     "reasoning_tokens_source", "cached_tokens",
-    "engine_prompt_n", "engine_prompt_ms", "engine_predicted_n", "engine_predicted_ms", "engine_cache_n",
+    "engine_source", "engine_queue_ms", "engine_prompt_n", "engine_prompt_ms", "engine_predicted_n",
+    "engine_predicted_ms", "engine_cache_n", "engine_mean_itl_ms",
 )
 
 _NAN = float("nan")
@@ -82,15 +83,18 @@ def request_row(rec: RequestRecord) -> dict[str, object]:
     }
 
 
-def _engine(rec: RequestRecord) -> dict[str, float]:
-    """The engine's own account of the request (llama.cpp's ``timings``), NaN where it gave none."""
+def _engine(rec: RequestRecord) -> dict[str, object]:
+    """The engine's own account of the request (llama.cpp's ``timings``, vLLM's ``metrics``), NaN where it gave
+    none."""
     t = rec.engine_timings
     if t is None:
-        return {"engine_prompt_n": _NAN, "engine_prompt_ms": _NAN, "engine_predicted_n": _NAN,
-                "engine_predicted_ms": _NAN, "engine_cache_n": _NAN}
-    return {"engine_prompt_n": _num(t.prompt_n), "engine_prompt_ms": _num(t.prompt_ms),
-            "engine_predicted_n": _num(t.predicted_n), "engine_predicted_ms": _num(t.predicted_ms),
-            "engine_cache_n": _num(t.cache_n)}
+        return {"engine_source": "", "engine_queue_ms": _NAN, "engine_prompt_n": _NAN, "engine_prompt_ms": _NAN,
+                "engine_predicted_n": _NAN, "engine_predicted_ms": _NAN, "engine_cache_n": _NAN,
+                "engine_mean_itl_ms": _NAN}
+    return {"engine_source": t.source or "", "engine_queue_ms": _num(t.queue_ms), "engine_prompt_n": _num(t.prompt_n),
+            "engine_prompt_ms": _num(t.prompt_ms), "engine_predicted_n": _num(t.predicted_n),
+            "engine_predicted_ms": _num(t.predicted_ms), "engine_cache_n": _num(t.cache_n),
+            "engine_mean_itl_ms": _num(t.mean_itl_ms)}
 
 
 def _reasoning(rec: RequestRecord, ttft: float, e2e: float, out: float) -> dict[str, object]:

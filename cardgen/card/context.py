@@ -37,6 +37,7 @@ from cardgen.card.sections.scenarios import scenarios_table
 from cardgen.card.sections.server_vs_client import server_vs_client_tables
 from cardgen.card.sections.slo import SloSection, slo_sections
 from cardgen.card.sections.speculative import SpeculativeSection, speculative_section
+from cardgen.card.sections.time_budget import dominant_notes, engine_ingestion, time_budget_table
 from cardgen.card.table import TableView
 from cardgen.saturation import MAX_KV_USAGE, MIN_SPEED_TOK_S, WAVE_FULL_USAGE
 from cardgen.schemas.summary import Summary
@@ -96,6 +97,9 @@ class CardContext(TypedDict):
     cost: TableView | None  # cost per million tokens per point, with a price (issue 23)
     replays: list[ReplaySection]  # replayed traces (issue 23)
     calibration: CalibrationView | None  # a calibrated run: measured and predicted points (issue 21)
+    time_budget: TableView | None  # where the time goes: each point's TTFT in the engine's parts (issue 27)
+    time_notes: list[str]  # a part other than prompt compute that takes most of the time, and why
+    engine_ingestion: str | None  # the engine's own ingestion speed beside the client's
 
 
 def _workload_sections(analysis: Analysis) -> WorkloadSections:
@@ -131,4 +135,6 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         reasoning=reasoning_section(s), speculative=speculative_section(s), adapters=adapters_section(s),
         slo=slo_sections(s.slo_search), cost=cost_table(s), replays=replay_sections(s),
         calibration=calibration_view(s, analysis.info),
+        time_budget=time_budget_table(s.time_budget), time_notes=dominant_notes(s.time_budget),
+        engine_ingestion=engine_ingestion(s.time_budget, s.ingestion),
     )

@@ -59,7 +59,7 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
           real_time: bool, gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
           quiet: bool, lora_modules: tuple[str, ...], reasoning_share: float, spec_tokens: int,
           spec_acceptance: float | None, spec_method: str, lora_rank: int | None, max_loras: int | None,
-          price_per_hour: float | None, calibrate: bool,
+          host_s_per_token: float, price_per_hour: float | None, calibrate: bool,
           calibrate_tolerance: float) -> None:
     """Measure MODEL's server and write its card into a run directory; without a server, model one."""
     check_price(price_per_hour)
@@ -75,7 +75,8 @@ def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_
                          "--url serves its own)")
     served = None if (url or launch) else ServedModel.of_options(
         reasoning_share=reasoning_share, spec_tokens=spec_tokens, spec_acceptance=spec_acceptance,
-        spec_method=spec_method, adapters=suite_adapters(expand(suite)), lora_rank=lora_rank, max_loras=max_loras)
+        spec_method=spec_method, adapters=suite_adapters(expand(suite)), lora_rank=lora_rank, max_loras=max_loras,
+        host_s_per_token=host_s_per_token)
     if "calibrate_tolerance" in given and not calibrate:
         raise UsageError("--calibrate-tolerance applies to --calibrate: add --calibrate, or drop it")
     if calibrate and not (url or launch or real_time):

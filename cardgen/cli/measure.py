@@ -143,7 +143,8 @@ def measure(model: str, *, url: str | None, launch: str | None, suite_name: str,
     cfg = LoadConfig(url=url or "", model=name, suite=suite, run_dir=run_dir, api_key=api_key, workers=count,
                      remote_workers=remote_workers, master_bind_host=master_bind, master_port=master_port,
                      scrape_interval_s=scrape_interval, quiet=quiet, engine=engine, gpu_metrics_url=gpu_metrics_url,
-                     run_saturated=run_saturated)
+                     run_saturated=run_saturated,
+                     gpu={"name": gpu, "name_source": "as given with --gpu"} if gpu_given and virtual is None else {})
     if calibrate is not None:
         start = Start(model=model, model_config=model_config, gpu=gpu, tp=tp, profile=profile, tolerance=calibrate)
         start.shape()  # a model the virtual server cannot describe fails here, before any server starts

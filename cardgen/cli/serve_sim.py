@@ -118,6 +118,7 @@ def serve_sim(
     spec_method: str,
     lora_rank: int | None,
     max_loras: int | None,
+    host_s_per_token: float,
     lora_adapters: str,
 ) -> None:
     """Serve MODEL as vLLM would on GPU, in real time, with every figure MODELLED (no GPU is used)."""
@@ -151,7 +152,7 @@ def serve_sim(
         served=ServedModel.of_options(
             reasoning_share=reasoning_share, spec_tokens=spec_tokens, spec_acceptance=spec_acceptance,
             spec_method=spec_method, adapters=tuple(a.strip() for a in lora_adapters.split(",") if a.strip()),
-            lora_rank=lora_rank, max_loras=max_loras),
+            lora_rank=lora_rank, max_loras=max_loras, host_s_per_token=host_s_per_token),
     )
 
     def ready(server: SimServer) -> None:

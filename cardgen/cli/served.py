@@ -13,7 +13,8 @@ from cardgen.sim.lora import DEFAULT_RANK
 from cardgen.sim.speculation import METHODS
 
 F = TypeVar("F", bound=Callable[..., Any])
-NAMES = ("reasoning_share", "spec_tokens", "spec_acceptance", "spec_method", "lora_rank", "max_loras")
+NAMES = ("reasoning_share", "spec_tokens", "spec_acceptance", "spec_method", "lora_rank", "max_loras",
+         "host_s_per_token")
 
 
 def served_model_options(*, adapters: bool) -> Callable[[F], F]:
@@ -33,6 +34,9 @@ def served_model_options(*, adapters: bool) -> Callable[[F], F]:
         click.option("--lora-rank", type=int, help=f"Virtual server: the LoRA adapters' rank [{DEFAULT_RANK}]."),
         click.option("--max-loras", type=int, help="Virtual server: the most distinct adapters in one step "
                                                      "[every adapter]."),
+        click.option("--host-s-per-token", type=float, default=0.0, show_default=True,
+                     help="Virtual server: seconds each request spends outside compute before its prefill, per "
+                          "prompt token (a host-side cache copy, as llama.cpp's --cache-ram prompt cache)."),
     ]
     if adapters:
         options.append(click.option("--lora-adapters", default="", help="LoRA adapters served by name, "

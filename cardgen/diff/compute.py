@@ -20,6 +20,7 @@ from cardgen.diff.sample import (
     EXACT,
     HEADLINES,
     HIGHER,
+    PART_KEY,
     Figure,
     PointKey,
     RunSample,
@@ -75,6 +76,12 @@ class PointDiff:
     @property
     def label(self) -> str:
         return point_label(self.key)
+
+    @property
+    def ttft_cause(self) -> FigureDiff | None:
+        """The part of the mean TTFT that changed the most, in seconds (None: no part in both runs)."""
+        parts = [f for f in self.figures if f.key.startswith(PART_KEY.format(""))]
+        return max(parts, key=lambda f: abs(f.b - f.a), default=None)
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,10 @@ def format_diff(d: RunDiff) -> str:
         lines += ["", p.label + (f" ({p.scenario_a})" if p.scenario_a == p.scenario_b else
                                  f" (A {p.scenario_a}, B {p.scenario_b})")]
         lines += _table(["Figure", "A", "B", "B/A", "95 % interval", ""], rows, indent="  ")
+        cause = p.ttft_cause
+        if cause is not None and cause.a != cause.b:
+            lines.append(f"  TTFT: the part that changed most is {cause.name.removeprefix('TTFT part: ')} "
+                         f"({'+' if cause.b >= cause.a else '−'}{figure(abs(cause.b - cause.a), 's')} s)")
     for side, names in (("A", d.only_a), ("B", d.only_b)):
         if names:
             lines += ["", f"Measured only in {side}: {', '.join(names)}"]

@@ -31,7 +31,7 @@ from cardgen.analysis.analyse import HEADLINE_POINT, Analysis
 from cardgen.analysis.scenarios import steady_requests
 from cardgen.diff import resample
 from cardgen.schemas.run import STOP_SKIPPED
-from cardgen.schemas.summary import ScenarioSummary, Summary
+from cardgen.schemas.summary import ScenarioSummary, Summary, TimeBudget
 
 HIGHER, LOWER = "higher", "lower"  # which way a figure is better
 
@@ -50,6 +50,13 @@ STATS = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
 ACCEPTANCE = ("acceptance_rate", "speculative acceptance rate", "fraction", HIGHER)
 THROUGHPUT = ("output_tok_s", "total output throughput", "tok/s", HIGHER)
 POINT_KINDS = ("closed", "open", "batch")  # serving points; ingestion and waves feed the headline figures
+
+# where a point's mean TTFT went (summary.json time_budget): the parts, which way is better (lower), their labels
+PART_KEY = "ttft_part/{}"
+PART_LABELS = {"queue": "TTFT part: queue", "prompt": "TTFT part: prompt compute",
+               "other_server": "TTFT part: other server time", "network_client": "TTFT part: network and client",
+               "outside_engine": "TTFT part: outside the engine's account"}
+PER_REQUEST_PARTS = ("queue", "prompt", "outside_engine")  # the parts each request's own account gives
 
 _AT = (f"{HEADLINE_POINT['parallel']} parallel, {HEADLINE_POINT['prompt_tokens']} → "
        f"{HEADLINE_POINT['output_tokens']}")
@@ -221,12 +228,46 @@ def _point_digests(analysis: Analysis, s: ScenarioSummary) -> dict[str, np.ndarr
     return out
 
 
+def part_values(rows: pd.DataFrame, part: str) -> np.ndarray | None:
+    """Each request's seconds in ``part`` of its TTFT, from the engine's own account of it (None when some request
+    has none: the part then comes from the server's histograms, one number)."""
+    queue = rows["engine_queue_ms"].to_numpy(dtype=float) / 1000
+    prompt = rows["engine_prompt_ms"].to_numpy(dtype=float) / 1000
+    if part == "queue":
+        values = queue
+    elif part == "prompt":
+        values = prompt
+    elif part == "outside_engine":
+        values = rows["ttft_s"].to_numpy(dtype=float) - np.nan_to_num(queue) - prompt
+    else:
+        return None
+    return values if len(values) and np.isfinite(values).all() else None
+
+
+def _part_digests(analysis: Analysis, s: ScenarioSummary) -> dict[str, np.ndarray | None]:
+    """The bootstrap digest of the mean of each part of the point's TTFT that its requests' own accounts give, over
+    the requests the time budget took it from (every successful one, each a unit)."""
+    budget = analysis.summary.time_budget.of(s.scenario)
+    if budget is None:
+        return {}
+    frame = analysis.requests
+    rows = frame[(frame["scenario"] == s.scenario) & ~frame["warmup"] & frame["ok"]]
+    out: dict[str, np.ndarray | None] = {}
+    for part in budget.parts:
+        values = part_values(rows, part.part) if part.part in PER_REQUEST_PARTS else None
+        if values is not None:
+            reps = resample.ratio_of_sums_replicates(values, np.ones(len(values)), np.arange(len(values)))
+            out[figure_id(s.scenario, PART_KEY.format(part.part))] = resample.digest(reps)
+    return out
+
+
 def bootstrap_digests(analysis: Analysis) -> dict[str, np.ndarray | None]:
     """Figure id -> the bootstrap digest of every figure of the run that has a request-level spread (None: too
     few units for an interval)."""
     out: dict[str, np.ndarray | None] = {}
     for s in measured_points(analysis.summary):
         out.update(_point_digests(analysis, s))
+        out.update(_part_digests(analysis, s))
     result = analysis.ingestion
     if analysis.summary.ingestion is not None and analysis.summary.ingestion.tok_s and result is not None:
         out[figure_id("headline", INGESTION)] = resample.digest(
@@ -247,7 +288,24 @@ def _bootstrap(digests: Mapping[str, np.ndarray | None] | None, fid: str, few: s
 PREDICTED_NOTE = "predicted by a calibrated run's fitted server, not measured: no bootstrap interval"
 
 
-def _point(s: ScenarioSummary, digests: Mapping[str, np.ndarray | None] | None) -> PointSample:
+def _parts(s: ScenarioSummary, budget: TimeBudget | None,
+           digests: Mapping[str, np.ndarray | None] | None) -> dict[str, Figure]:
+    """Each part of the point's mean TTFT (:mod:`cardgen.analysis.timebudget`) as a figure: a bootstrap interval
+    where each request's own account gives it, none where the server's histograms do."""
+    out: dict[str, Figure] = {}
+    for part in budget.parts if budget is not None else ():
+        if part.seconds is None or part.part not in PART_LABELS:
+            continue
+        key = PART_KEY.format(part.part)
+        spread = (_bootstrap(digests, figure_id(s.scenario, key), "too few requests: no interval")
+                  if "per-request" in part.source else
+                  Spread(NONE, note="from the server's histograms over the point: one number, no interval"))
+        out[key] = Figure(key, PART_LABELS[part.part], "s", LOWER, max(part.seconds, 0.0), spread)
+    return out
+
+
+def _point(s: ScenarioSummary, digests: Mapping[str, np.ndarray | None] | None,
+           budget: TimeBudget | None = None) -> PointSample:
     if s.basis == "predicted":  # no request of the server behind it: its figures are the fitted server's
         figures = _point(s.model_copy(update={"basis": "measured"}), {}).figures
         return PointSample(scenario_key(s), s.scenario, {k: replace(f, spread=Spread(NONE, note=PREDICTED_NOTE),
@@ -277,6 +335,7 @@ def _point(s: ScenarioSummary, digests: Mapping[str, np.ndarray | None] | None) 
     if value is not None:
         figures[key] = Figure(key, label, unit, better, value,
                               Spread(NONE, note="the server's counters over the point: one number, no interval"))
+    figures.update(_parts(s, budget, digests))
     return PointSample(scenario_key(s), s.scenario, figures)
 
 
@@ -295,7 +354,7 @@ def run_sample(summary: Summary, digests: Mapping[str, np.ndarray | None] | None
                path: str | None = None) -> RunSample:
     """The run's comparable figures: values from ``summary``, spreads from ``digests`` (:func:`bootstrap_digests`,
     or as saved; None when the run has none: its figures then have no interval)."""
-    points = {scenario_key(s): _point(s, digests) for s in measured_points(summary)}
+    points = {scenario_key(s): _point(s, digests, summary.time_budget.of(s.scenario)) for s in measured_points(summary)}
     suite_points = tuple(dict.fromkeys(s.scenario for s in summary.scenarios))
     labels = {key: (label, unit, better) for key, label, unit, better in HEADLINES}
     headlines: dict[str, Figure] = {}

@@ -35,11 +35,12 @@ from cardgen.engines.readings import (
     metric_candidates,
     metric_names,
     slot_limit,
+    time_hints,
 )
 from cardgen.engines.registry import ADAPTERS, ENGINES, LAUNCHABLE, engine_name, get_adapter
 
 __all__ = [
     "ADAPTERS", "ENGINES", "LAUNCHABLE", "EngineAdapter", "LaunchedEngine", "counter", "engine_name",
     "first_counter", "get_adapter", "histogram", "histogram_delta", "histogram_quantile", "kv_config", "kv_unknown",
-    "labelled_counter", "launched_engine", "load_gauges", "metric_candidates", "metric_names", "probe", "slot_limit",
+    "labelled_counter", "launched_engine", "load_gauges", "metric_candidates", "metric_names", "probe", "slot_limit", "time_hints",
 ]

@@ -104,6 +104,12 @@ class EngineAdapter:
     #: whether the command line of a server on this host is read (``ServerInfo.extra["process"]``): the engine's
     #: endpoints do not say all the adapter needs (llama.cpp's unified KV cache)
     reads_process: bool = False
+    #: the engine setting that usually causes a part of the time to first token to dominate, by part (``queue``,
+    #: ``other_server``, ``network_client``, ``outside_engine``: :mod:`cardgen.analysis.timebudget`), in words
+    time_hints: Mapping[str, str] = {
+        "network_client": "the network between client and server, or a load generator short of CPU (the card's "
+                          "client column says whether it kept up)",
+    }
     #: whether the server runs a fixed number of requests at once (slots) and queues the rest, whatever its KV
     #: cache holds: a request waiting there waits for a slot (a wave's live saturation check)
     bounded_by_slots: bool = False

@@ -108,6 +108,12 @@ class LlamaCppAdapter(EngineAdapter):
         "spec_accepted_tokens": "llamacpp:spec_decode_num_accepted_tokens_total",
         "spec_accepted_per_pos": "llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
     }
+    time_hints = {
+        "outside_engine": "llama.cpp's host-memory prompt cache (--cache-ram, on by default) saving and restoring slot "
+                          "states before a prompt is computed: --cache-ram 0 turns it off",
+        "queue": "requests waiting for a free slot (-np)",
+        "network_client": EngineAdapter.time_hints["network_client"],
+    }
     length_fields = ("ignore_eos",)  # honoured; min_tokens is not
     cold_fields = {"cache_prompt": False}  # compute the whole prompt: no reuse of a slot's cached prefix
 

@@ -30,6 +30,11 @@ def kv_unknown(engine: str | None, server_extra: Mapping[str, Any] | None) -> st
     return get_adapter(engine).kv_unknown(server_extra or {})
 
 
+def time_hints(engine: str | None) -> dict[str, str]:
+    """The engine setting that usually causes each part of the time to first token to dominate, in words."""
+    return dict(get_adapter(engine).time_hints)
+
+
 def slot_limit(engine: str | None, server_extra: Mapping[str, Any] | None) -> int | None:
     """How many requests the server runs at once at most, when a fixed number of slots says so (llama.cpp's
     ``total_slots``); None when the KV cache or a batch setting decides it."""

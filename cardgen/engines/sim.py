@@ -19,6 +19,9 @@ class SimAdapter(VllmAdapter):
     label = "cardgen virtual GPU server"
     launchable = False
     install_hint = "start it with 'cardgen serve-sim'"
+    time_hints = {**VllmAdapter.time_hints,
+                  "other_server": "the virtual server's host time per prompt token (--host-s-per-token), as a "
+                                  "host-side cache copy"}
 
     def identify(self, fetch: Fetch, version: Any) -> dict[str, Any] | None:
         if not (isinstance(version, Mapping) and version.get("engine") == ENGINE_ID):

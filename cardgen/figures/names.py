@@ -11,6 +11,7 @@ FIGURE_NAMES = {
     "throughput_latency": "throughput_latency.png",
     "latency_percentiles": "latency_percentiles.png",
     "throughput_interactivity": "throughput_interactivity.png",
+    "time_budget": "time_budget.png",
 }
 PAIR_FIGURE = "speed_ttft_{pair}.png"  # one per (prompt, output) pair of the closed loop
 

@@ -25,6 +25,7 @@ from cardgen.figures.draw import (
 )
 from cardgen.figures.names import FIGURE_NAMES, pair_figure_name, replay_figure_name
 from cardgen.figures.replay import ReplayTimeline, draw_replay, replay_timeline
+from cardgen.figures.timebudget import BudgetBars, budget_bars, draw_budget
 from cardgen.rundir import FIGURES_DIR
 
 DPI = 100
@@ -106,6 +107,13 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
                 ax.set_visible(False)
             return fig
         out[FIGURE_NAMES["latency_percentiles"]] = percentiles
+    budget = budget_bars(s.time_budget.points)
+    if budget is not None:
+        def time_budget(bars: BudgetBars = budget) -> Figure:
+            fig, (ax,) = _figure(9, 1.6 + 0.45 * len(bars.labels))
+            draw_budget(ax, bars)
+            return fig
+        out[FIGURE_NAMES["time_budget"]] = time_budget
     for result in s.replays:
         replayed = replay_timeline(result)
         if replayed is not None:

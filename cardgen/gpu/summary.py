@@ -34,16 +34,29 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _energy_j(rows: list[Mapping[str, Any]]) -> tuple[float | None, str | None]:
-    """Energy one GPU used over its rows: the NVML/DCGM energy counter's increase where it has one, else
-    power integrated over time (trapezoids)."""
+def _edges_j(rows: list[Mapping[str, Any]], start: float | None, end: float | None) -> float:
+    """The energy of the window's edges the samples do not cover: from its start to the first sample and from the
+    last sample to its end, each at the power of that nearest sample (0 where it has none)."""
+    power = [(r["t"], float(r["power_w"])) for r in rows if r.get("power_w") is not None]
+    if not power:
+        return 0.0
+    head = max(0.0, power[0][0] - start) * power[0][1] if start is not None else 0.0
+    tail = max(0.0, end - power[-1][0]) * power[-1][1] if end is not None else 0.0
+    return head + tail
+
+
+def _energy_j(rows: list[Mapping[str, Any]], start: float | None = None,
+              end: float | None = None) -> tuple[float | None, str | None]:
+    """Energy one GPU used over the window: the NVML/DCGM energy counter's increase between its first and last
+    sample where it has one, else power integrated over time (trapezoids); both extended to the window's ends
+    (``start``, ``end``) at the nearest samples' power (:func:`_edges_j`)."""
     counter = [(r["t"], r["energy_mj"]) for r in rows if r.get("energy_mj") is not None]
     if len(counter) >= 2 and counter[-1][1] >= counter[0][1]:
-        return (counter[-1][1] - counter[0][1]) / 1000.0, "energy counter"
+        return (counter[-1][1] - counter[0][1]) / 1000.0 + _edges_j(rows, start, end), "energy counter"
     power = [(r["t"], r["power_w"]) for r in rows if r.get("power_w") is not None]
     if len(power) >= 2:
         joules = sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(power, power[1:], strict=False))
-        return joules, "power integrated over time"
+        return joules + _edges_j(rows, start, end), "power integrated over time"
     return None, None
 
 
@@ -74,7 +87,7 @@ def summarize_gpu(records: Iterable[Mapping[str, Any]], output_tokens: int | Non
         mem = [r["mem_used_bytes"] for r in gpu_rows if r.get("mem_used_bytes") is not None]
         util = [float(r["util_pct"]) for r in gpu_rows if r.get("util_pct") is not None]
         power = [float(r["power_w"]) for r in gpu_rows if r.get("power_w") is not None]
-        energy, source = _energy_j(gpu_rows)
+        energy, source = _energy_j(gpu_rows, start_unix, end_unix)
         utils += util
         powers += power
         if source:
@@ -92,7 +105,10 @@ def summarize_gpu(records: Iterable[Mapping[str, Any]], output_tokens: int | Non
         "available": True,
         "gpu_count": len(by_gpu),
         "samples": len(rows),
-        "duration_s": rows[-1]["t"] - rows[0]["t"] if len(rows) > 1 else 0.0,
+        # the window the energy covers: first send to last end (the samples' own span when no window was given)
+        "duration_s": (end_unix - start_unix) if start_unix is not None and end_unix is not None else
+        (rows[-1]["t"] - rows[0]["t"] if len(rows) > 1 else 0.0),
+        "sampled_s": rows[-1]["t"] - rows[0]["t"] if len(rows) > 1 else 0.0,
         "peak_memory_bytes": max(peaks) if peaks else None,
         "peak_memory_total_bytes": sum(peaks) if peaks else None,
         "mean_utilization_pct": _mean(utils),

@@ -70,25 +70,6 @@ def build_payload(*, endpoint: str, model: str, prompt: str, output_tokens: int,
     return body
 
 
-def engine_timings(timings: dict[str, Any] | None) -> EngineTimings | None:
-    """The engine's own account of a request (llama.cpp's ``timings``), what of it is numbers; None without."""
-    if not timings:
-        return None
-
-    def number(key: str) -> float | None:
-        value = timings.get(key)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-    def whole(key: str) -> int | None:
-        value = number(key)
-        return int(value) if value is not None else None
-
-    out = EngineTimings(prompt_n=whole("prompt_n"), prompt_ms=number("prompt_ms"),
-                        predicted_n=whole("predicted_n"), predicted_ms=number("predicted_ms"),
-                        cache_n=whole("cache_n"))
-    return out if out.model_dump(exclude_none=True) else None
-
-
 def _failure(ex: Exchange, parsed_ok: Callable[[], tuple[ErrorKind | None, str | None]]) -> tuple[ErrorKind | None,
                                                                                                str | None]:
     if ex.status is None:
@@ -181,7 +162,7 @@ def _finish(ex: Exchange, parsed: StreamResult | None, reasoning: tuple[int | No
         reasoning_tokens=reasoning[0],
         reasoning_tokens_source=reasoning[1],
         cached_tokens=parsed.cached_tokens if parsed else None,
-        engine_timings=engine_timings(parsed.timings) if parsed else None,
+        engine_timings=EngineTimings.of_response(parsed.timings) if parsed else None,
     )
     report(request_type="POST", name=record["scenario"], response_time=(end_at - ex.sent_at) * 1000.0,
            response_length=sum(len(c) for _, c in ex.reads), response=None, url=PATHS[endpoint],

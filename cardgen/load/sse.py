@@ -48,7 +48,7 @@ class StreamResult:
     first_answer_at: float | None = None
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
-    timings: dict[str, Any] | None = None  # the engine's own account (llama.cpp's ``timings``), as sent
+    timings: dict[str, Any] | None = None  # the engine's own account (llama.cpp's ``timings``, vLLM's ``metrics``)
 
     @property
     def text(self) -> str:
@@ -225,7 +225,10 @@ def _apply(result: StreamResult, payload: str, at: float) -> dict[str, Any] | No
             result.cached_tokens = prompt_details["cached_tokens"]
     timings = obj.get("timings")
     if isinstance(timings, dict):
-        result.timings = timings
+        result.timings = {"source": "timings", **timings}
+    metrics = obj.get("metrics")  # vLLM's per-request metrics (--enable-per-request-metrics), on the usage chunk
+    if isinstance(metrics, dict):
+        result.timings = {"source": "metrics", **metrics}
     return obj
 
 

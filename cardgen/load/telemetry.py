@@ -29,13 +29,15 @@ def gpu_telemetry(base: str, run_dir: Path, *, gpu: Mapping[str, Any], modelled:
         yield dict(gpu)
         return
     if gpu_metrics_url is None and not is_local(base):
-        yield {"telemetry": False, "reason": "no GPU telemetry: the server is on another host; give "
-                                             "--gpu-metrics-url with its DCGM exporter's /metrics"}
+        yield {**gpu, "telemetry": False, "reason": "no GPU telemetry: the server is on another host; give "
+                                                    "--gpu-metrics-url with its DCGM exporter's /metrics"}
         return
 
     sampler = start_gpu_sampler(run_dir, dcgm_url=gpu_metrics_url)
     try:
-        yield {**gpu, **sampler.describe()}
+        said = sampler.describe()
+        # what the telemetry read beats what the user said; the user's name stays where it read none
+        yield {**gpu, **said, **({"name_source": None} if said.get("name") else {})}
     finally:
         sampler.stop()
 

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from cardgen.errors import one_line
 from cardgen.points import Point
-from cardgen.saturation import Reading, closed_load_seen, point_saturation
+from cardgen.saturation import Reading, closed_load_seen, point_saturation, skip_words
 from cardgen.scenarios.kinds import judge_for
 from cardgen.scenarios.program import Judge
 from cardgen.schemas.run import (
@@ -143,7 +143,8 @@ def run_points(points: Sequence[Point], interpreter: Interpreter, *, attempts: M
             return result
         outcome = point_outcome(point, judge, ran, begun, interpreter)
         if outcome.saturation and point.stop_at_saturation and not run_saturated:
-            why = f"not run: the server saturated at {point.parallel or 1} parallel ({outcome.saturation})"
+            first = not any(skips_after_saturation(earlier, point) for earlier in points[:i])
+            why = skip_words(point.parallel or 1, outcome.saturation, first=first)
             for later in points[i + 1:]:
                 if skips_after_saturation(point, later):
                     skipped.setdefault(later.name, why)

@@ -9,6 +9,7 @@ written by a newer cardgen that only added fields still load. Every time is Unix
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -31,14 +32,42 @@ class ErrorKind(StrEnum):
 
 
 class EngineTimings(Saved):
-    """What the engine itself says one request cost, from its last chunk (llama.cpp: ``timings``). Milliseconds,
-    as the engine counts them; None for what it does not say."""
+    """What the engine itself says one request cost, from its last chunk: llama.cpp's ``timings`` (``source``
+    ``timings``), or vLLM's ``metrics`` (``--enable-per-request-metrics``; ``source`` ``metrics``). Milliseconds, as
+    the engine counts them; None for what it does not say."""
 
+    source: str | None = None  # timings (llama.cpp) | metrics (vLLM)
+    queue_ms: float | None = None  # waiting before the engine scheduled it (vLLM's queue_time_ms)
     prompt_n: int | None = None  # prompt tokens the engine computed (the cached ones excluded)
-    prompt_ms: float | None = None  # the engine's time computing them
+    prompt_ms: float | None = None  # computing its prompt, to its first token (vLLM: time_to_first_token_ms,
+    # from scheduling)
     predicted_n: int | None = None  # tokens it generated
-    predicted_ms: float | None = None  # its time generating them (first to last)
+    predicted_ms: float | None = None  # its time generating them, first to last (vLLM: generation_time_ms)
     cache_n: int | None = None  # prompt tokens it took from its cache
+    mean_itl_ms: float | None = None  # vLLM: generation time / (tokens - 1)
+
+    @classmethod
+    def of_response(cls, said: Mapping[str, Any] | None) -> EngineTimings | None:
+        """From what the last chunk said: llama.cpp's ``timings`` (``source`` ``timings``) or vLLM's ``metrics``
+        (``source`` ``metrics``), what of it is numbers; None when it said nothing."""
+        if not said:
+            return None
+
+        def number(key: str) -> float | None:
+            value = said.get(key)
+            return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+        def whole(key: str) -> int | None:
+            value = number(key)
+            return int(value) if value is not None else None
+
+        if said.get("source") == "metrics":
+            out = cls(source="metrics", queue_ms=number("queue_time_ms"), prompt_ms=number("time_to_first_token_ms"),
+                      predicted_ms=number("generation_time_ms"), mean_itl_ms=number("mean_itl_ms"))
+        else:
+            out = cls(source="timings", prompt_n=whole("prompt_n"), prompt_ms=number("prompt_ms"),
+                      predicted_n=whole("predicted_n"), predicted_ms=number("predicted_ms"), cache_n=whole("cache_n"))
+        return out if out.model_dump(exclude_none=True, exclude={"source"}) else None
 
 
 class RequestRecord(Saved):

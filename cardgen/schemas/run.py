@@ -208,6 +208,7 @@ class GpuDescription(Described):
     reason there is none, or the modelled GPU."""
 
     name: str | None = None
+    name_source: str | None = None  # where the name came from when no telemetry read it: "as given with --gpu"
     count: int | None = None
     modelled: bool = False
     telemetry: bool | None = None

@@ -22,6 +22,8 @@ Layout (``schema_version`` 3)::
     gpu_telemetry GpuTelemetry: the GPUs over the measured window (gpu_metrics.jsonl), or why there is none
     server_vs_client  ServerVsClient: the server's own latency histograms and token counters next to the
                   client's figures for the same requests, for the whole run and per closed-loop point
+    time_budget   TimeBudgets: each point's mean TTFT split into queue, prompt compute, other server time and
+                  network and client, with the engine's decode time per token (where the engine says enough)
     reasoning     whether the model reasoned before answering (each scenario: ttfa_s, reasoning_tokens_mean,
                   answer_tokens_mean, their speeds)
     speculative   SpeculativeDecoding over the run (each scenario: its own, where the counters allow)
@@ -352,6 +354,7 @@ class GpuTelemetry(Saved):
     reason: str | None = None
     source: str | None = None  # nvml | dcgm
     name: str | None = None
+    name_source: str | None = None  # where the name came from when no telemetry read it (the user's --gpu)
     count: int | None = None
     driver: str | None = None
     memory_total_bytes: int | None = None  # per GPU, as the inventory says
@@ -430,6 +433,50 @@ class ServerVsClient(Saved):
     reason: str | None = None
     run: CrossCheckWindow | None = None
     points: list[CrossCheckWindow] = Field(default_factory=list)
+
+
+class TimePart(Saved):
+    """One part of the client's mean time to first token (:mod:`cardgen.analysis.timebudget`), in seconds and as a
+    share of it; ``source`` says what it was read from."""
+
+    part: str  # queue | prompt | other_server | network_client | outside_engine
+    seconds: float | None = None
+    share: float | None = None  # of the client's mean TTFT
+    source: str = ""
+
+
+class TimeBudget(Saved):
+    """Where one point's (or the run's) time went: the client's mean TTFT split into the engine's own parts, and
+    the engine's decode time per token beside the client's ITL and TPOT."""
+
+    scope: str  # "run" or a point's scenario name
+    requests: int = 0
+    client_ttft_s: float | None = None
+    engine_ttft_s: float | None = None  # the engine's own TTFT, from receiving the request (None: it does not say)
+    parts: list[TimePart] = Field(default_factory=list)
+    engine_decode_per_token_s: float | None = None
+    client_itl_s: float | None = None  # Σ (E2E - TTFT) / Σ (output tokens - 1)
+    client_tpot_s: float | None = None  # mean of each request's (E2E - TTFT) / (output tokens - 1)
+    engine_prompt_tok_s: float | None = None  # prompt tokens the engine computed / its prompt compute
+    dominant: str | None = None  # a part other than prompt compute that takes most of the TTFT
+    hint: str | None = None  # the engine setting that usually causes it, where the adapter knows one
+
+    def part(self, name: str) -> TimePart | None:
+        return next((p for p in self.parts if p.part == name), None)
+
+
+class TimeBudgets(Saved):
+    """Where the time goes, per point and over the run, wherever the engine says enough (its per-request account,
+    or its queue / prefill / TTFT histograms); else ``reason`` says what it lacks."""
+
+    available: bool = False
+    reason: str | None = None
+    sources: list[str] = Field(default_factory=list)  # what the parts were read from, in words
+    run: TimeBudget | None = None
+    points: list[TimeBudget] = Field(default_factory=list)
+
+    def of(self, scope: str) -> TimeBudget | None:
+        return next((b for b in self.points if b.scope == scope), None)
 
 
 class SloPercentile(Saved):
@@ -563,6 +610,7 @@ class Summary(Saved):
     scenarios: list[ScenarioSummary] = Field(default_factory=list)
     gpu_telemetry: GpuTelemetry = Field(default_factory=GpuTelemetry)
     server_vs_client: ServerVsClient = Field(default_factory=ServerVsClient)
+    time_budget: TimeBudgets = Field(default_factory=TimeBudgets)
     options: dict[str, Any] = Field(default_factory=dict)
     tables: list[str] = Field(default_factory=list)
     figures: list[str] = Field(default_factory=list)

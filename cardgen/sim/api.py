@@ -202,6 +202,10 @@ class SimServer(Engine):
         live.seq = seq
         response: web.StreamResponse | None = None
         with self.tracked(live):
+            host = self.config.served.host_delay_s(params.prompt_tokens)
+            if host:  # time in the server before the request joins the queue, outside compute: no headers yet
+                seq.received_s = self._loop.time()
+                await asyncio.sleep(host)
             if fault == "slow_first":
                 await asyncio.sleep(self.faults.slow_first_s)
             if params.stream:

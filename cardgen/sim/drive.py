@@ -63,6 +63,7 @@ from cardgen.scenarios import (
 )
 from cardgen.scenarios.waves import WavesProgram
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
+from cardgen.schemas.records import EngineTimings
 from cardgen.schemas.run import COMPLETE, STOP_COMPLETE, STOP_SKIPPED
 from cardgen.sim import tokenizer
 from cardgen.sim.answers import ENGINE_NAME, describe, models_answer, version_answer
@@ -317,9 +318,11 @@ class VirtualInterpreter:
     """Runs scenario programs on the virtual server (:class:`~cardgen.scenarios.Interpreter`): one process, no
     network but ``network_s``, the next point ``pause_s`` after the last one ended."""
 
-    def __init__(self, clock: _Clock, options: DriveOptions, *, reasoning_share: float = 0.0) -> None:
+    def __init__(self, clock: _Clock, options: DriveOptions, *, reasoning_share: float = 0.0,
+                 host_s_per_token: float = 0.0) -> None:
         self.clock, self.opts = clock, options
         self.reasoning_share = reasoning_share
+        self.host_s_per_token = host_s_per_token  # the server's time per prompt token before a request queues
         self.rng = random.Random(f"client:{options.seed}")
         self.requests: list[DrivenRequest] = []
         self.programs: dict[str, Program] = {}
@@ -386,10 +389,18 @@ class VirtualInterpreter:
 
     def _arrive(self, request: _Request) -> None:
         arrival = request.sent + self.opts.network_s
-        seq = self.clock.server.arrive(request.prompt_tokens, request.send.output_tokens, at=arrival,
-                                       tag=request, block_hashes=request.block_hashes, adapter=request.send.adapter)
+        host = self.host_s_per_token * request.prompt_tokens
+        if host:  # the server's own time on it before it joins the queue (the real-time server sleeps it)
+            self.clock.at(arrival + host, lambda: self._queue(request, arrival + host, received=arrival))
+        else:
+            self._queue(request, arrival)
+
+    def _queue(self, request: _Request, at: float, *, received: float | None = None) -> None:
+        seq = self.clock.server.arrive(request.prompt_tokens, request.send.output_tokens, at=at,
+                                       tag=request, block_hashes=request.block_hashes, adapter=request.send.adapter,
+                                       received=received)
         if seq is None:  # a fault answered at once
-            back = arrival + self.opts.network_s
+            back = at + self.opts.network_s
             self.clock.at(back, lambda: self._complete(request, None, [], back))
 
     def _prompt(self, run: _PointRun, send: Send) -> tuple[int, tuple[int, ...]]:
@@ -447,7 +458,9 @@ class VirtualInterpreter:
     def _complete(self, request: _Request, served: VirtualRequest | None, chunks: list[float], end: float) -> None:
         run, send = request.run, request.send
         rid = f"{'chatcmpl' if run.point.endpoint == 'chat' else 'cmpl'}-{self.rng.getrandbits(128):032x}"
-        headers = request.sent + 2 * self.opts.network_s  # the server answers with headers as the request arrives
+        # the server answers with headers as the request joins its queue (after any host time before it)
+        host = self.host_s_per_token * request.prompt_tokens if served is not None else 0.0
+        headers = request.sent + 2 * self.opts.network_s + host
         if served is None:  # HTTP 500 with the server's JSON error body, as the load engine records it
             body = json.dumps(error_body(500, "injected fault (http500)", "InternalServerError"))
             record = RequestRecord(**request.fields, sent_at=request.sent, headers_at=headers, end_at=end,
@@ -458,6 +471,8 @@ class VirtualInterpreter:
                                    first_token_at=chunks[0], chunk_times=chunks, end_at=end, response_id=rid,
                                    status=200, prompt_tokens=served.prompt_tokens,
                                    output_tokens=served.output_tokens, finish_reason="length",
+                                   engine_timings=EngineTimings.of_response({"source": "metrics",
+                                                                             **served.engine_metrics()}),
                                    **self._reasoning(run.point.endpoint == "chat", served, chunks))
         if send.conversation is not None and record.ok:  # the reply goes back without its reasoning, as a client's
             answer = send.output_tokens - (record.reasoning_tokens or 0)
@@ -520,7 +535,8 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
                            faults=config.faults, **config.scheduler_options())  # type: ignore[arg-type]
     server.now = opts.start_unix
     clock = _Clock(server, metrics, opts)
-    interpreter = VirtualInterpreter(clock, opts, reasoning_share=config.served.reasoning_share)
+    interpreter = VirtualInterpreter(clock, opts, reasoning_share=config.served.reasoning_share,
+                                     host_s_per_token=config.served.host_s_per_token)
     ended = None if on_point_end is None else (
         lambda point, outcome: on_point_end(outcome, interpreter.requests, clock.scrapes))
     outcomes = run_points(points, interpreter, attempts=attempts, run_saturated=run_saturated, on_end=ended).points

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from aiohttp import web
 
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
-from cardgen.sim.live import Live
+from cardgen.sim.live import Live, request_metrics
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel
 from cardgen.sim.scheduler import Scheduler, Seq
@@ -229,7 +229,7 @@ class Engine:
             out.append(event(live.chunk(text, seq.finish_reason if seq.finished else None, reasoning)))
             if seq.finished:
                 if live.params.include_usage:
-                    out.append(event(live.usage_chunk(n)))
+                    out.append(event(live.usage_chunk(n, request_metrics(seq))))
                 out.append(DONE)
             t = time.time()
             assert transport is not None

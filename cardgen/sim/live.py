@@ -69,8 +69,11 @@ class Live:
             f'"logprobs":null,"finish_reason":null}}]}}'
         )
 
-    def usage_chunk(self, output_tokens: int) -> str:
-        return f'{self._base()}"choices":[],"usage":{json.dumps(self.usage(output_tokens), separators=(",", ":"))}}}'
+    def usage_chunk(self, output_tokens: int, metrics: dict[str, float] | None = None) -> str:
+        """The last chunk: ``usage``, and vLLM's per-request ``metrics`` (``--enable-per-request-metrics``)."""
+        extra = f',"metrics":{json.dumps(metrics, separators=(",", ":"))}' if metrics else ""
+        usage = json.dumps(self.usage(output_tokens), separators=(",", ":"))
+        return f'{self._base()}"choices":[],"usage":{usage}{extra}}}'
 
     def usage(self, output_tokens: int) -> dict[str, object]:
         """The request's ``usage``: with a reasoning parser (chat), its reasoning tokens too."""
@@ -101,3 +104,19 @@ class Live:
     def resolve(self, outcome: str) -> None:
         if not self.done.done():
             self.done.set_result(outcome)
+
+
+def request_metrics(seq: Seq) -> dict[str, float]:
+    """vLLM's per-request ``metrics`` of a finished sequence (``build_per_request_timing_metrics``): queue time
+    (joining the queue to being scheduled), TTFT from scheduling, generation time (first to last token), mean ITL,
+    in milliseconds."""
+    out: dict[str, float] = {}
+    if seq.scheduled_s is not None and seq.first_token_s is not None:
+        out["time_to_first_token_ms"] = (seq.first_token_s - seq.scheduled_s) * 1000
+    if seq.first_token_s is not None and seq.last_token_s is not None:
+        out["generation_time_ms"] = (seq.last_token_s - seq.first_token_s) * 1000
+    if seq.scheduled_s is not None:
+        out["queue_time_ms"] = (seq.scheduled_s - seq.arrival_s) * 1000
+    if seq.first_token_s is not None and seq.last_token_s is not None and seq.output_tokens > 1:
+        out["mean_itl_ms"] = (seq.last_token_s - seq.first_token_s) / (seq.output_tokens - 1) * 1000
+    return out

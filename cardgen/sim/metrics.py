@@ -194,13 +194,15 @@ class SimMetrics:
         self.recent_lags.append(lag_s)
 
     def observe_first_token(self, seq: Seq) -> None:
+        """TTFT from when the request reached the server (vLLM's, from the API server's receipt), which is before it
+        joined the queue when the server spends host time on it first."""
         assert seq.first_token_s is not None
-        self.ttft.observe(seq.first_token_s - seq.arrival_s)
+        self.ttft.observe(seq.first_token_s - (seq.arrival_s if seq.received_s is None else seq.received_s))
 
     def observe_finished(self, seq: Seq) -> None:
-        """A request that finished normally: request-level histograms."""
+        """A request that finished normally: request-level histograms (queue: from joining the queue)."""
         assert seq.end_s is not None and seq.first_token_s is not None and seq.scheduled_s is not None
-        self.e2e.observe(seq.end_s - seq.arrival_s)
+        self.e2e.observe(seq.end_s - (seq.arrival_s if seq.received_s is None else seq.received_s))
         self.queue.observe(seq.scheduled_s - seq.arrival_s)
         self.prefill.observe(seq.first_token_s - seq.scheduled_s)
         self.decode.observe(seq.end_s - seq.first_token_s)

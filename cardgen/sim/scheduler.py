@@ -83,7 +83,8 @@ class Seq:
     adapter: str | None = None  # the LoRA adapter it runs with
     emitted: int = 0  # tokens it gained in its last step (more than 1 with speculative decoding)
 
-    arrival_s: float = 0.0
+    arrival_s: float = 0.0  # joined the waiting queue
+    received_s: float | None = None  # reached the server, when that was before it joined the queue (host time)
     scheduled_s: float | None = None  # first admitted
     first_token_s: float | None = None
     last_token_s: float | None = None

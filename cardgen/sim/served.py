@@ -1,5 +1,7 @@
 """What the served model does besides answering: reasoning before it answers, speculative decoding, LoRA adapters
-(:mod:`cardgen.sim.reasoning`, :mod:`cardgen.sim.speculation`, :mod:`cardgen.sim.lora`).
+(:mod:`cardgen.sim.reasoning`, :mod:`cardgen.sim.speculation`, :mod:`cardgen.sim.lora`), and time its server spends
+on each request outside compute before the prefill (``host_s_per_token`` per prompt token: a host-side cache
+copy, as llama.cpp's ``--cache-ram`` prompt cache does).
 
 One :class:`ServedModel` says it for a virtual server, whichever way it runs: ``cardgen serve-sim``'s flags
 (:meth:`ServedModel.argv` writes them), a modelled ``cardgen build`` (in virtual time, or ``--real-time``), and a
@@ -24,15 +26,22 @@ class ServedModel:
     reasoning_share: float = 0.0
     speculation: Speculation | None = None
     lora: LoraServing | None = None
+    host_s_per_token: float = 0.0  # seconds outside compute per prompt token, before the request joins the queue
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.reasoning_share <= 1.0:
             raise UsageError(f"--reasoning-share must be in [0, 1], not {self.reasoning_share:g}")
+        if not 0.0 <= self.host_s_per_token <= 1.0:
+            raise UsageError(f"--host-s-per-token must be in [0, 1] seconds, not {self.host_s_per_token:g}")
+
+    def host_delay_s(self, prompt_tokens: int) -> float:
+        """The time a request of ``prompt_tokens`` spends in the server before it joins the queue."""
+        return self.host_s_per_token * prompt_tokens
 
     @classmethod
     def of_options(cls, *, reasoning_share: float = 0.0, spec_tokens: int = 0, spec_acceptance: float | None = None,
                    spec_method: str = "ngram", adapters: tuple[str, ...] = (), lora_rank: int | None = None,
-                   max_loras: int | None = None) -> ServedModel:
+                   max_loras: int | None = None, host_s_per_token: float = 0.0) -> ServedModel:
         """From the command line's flags; a one-line UsageError for flags that do not go together."""
         speculation = None
         if spec_tokens:
@@ -47,7 +56,8 @@ class ServedModel:
         elif lora_rank is not None or max_loras is not None:
             raise UsageError("--lora-rank and --max-loras need adapters: name them (--lora-adapters, or "
                              "'adapters:' in a suite entry)")
-        return cls(reasoning_share=reasoning_share, speculation=speculation, lora=lora)
+        return cls(reasoning_share=reasoning_share, speculation=speculation, lora=lora,
+                   host_s_per_token=host_s_per_token)
 
     @classmethod
     def of_described(cls, sim: Mapping[str, Any]) -> ServedModel:
@@ -57,7 +67,8 @@ class ServedModel:
                    speculation=Speculation(tokens=int(spec["tokens"]), acceptance=float(spec["acceptance_rate"]),
                                            method=str(spec.get("method", "ngram"))) if spec else None,
                    lora=LoraServing(adapters=tuple(lora["adapters"]), rank=int(lora["rank"]),
-                                    max_loras=int(lora["max_loras"])) if lora else None)
+                                    max_loras=int(lora["max_loras"])) if lora else None,
+                   host_s_per_token=float(sim.get("host_s_per_token") or 0.0))
 
     def argv(self) -> list[str]:
         """``cardgen serve-sim``'s flags for it."""
@@ -70,6 +81,8 @@ class ServedModel:
         if self.lora is not None:
             out += ["--lora-adapters", ",".join(self.lora.adapters), "--lora-rank", str(self.lora.rank),
                     "--max-loras", str(self.lora.slots)]
+        if self.host_s_per_token:
+            out += ["--host-s-per-token", repr(self.host_s_per_token)]
         return out
 
     def described(self) -> dict[str, object]:
@@ -81,6 +94,8 @@ class ServedModel:
             out["speculative"] = self.speculation.describe()
         if self.lora is not None:
             out["lora"] = self.lora.describe()
+        if self.host_s_per_token:
+            out["host_s_per_token"] = self.host_s_per_token
         return out
 
     def scheduler_options(self, seed: int) -> dict[str, Any]:

@@ -46,6 +46,7 @@ class VirtualRequest:
     times: tuple[float, ...] = ()  # when each of its chunks was emitted (end of its step): a chunk per step
     tag: Any = None  # the submitter's own data
     chunk_tokens: tuple[int, ...] = ()  # output tokens of each chunk (1 each, but with speculative decoding)
+    queued: float | None = None  # joined the waiting queue, when later than ``sent`` (host time before it)
 
     @property
     def ttft_s(self) -> float:
@@ -58,6 +59,16 @@ class VirtualRequest:
     @property
     def queue_s(self) -> float:
         return self.scheduled - self.sent
+
+    def engine_metrics(self) -> dict[str, float]:
+        """vLLM's per-request ``metrics`` of it, as the real-time server streams them (``cardgen.sim.live``)."""
+        joined = self.sent if self.queued is None else self.queued
+        out = {"time_to_first_token_ms": (self.first_token - self.scheduled) * 1000,
+               "generation_time_ms": (self.end - self.first_token) * 1000,
+               "queue_time_ms": (self.scheduled - joined) * 1000}
+        if self.output_tokens > 1:
+            out["mean_itl_ms"] = (self.end - self.first_token) / (self.output_tokens - 1) * 1000
+        return out
 
     @property
     def tpot_s(self) -> float | None:
@@ -118,9 +129,10 @@ class VirtualServer:
 
     # --- requests ------------------------------------------------------------------------------------------
     def arrive(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0,
-               tag: Any = None, block_hashes: tuple[int, ...] = (), adapter: str | None = None) -> Seq | None:
-        """A request reaches the server at ``at`` (default: now; never before now when idle). It queues; or,
-        when a fault answers it at once, None. An arrival time before now stands for a request that came while
+               tag: Any = None, block_hashes: tuple[int, ...] = (), adapter: str | None = None,
+               received: float | None = None) -> Seq | None:
+        """A request joins the queue at ``at`` (default: now; never before now when idle), having reached the
+        server at ``received`` (None: at ``at``). It queues; or, when a fault answers it at once, None. An arrival time before now stands for a request that came while
         the step in flight ran: it is admitted at the next step, as in real time."""
         if at is not None and self.in_flight is None:
             self.now = max(self.now, at)
@@ -133,7 +145,7 @@ class VirtualServer:
                 self.metrics.count_fault(fault)
             return None
         seq = Seq(prompt_tokens, output_tokens, ctx=_Served(index, group, tag), block_hashes=block_hashes,
-                  adapter=adapter)
+                  adapter=adapter, received_s=received)
         return self.scheduler.add(seq, when)
 
     def submit(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0) -> Seq:
@@ -204,7 +216,8 @@ class VirtualServer:
         assert seq.first_token_s is not None and seq.end_s is not None and seq.scheduled_s is not None
         return VirtualRequest(
             index=served.index,
-            sent=seq.arrival_s,
+            sent=seq.arrival_s if seq.received_s is None else seq.received_s,
+            queued=seq.arrival_s if seq.received_s is not None else None,
             scheduled=seq.scheduled_s,
             first_token=seq.first_token_s,
             end=seq.end_s,

@@ -12,6 +12,7 @@ from cardgen import numbers as fmt
 from cardgen.analysis.scenarios import closed_pairs
 from cardgen.card.sections.figures import figure_path
 from cardgen.card.sections.point_text import basis_mark, precision_text, steady_text, stop_text
+from cardgen.card.sections.time_budget import PART_LABELS, duration
 from cardgen.card.table import TableView
 from cardgen.figures.names import pair_figure_name
 from cardgen.schemas.summary import ScenarioSummary, Summary
@@ -57,7 +58,15 @@ def _not_run(s: Summary, pair: tuple[int, int]) -> list[str]:
         if x.kind == "closed" and x.requests == 0 and (x.prompt_tokens, x.output_tokens) == pair:
             reason = stop_text(x, s.scenarios).removeprefix("not run").removeprefix(": ")
             why.setdefault(reason, []).append(str(x.parallel))
-    return [f"{', '.join(counts)} parallel" + (f": {reason}" if reason else "") for reason, counts in why.items()]
+    lines = [f"{', '.join(counts)} parallel" + (f": {reason}" if reason else "") for reason, counts in why.items()]
+    slow = any("slow per request" in reason for reason in why)
+    ran = [x for x in s.scenarios if x.kind == "closed" and x.requests and (x.prompt_tokens, x.output_tokens) == pair]
+    budget = s.time_budget.of(min(ran, key=lambda x: x.parallel or 0).scenario) if slow and ran else None
+    if budget is not None:
+        parts = ", ".join(f"{PART_LABELS[p.part].lower()} {duration(p.seconds)} ({fmt.pct(p.share)})"
+                          for p in budget.parts if p.seconds is not None and (p.share or 0) >= 0.01)
+        lines.append(f"where {budget.scope}'s time to first token ({duration(budget.client_ttft_s)}) went: {parts}")
+    return lines
 
 
 def capacity_table(s: Summary) -> TableView | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cardgen import numbers as fmt
+from cardgen.saturation import saturation_words, skip_words
 from cardgen.schemas.summary import ScenarioSummary
 
 
@@ -37,20 +38,28 @@ def _saturated_by(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary]) -> S
     return min(smaller, key=lambda o: o.parallel or 0) if smaller else None
 
 
+def _first_of_pair(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary]) -> bool:
+    """Whether no closed-loop point of the same entry and pair with fewer users ran before ``x``."""
+    return not any(o.kind == "closed" and o.requests and o.group == x.group and (o.parallel or 0) < (x.parallel or 0)
+                   and (o.prompt_tokens, o.output_tokens) == (x.prompt_tokens, x.output_tokens) for o in scenarios)
+
+
 def stop_text(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary] = ()) -> str:
     """Why a point stopped, in words: run.json's reason and detail. A skipped point: "not run: the server
-    saturated at N parallel (why)"; a point never reached: "not run"."""
+    saturated at N parallel (why)" (or was slow per request already at its smallest count:
+    :func:`cardgen.saturation.skip_words`); a point never reached: "not run"."""
     if x.requests == 0 and x.stop in (None, "skipped"):
         by = _saturated_by(x, scenarios) if x.stop else None
-        if by is not None:
-            return f"not run: the server saturated at {by.parallel} parallel ({by.saturation})"
+        if by is not None and by.saturation:
+            return skip_words(by.parallel or 1, by.saturation, first=_first_of_pair(by, scenarios))
         detail = (x.stop_detail or "").removeprefix("not run: ")
         return f"not run: {detail}" if detail else "not run"
     text = x.stop or fmt.DASH
     if x.stop_detail and x.stop_detail != x.stop:
         text += f": {x.stop_detail}"
     if x.saturation and x.saturation not in text:
-        text += f"; saturated the server ({x.saturation})"
+        words = saturation_words(x.parallel or 1, x.saturation, first=_first_of_pair(x, scenarios))
+        text += f"; {words}" if "not saturated" in words else f"; saturated the server ({x.saturation})"
     return text
 
 

@@ -6,7 +6,8 @@ from cardgen import numbers as fmt
 from cardgen.card.table import TableView
 from cardgen.schemas.summary import CrossCheckWindow, LatencyCheck, ServerVsClient
 
-_LATENCY_LABELS = {"ttft": "TTFT", "itl": "ITL", "e2e": "E2E latency", "queue": "Queue time (server only)"}
+_LATENCY_LABELS = {"ttft": "TTFT", "itl": "ITL", "e2e": "E2E latency", "queue": "Queue time (server only)",
+                   "prefill": "Prefill time (server only)", "decode": "Decode time (server only)"}
 
 
 def _server_p(value: float | None, bucket: list[float | None] | None) -> str:
@@ -34,7 +35,7 @@ def _p_diff(diff: float | None, client: float | None, bucket: list[float | None]
 def _latency_rows(c: LatencyCheck) -> list[list[str]]:
     label = _LATENCY_LABELS.get(c.metric, c.metric)
     unit = "tokens" if c.metric == "itl" else "requests"
-    client = c.metric != "queue"
+    client = c.metric not in ("queue", "prefill", "decode")
     n_diff = (fmt.signed_integer(c.client_count - c.server_count) if client and c.server_count is not None
               else fmt.DASH)
     return [

@@ -1,0 +1,165 @@
+"""Where the time goes (pure): each point's mean time to first token, as the client measured it, split into the
+parts the engine accounts for, and the engine's decode time per token beside the client's.
+
+Parts of the client's mean TTFT (means over the scope's successful requests, warm-ups left out; shares of the
+client's mean TTFT):
+
+- **queue**: waiting before the engine scheduled the request: the engine's per-request account (vLLM's
+  ``metrics.queue_time_ms``), else its queue histogram over the point's window;
+- **prompt compute**: the engine's time from scheduling the request to its first token (llama.cpp's
+  ``timings.prompt_ms``, vLLM's ``metrics.time_to_first_token_ms``), else its prefill histogram;
+- **other server time**: the engine's own TTFT (vLLM's ``time_to_first_token_seconds`` histogram, from the API
+  server receiving the request) less queue and prompt compute: tokenising, cache management, HTTP inside the server;
+- **network and client**: the client's TTFT less the engine's;
+- **outside the engine's account**: where the engine gives no TTFT of its own (llama.cpp), the client's TTFT less
+  queue and prompt compute: the server's other time, the network and the client, not told apart.
+
+Per token: the engine's decode time (first to last token, ``predicted_ms`` / ``generation_time_ms``, else its
+decode histogram) per token after the first, beside the client's ITL (Σ (E2E - TTFT) / Σ (tokens - 1)) and mean TPOT.
+The engine's ingestion speed is the prompt tokens it computed (cached ones left out) over its prompt compute.
+
+A part other than prompt compute that takes most of the TTFT is named, with the engine setting that usually
+causes it where the engine's adapter knows one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from cardgen.engines import time_hints
+from cardgen.schemas.summary import (
+    CrossCheckWindow,
+    ScenarioSummary,
+    TimeBudget,
+    TimeBudgets,
+    TimePart,
+)
+
+PARTS = ("queue", "prompt", "other_server", "network_client", "outside_engine")
+DOMINANT_SHARE = 0.5  # a part other than prompt compute above this share of the TTFT is named
+PER_REQUEST = {"timings": "llama.cpp's per-request timings", "metrics": "vLLM's per-request metrics"}
+
+
+def _mean(x: pd.Series) -> float | None:
+    values = x.to_numpy(dtype=float)
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if len(values) else None
+
+
+def _all_finite(x: pd.Series) -> bool:
+    values = x.to_numpy(dtype=float)
+    return bool(len(values)) and bool(np.isfinite(values).all())
+
+
+def _server_mean(window: CrossCheckWindow | None, metric: str) -> float | None:
+    if window is None:
+        return None
+    check = next((c for c in window.latencies if c.metric == metric and c.server_metric), None)
+    return check.server_mean_s if check is not None and check.server_count else None
+
+
+def _per_request_source(rows: pd.DataFrame) -> str | None:
+    sources = {s for s in rows["engine_source"] if s} if "engine_source" in rows else set()
+    return PER_REQUEST.get(next(iter(sources)), next(iter(sources))) if len(sources) == 1 else None
+
+
+def budget(scope: str, rows: pd.DataFrame, window: CrossCheckWindow | None, *, engine: str | None) -> TimeBudget | None:
+    """The time budget of ``rows`` (one point's successful requests, or the run's), with the server's histograms
+    over ``window`` where it has them; None when the engine says nothing of these requests."""
+    if rows.empty:
+        return None
+    client = _mean(rows["ttft_s"])
+    per_request = _per_request_source(rows)
+    parts: list[TimePart] = []
+
+    def add(part: str, seconds: float | None, source: str) -> None:
+        if seconds is not None and client:
+            parts.append(TimePart(part=part, seconds=seconds, share=seconds / client, source=source))
+
+    queue = prompt = None
+    queue_src = prompt_src = ""
+    if per_request and _all_finite(rows["engine_queue_ms"]):
+        queue, queue_src = _mean(rows["engine_queue_ms"]) / 1000, per_request  # type: ignore[operator]
+    elif _server_mean(window, "queue") is not None:
+        queue, queue_src = _server_mean(window, "queue"), "the server's queue histogram over the window"
+    if per_request and _all_finite(rows["engine_prompt_ms"]):
+        prompt, prompt_src = _mean(rows["engine_prompt_ms"]) / 1000, per_request  # type: ignore[operator]
+    elif _server_mean(window, "prefill") is not None:
+        prompt, prompt_src = _server_mean(window, "prefill"), "the server's prefill histogram over the window"
+    if prompt is None or client is None:
+        return None
+    engine_ttft = _server_mean(window, "ttft")
+    add("queue", queue, queue_src)
+    add("prompt", prompt, prompt_src)
+    if engine_ttft is not None:
+        add("other_server", engine_ttft - (queue or 0.0) - prompt,
+            "the server's TTFT histogram less queue and prompt compute")
+        add("network_client", client - engine_ttft, "the client's TTFT less the server's")
+    else:
+        add("outside_engine", client - (queue or 0.0) - prompt,
+            "the client's TTFT less queue and prompt compute: the engine says nothing of the rest")
+    out = TimeBudget(scope=scope, requests=len(rows), client_ttft_s=client, engine_ttft_s=engine_ttft, parts=parts)
+    _per_token(out, rows, window, per_request)
+    _dominant(out, engine)
+    return out
+
+
+def _per_token(out: TimeBudget, rows: pd.DataFrame, window: CrossCheckWindow | None, per_request: str | None) -> None:
+    """The engine's decode time per token beside the client's, and the engine's ingestion speed."""
+    steps = (rows["output_tokens"] - 1).clip(lower=0)
+    gen = (rows["e2e_s"] - rows["ttft_s"]).to_numpy(dtype=float)
+    ok = np.isfinite(gen) & (steps.to_numpy(dtype=float) > 0)
+    if ok.any():
+        out.client_itl_s = float(gen[ok].sum() / steps.to_numpy(dtype=float)[ok].sum())
+    out.client_tpot_s = _mean(rows["tpot_s"])
+    if per_request and _all_finite(rows["engine_predicted_ms"]) and steps.sum() > 0:
+        out.engine_decode_per_token_s = float(rows["engine_predicted_ms"].sum() / 1000 / steps.sum())
+    elif _server_mean(window, "decode") is not None and steps.mean() > 0:
+        out.engine_decode_per_token_s = _server_mean(window, "decode") / float(steps.mean())  # type: ignore[operator]
+    if per_request and _all_finite(rows["engine_prompt_ms"]):
+        computed = rows["engine_prompt_n"].where(np.isfinite(rows["engine_prompt_n"]),
+                                                 rows["prompt_tokens"] - rows["cached_tokens"].fillna(0))
+        seconds = float(rows["engine_prompt_ms"].sum()) / 1000
+        if seconds > 0 and np.isfinite(computed).all():
+            out.engine_prompt_tok_s = float(computed.sum()) / seconds
+
+
+def _dominant(out: TimeBudget, engine: str | None) -> None:
+    others = [p for p in out.parts if p.part != "prompt" and p.share is not None]
+    top = max(others, key=lambda p: p.share or 0.0, default=None)
+    if top is not None and (top.share or 0.0) > DOMINANT_SHARE:
+        out.dominant = top.part
+        out.hint = time_hints(engine).get(top.part)
+
+
+def time_budgets(requests: pd.DataFrame, windows: Mapping[str, CrossCheckWindow],
+                 scenarios: Sequence[ScenarioSummary], *, engine: str | None) -> TimeBudgets:
+    """The run's and every point's time budget, where the engine says enough (:func:`budget`); ``windows``: the
+    server's histograms over each point's window and the run's (:func:`cardgen.analysis.crosscheck.every_window`)."""
+    if requests.empty:
+        return TimeBudgets(reason="no request")
+    ok = requests[requests["ok"] & ~requests["warmup"]]
+    points = []
+    for s in scenarios:
+        rows = ok[ok["scenario"] == s.scenario]
+        b = budget(s.scenario, rows, windows.get(s.scenario), engine=engine)
+        if b is not None:
+            points.append(b)
+    run = budget("run", ok, windows.get("run"), engine=engine)
+    if run is None and not points:
+        return TimeBudgets(reason="the engine gives no account of its own time: no per-request timings in the "
+                                  "responses and no queue, prefill or TTFT histogram in /metrics")
+    sources = sorted({p.source for b in [*points, *([run] if run else [])] for p in b.parts if p.source})
+    return TimeBudgets(available=True, sources=sources, run=run, points=points)
+
+
+def share_text(part: TimePart | None) -> str:
+    """``0.512 s (93 %)``-style words for a part (for notes)."""
+    if part is None or part.seconds is None:
+        return "—"
+    share = f" ({part.share:.0%})" if part.share is not None and math.isfinite(part.share) else ""
+    return f"{part.seconds:.3g} s{share}"
