@@ -37,6 +37,24 @@ class Answer:
         return self.status == 200 and self.error is None
 
 
+class Probes:
+    """What cardgen sent the server before the load, by purpose (run.json ``server.probes``): requests, the
+    prompt and output tokens the server counted for them, and how many it refused. The load's records never
+    include them; a reader comparing the server's counters with the records subtracts these."""
+
+    def __init__(self) -> None:
+        self.by_purpose: dict[str, dict[str, int]] = {}
+
+    def add(self, purpose: str, answer: Answer) -> Answer:
+        tally = self.by_purpose.setdefault(purpose, {"requests": 0, "prompt_tokens": 0, "output_tokens": 0,
+                                                     "refused": 0})
+        tally["requests"] += 1
+        tally["prompt_tokens"] += answer.prompt_tokens or 0
+        tally["output_tokens"] += answer.output_tokens or 0
+        tally["refused"] += answer.status != 200
+        return answer
+
+
 def request_body(*, endpoint: str, model: str, text: str, max_tokens: int = 1,
                  fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "stream": True, "stream_options": {"include_usage": True},

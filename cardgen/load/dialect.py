@@ -16,7 +16,8 @@ import requests
 
 from cardgen.engines.base import EngineAdapter
 from cardgen.errors import ServerError
-from cardgen.load.ask import ask
+from cardgen.load.ask import Answer, Probes
+from cardgen.load.ask import ask as ask_once
 from cardgen.load.client import length_values
 from cardgen.load.sizing import PROBE_TEXT, describe
 from cardgen.schemas.run import RequestDialect
@@ -24,24 +25,31 @@ from cardgen.schemas.run import RequestDialect
 REFUSED = (400, 404, 422)  # the answers that mean "not this request" rather than "not now"
 
 
-def agree(session: requests.Session, base: str, *, model: str, endpoint: str,
-          adapter: EngineAdapter) -> RequestDialect:
-    """The fields the server takes of those ``adapter`` proposes; each refused one with the server's answer."""
+def agree(session: requests.Session, base: str, *, model: str, endpoint: str, adapter: EngineAdapter,
+          probes: Probes | None = None) -> RequestDialect:
+    """The fields the server takes of those ``adapter`` proposes; each refused one with the server's answer (the
+    requests it took counted in ``probes``)."""
+    tally = probes or Probes()
+
+    def ask(**kwargs: Any) -> Answer:
+        return tally.add("agreeing request fields", ask_once(session, base, endpoint=endpoint, model=model,
+                                                             text=PROBE_TEXT, **kwargs))
+
     proposed = {**length_values(adapter.length_fields, output_tokens=1), **dict(adapter.cold_fields)}
     if not proposed:
         return RequestDialect(length_fields=[], cold_fields={})
-    first = ask(session, base, endpoint=endpoint, model=model, text=PROBE_TEXT, fields=proposed)
+    first = ask(fields=proposed)
     if first.ok:
         return RequestDialect(length_fields=list(adapter.length_fields), cold_fields=dict(adapter.cold_fields))
     if first.status not in REFUSED:
         raise ServerError(f"a 1-token request to {base} got {describe(first)}")
-    plain = ask(session, base, endpoint=endpoint, model=model, text=PROBE_TEXT)
+    plain = ask()
     if not plain.ok:
         raise ServerError(f"a plain 1-token request to {base} got {describe(plain)}")
     accepted: dict[str, Any] = {}
     rejected: dict[str, str] = {}
     for name, value in proposed.items():
-        alone = ask(session, base, endpoint=endpoint, model=model, text=PROBE_TEXT, fields={name: value})
+        alone = ask(fields={name: value})
         if alone.ok:
             accepted[name] = value
         else:

@@ -22,7 +22,7 @@ from typing import Any
 import requests
 
 from cardgen.errors import ServerError
-from cardgen.load.ask import Answer, ask
+from cardgen.load.ask import Answer, Probes, ask
 from cardgen.prompts import PromptTemplate, build_template, filler_words, id_style_for
 
 #: the text every counter is checked on: the shape of a real prompt (a request id, then filler)
@@ -86,12 +86,14 @@ def tokenize_forms(session: requests.Session, base: str, model: str, endpoint: s
             TokenizeForm("/tokenize (inputs)", tgi)]
 
 
-def usage_counter(session: requests.Session, base: str, model: str, endpoint: str) -> Callable[[str], int]:
+def usage_counter(session: requests.Session, base: str, model: str, endpoint: str,
+                  probes: Probes | None = None) -> Callable[[str], int]:
     """A counter that sends a 1-token request and reads its ``usage.prompt_tokens``. A prompt over the server's
     context counts as what the server says it counted (llama.cpp's error carries ``n_prompt_tokens``)."""
+    tally = probes or Probes()
 
     def count(text: str) -> int:
-        answer = ask(session, base, endpoint=endpoint, model=model, text=text)
+        answer = tally.add("sizing prompts from usage", ask(session, base, endpoint=endpoint, model=model, text=text))
         if answer.ok and answer.prompt_tokens is not None:
             return answer.prompt_tokens
         said = _error_field(answer, "n_prompt_tokens")
@@ -126,11 +128,14 @@ class Choice:
     rejected: list[str] = field(default_factory=list)
 
 
-def choose_counter(session: requests.Session, base: str, model: str, endpoint: str) -> Choice:
+def choose_counter(session: requests.Session, base: str, model: str, endpoint: str,
+                   probes: Probes | None = None) -> Choice:
     """The first ``/tokenize`` form whose count of :data:`PROBE_TEXT` equals the server's own
     ``usage.prompt_tokens`` for it; else the usage counter. A one-line ServerError when the server gives no usage
     for a plain 1-token request (nothing could check a counter, nor size a prompt)."""
-    reference = ask(session, base, endpoint=endpoint, model=model, text=PROBE_TEXT)
+    tally = probes or Probes()
+    reference = tally.add("checking the prompt counter", ask(session, base, endpoint=endpoint, model=model,
+                                                             text=PROBE_TEXT))
     if not reference.ok or reference.prompt_tokens is None:
         raise ServerError(f"cannot size prompts: a 1-token request to {base} got {describe(reference)}")
     want = reference.prompt_tokens
@@ -146,7 +151,7 @@ def choose_counter(session: requests.Session, base: str, model: str, endpoint: s
             rejected.append(f"{form.name} counted {got} tokens where usage.prompt_tokens says {want}")
         else:
             return Choice(form.count, f"server {form.name}, checked against usage.prompt_tokens", rejected)
-    return Choice(usage_counter(session, base, model, endpoint), "usage.prompt_tokens of 1-token requests",
+    return Choice(usage_counter(session, base, model, endpoint, tally), "usage.prompt_tokens of 1-token requests",
                   rejected)
 
 
@@ -155,6 +160,7 @@ class PromptBook:
 
     def __init__(self, session: requests.Session, base: str, model: str) -> None:
         self.session, self.base, self.model = session, base.rstrip("/"), model
+        self.probes = Probes()  # every request sent to count prompts (none when /tokenize counts them)
         self.method: dict[str, str] = {}
         self.rejected: dict[str, list[str]] = {}
         self._counters: dict[str, Callable[[str], int]] = {}
@@ -175,7 +181,7 @@ class PromptBook:
 
     def counter(self, endpoint: str) -> Callable[[str], int]:
         if endpoint not in self._counters:
-            choice = choose_counter(self.session, self.base, self.model, endpoint)
+            choice = choose_counter(self.session, self.base, self.model, endpoint, self.probes)
             self.method[endpoint] = choice.method
             self.rejected[endpoint] = choice.rejected
             self._counters[endpoint] = lru_cache(maxsize=4096)(choice.count)

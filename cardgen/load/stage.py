@@ -194,12 +194,14 @@ def id_style(book: PromptBook, points: Sequence[Point]) -> str:
         raise ServerError(f"counting request ids against {book.base} failed: {_why(exc)}") from None
 
 
-def agree_dialect(base_url: str, headers: Mapping[str, str], served_model: str, points: Sequence[Point],
-                  engine: str) -> RequestDialect:
-    """The fields beyond the OpenAI API that the run's requests will carry (:func:`cardgen.load.dialect.agree`)."""
+def agree_dialect(book: PromptBook, points: Sequence[Point], engine: str) -> RequestDialect:
+    """The fields beyond the OpenAI API that the run's requests will carry (:func:`cardgen.load.dialect.agree`);
+    its requests counted with the book's."""
     endpoint = points[0].endpoint if points else "completions"
+    base_url = book.base
     try:
-        return agree(_session(headers), base_url, model=served_model, endpoint=endpoint, adapter=get_adapter(engine))
+        return agree(book.session, base_url, model=book.model, endpoint=endpoint, adapter=get_adapter(engine),
+                     probes=book.probes)
     except requests.RequestException as exc:
         raise ServerError(f"asking {base_url} which request fields it takes failed: {_why(exc)}") from None
 
@@ -239,10 +241,11 @@ def prepare(cfg: LoadConfig) -> Prepared:
     book = prompt_book(base, headers, served)
     style = id_style(book, points)
     templates = size_prompts(book, points)
-    dialect = agree_dialect(base, headers, served, points, server.engine)
+    dialect = agree_dialect(book, points, server.engine)
     nonce = random.randrange(10_000)
     points, dataset_texts = sample_datasets(book, points, max_model_len(server), nonce=nonce)
-    server = server.model_copy(update={"tokenizer": book.describe(), "dialect": dialect, "id_style": style})
+    server = server.model_copy(update={"tokenizer": book.describe(), "dialect": dialect, "id_style": style,
+                                       "probes": book.probes.by_purpose})
     warnings = [*context_warnings, *dialect_warnings(dialect, server)]
     if book.id_spread:
         warnings.append(f"the server counts request ids of the same width as up to {book.id_spread} tokens apart "

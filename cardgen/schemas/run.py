@@ -90,6 +90,9 @@ class ServerInfo(Saved):
     context: ContextLimit | None = None  # the most tokens a request may hold, as the server's adapter read it
     dialect: RequestDialect | None = None  # None: a run made before cardgen agreed fields (min_tokens, ignore_eos)
     id_style: str = "plain"  # how request ids were written in prompts (cardgen.prompts.ID_STYLES)
+    # what cardgen sent before the load, by purpose: {requests, prompt_tokens, output_tokens, refused} (the records
+    # never include these; the server's counters do)
+    probes: dict[str, dict[str, int]] = Field(default_factory=dict)
 
     def context_length(self) -> int | None:
         """The most tokens one request may hold: :attr:`context` as the engine's adapter read it, else the served
