@@ -1,18 +1,23 @@
 """Where the time goes (pure): each point's mean time to first token, as the client measured it, split into the
 parts the engine accounts for, and the engine's decode time per token beside the client's.
 
-Parts of the client's mean TTFT (means over the scope's successful requests, warm-ups left out; shares of the
+Parts of the client's mean TTFT (means over the point's successful requests, warm-ups left out; shares of the
 client's mean TTFT):
 
 - **queue**: waiting before the engine scheduled the request: the engine's per-request account (vLLM's
   ``metrics.queue_time_ms``), else its queue histogram over the point's window;
 - **prompt compute**: the engine's time from scheduling the request to its first token (llama.cpp's
   ``timings.prompt_ms``, vLLM's ``metrics.time_to_first_token_ms``), else its prefill histogram;
-- **other server time**: the engine's own TTFT (vLLM's ``time_to_first_token_seconds`` histogram, from the API
-  server receiving the request) less queue and prompt compute: tokenising, cache management, HTTP inside the server;
-- **network and client**: the client's TTFT less the engine's;
+- **network and client**: the client's TTFT less the engine's own (vLLM's ``time_to_first_token_seconds``
+  histogram, from the API server receiving the request), over the same requests (the point's window: each client
+  TTFT taken by when the server records it, :mod:`cardgen.analysis.crosscheck`);
+- **other server time**: what is left: tokenising, cache management, HTTP inside the server;
 - **outside the engine's account**: where the engine gives no TTFT of its own (llama.cpp), the client's TTFT less
   queue and prompt compute: the server's other time, the network and the client, not told apart.
+
+With the engine's per-request account the parts add up to the client's mean TTFT over the point's requests; with
+histograms alone every part is a mean over the point's window (the client's TTFT too). The run's parts are the
+points' means weighted by their requests.
 
 Per token: the engine's decode time (first to last token, ``predicted_ms`` / ``generation_time_ms``, else its
 decode histogram) per token after the first, beside the client's ITL (Σ (E2E - TTFT) / Σ (tokens - 1)) and mean TPOT.
@@ -41,6 +46,7 @@ from cardgen.schemas.summary import (
 
 PARTS = ("queue", "prompt", "other_server", "network_client", "outside_engine")
 DOMINANT_SHARE = 0.5  # a part other than prompt compute above this share of the TTFT is named
+NEGLIGIBLE_S = 1e-9  # a part this small is a rounding difference of two means: 0
 PER_REQUEST = {"timings": "llama.cpp's per-request timings", "metrics": "vLLM's per-request metrics"}
 
 
@@ -67,43 +73,97 @@ def _per_request_source(rows: pd.DataFrame) -> str | None:
     return PER_REQUEST.get(next(iter(sources)), next(iter(sources))) if len(sources) == 1 else None
 
 
+def _check(window: CrossCheckWindow | None, metric: str):  # noqa: ANN202 - a LatencyCheck or None
+    return next((c for c in window.latencies if c.metric == metric and c.server_metric and c.server_count), None) \
+        if window is not None else None
+
+
 def budget(scope: str, rows: pd.DataFrame, window: CrossCheckWindow | None, *, engine: str | None) -> TimeBudget | None:
-    """The time budget of ``rows`` (one point's successful requests, or the run's), with the server's histograms
-    over ``window`` where it has them; None when the engine says nothing of these requests."""
+    """The time budget of ``rows`` (one point's successful requests), with the server's histograms over ``window``
+    (the point's scrapes) where it has them; None when the engine says nothing of these requests.
+
+    With the engine's own account of each request, queue and prompt compute are its means over ``rows``, and the rest
+    of the client's TTFT is split by the window's TTFT histogram against the client's TTFT of the same requests
+    (network and client = their difference; other server time = the rest); without that histogram, the rest stays
+    "outside the engine's account". With histograms alone, every part is a mean over the window, the client's TTFT
+    the window's too (the same requests as the server's)."""
     if rows.empty:
         return None
-    client = _mean(rows["ttft_s"])
     per_request = _per_request_source(rows)
+    ttft = _check(window, "ttft")
     parts: list[TimePart] = []
-
-    def add(part: str, seconds: float | None, source: str) -> None:
-        if seconds is not None and client:
-            parts.append(TimePart(part=part, seconds=seconds, share=seconds / client, source=source))
-
-    queue = prompt = None
-    queue_src = prompt_src = ""
-    if per_request and _all_finite(rows["engine_queue_ms"]):
-        queue, queue_src = _mean(rows["engine_queue_ms"]) / 1000, per_request  # type: ignore[operator]
-    elif _server_mean(window, "queue") is not None:
-        queue, queue_src = _server_mean(window, "queue"), "the server's queue histogram over the window"
     if per_request and _all_finite(rows["engine_prompt_ms"]):
-        prompt, prompt_src = _mean(rows["engine_prompt_ms"]) / 1000, per_request  # type: ignore[operator]
-    elif _server_mean(window, "prefill") is not None:
-        prompt, prompt_src = _server_mean(window, "prefill"), "the server's prefill histogram over the window"
-    if prompt is None or client is None:
-        return None
-    engine_ttft = _server_mean(window, "ttft")
-    add("queue", queue, queue_src)
-    add("prompt", prompt, prompt_src)
-    if engine_ttft is not None:
-        add("other_server", engine_ttft - (queue or 0.0) - prompt,
-            "the server's TTFT histogram less queue and prompt compute")
-        add("network_client", client - engine_ttft, "the client's TTFT less the server's")
+        client = _mean(rows["ttft_s"])
+        queue = _mean(rows["engine_queue_ms"]) / 1000 if _all_finite(rows["engine_queue_ms"]) else None
+        prompt = float(_mean(rows["engine_prompt_ms"])) / 1000  # type: ignore[arg-type]
+        if client is None:
+            return None
+        if queue is not None:
+            parts.append(_part("queue", queue, client, per_request))
+        parts.append(_part("prompt", prompt, client, per_request))
+        rest = client - (queue or 0.0) - prompt
+        if ttft is not None and ttft.diff_mean_s is not None:
+            network = ttft.diff_mean_s
+            parts.append(_part("other_server", rest - network, client,
+                               "the server's TTFT histogram against the client's for the same requests"))
+            parts.append(_part("network_client", network, client,
+                               "the server's TTFT histogram against the client's for the same requests"))
+        else:
+            parts.append(_part("outside_engine", rest, client,
+                               "the client's TTFT less queue and prompt compute: the engine says nothing of the rest"))
+        engine_ttft = ttft.server_mean_s if ttft is not None else None
     else:
-        add("outside_engine", client - (queue or 0.0) - prompt,
-            "the client's TTFT less queue and prompt compute: the engine says nothing of the rest")
+        prefill, queue_check = _check(window, "prefill"), _check(window, "queue")
+        if prefill is None or ttft is None or ttft.client_mean_s is None or ttft.server_mean_s is None:
+            return None
+        client, engine_ttft = ttft.client_mean_s, ttft.server_mean_s
+        queue = queue_check.server_mean_s if queue_check is not None else None
+        source = "the server's histograms over the point's window"
+        if queue is not None:
+            parts.append(_part("queue", queue, client, source))
+        parts.append(_part("prompt", prefill.server_mean_s or 0.0, client, source))
+        parts.append(_part("other_server", engine_ttft - (queue or 0.0) - (prefill.server_mean_s or 0.0), client,
+                           source))
+        parts.append(_part("network_client", client - engine_ttft, client, source))
     out = TimeBudget(scope=scope, requests=len(rows), client_ttft_s=client, engine_ttft_s=engine_ttft, parts=parts)
     _per_token(out, rows, window, per_request)
+    _dominant(out, engine)
+    return out
+
+
+def _part(name: str, seconds: float, client: float, source: str) -> TimePart:
+    seconds = 0.0 if abs(seconds) < NEGLIGIBLE_S else seconds  # a difference of equal means, not a part
+    return TimePart(part=name, seconds=seconds, share=seconds / client if client else None, source=source)
+
+
+def run_budget(points: Sequence[TimeBudget], *, engine: str | None = None) -> TimeBudget | None:
+    """The run's budget: each part's mean over every request of the points (each point weighted by its requests)."""
+    if not points:
+        return None
+    n = sum(b.requests for b in points)
+
+    def mean(values: list[tuple[float | None, int]]) -> float | None:
+        if not values or any(v is None for v, _ in values):
+            return None
+        return sum(v * k for v, k in values) / n  # type: ignore[operator]
+
+    client = mean([(b.client_ttft_s, b.requests) for b in points])
+    names = [name for name in PARTS if all(b.part(name) is not None for b in points)]
+    parts = []
+    for name in names:
+        seconds = mean([(b.part(name).seconds, b.requests) for b in points])  # type: ignore[union-attr]
+        sources = sorted({b.part(name).source for b in points})  # type: ignore[union-attr]
+        if seconds is not None and client:
+            parts.append(_part(name, seconds, client, "; ".join(sources)))
+    decoding = [b for b in points if b.engine_decode_per_token_s is not None]
+    out = TimeBudget(scope="run", requests=n, client_ttft_s=client, parts=parts,
+                     engine_ttft_s=mean([(b.engine_ttft_s, b.requests) for b in points]),
+                     engine_decode_per_token_s=sum(b.engine_decode_per_token_s * b.requests for b in decoding)
+                     / sum(b.requests for b in decoding) if decoding else None)  # type: ignore[operator]
+    for field in ("client_itl_s", "client_tpot_s"):
+        having = [b for b in points if getattr(b, field) is not None]
+        if having:
+            setattr(out, field, sum(getattr(b, field) * b.requests for b in having) / sum(b.requests for b in having))
     _dominant(out, engine)
     return out
 
@@ -149,10 +209,11 @@ def time_budgets(requests: pd.DataFrame, windows: Mapping[str, CrossCheckWindow]
         b = budget(s.scenario, rows, windows.get(s.scenario), engine=engine)
         if b is not None:
             points.append(b)
-    run = budget("run", ok, windows.get("run"), engine=engine)
+    run = run_budget(points, engine=engine)
     if run is None and not points:
-        return TimeBudgets(reason="the engine gives no account of its own time: no per-request timings in the "
-                                  "responses and no queue, prefill or TTFT histogram in /metrics")
+        return TimeBudgets(reason="queue, prompt compute, other server time and network could not be told apart: "
+                                  "the engine gives no account of its own time (no per-request timings in its "
+                                  "responses, no queue, prefill or TTFT histogram in /metrics)")
     sources = sorted({p.source for b in [*points, *([run] if run else [])] for p in b.parts if p.source})
     return TimeBudgets(available=True, sources=sources, run=run, points=points)
 

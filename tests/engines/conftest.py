@@ -88,8 +88,9 @@ def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         pytest.fail(f"{missing} (make test-engine does this)", pytrace=False)
     tmp = tmp_path_factory.mktemp("vllm")
     started = time.monotonic()
-    with launched_engine("vllm", str(tiny_model), engine_args=VLLM_ARGS, log_path=tmp / "server.log",
-                         env=vllm_env(tmp), startup_timeout_s=240) as handle:
+    added, _ = get_adapter("vllm").launch_defaults([], VLLM_ARGS.split())  # as --launch vllm: per-request metrics
+    with launched_engine("vllm", str(tiny_model), engine_args=[*VLLM_ARGS.split(), *added],
+                         log_path=tmp / "server.log", env=vllm_env(tmp), startup_timeout_s=240) as handle:
         yield VllmServer(handle, time.monotonic() - started, tmp)
     print(f"\nvLLM server: ready after {handle.launch_info['ready_after_s']} s; {handle.launch_info['stopped']}",
           file=sys.stderr)
@@ -165,8 +166,8 @@ def llama_server(llamacpp_bin: Path, tiny_gguf: Path, tmp_path: Path, monkeypatc
 
     monkeypatch.setenv("CARDGEN_LLAMA_SERVER", str(llamacpp_bin / "llama-server"))
 
-    def start(args: str):
-        return launched_engine("llamacpp", str(tiny_gguf), engine_args=args, log_path=tmp_path / "llama-server.log",
+    def start(args: str, log: str = "llama-server.log"):
+        return launched_engine("llamacpp", str(tiny_gguf), engine_args=args, log_path=tmp_path / log,
                                startup_timeout_s=120)
 
     return start

@@ -169,3 +169,31 @@ def test_build_launch_vllm_records_the_command_and_stops_it(tiny_model, tmp_path
     assert "stopped with SIGTERM" in log
     pid = launch["pid"]
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
+
+
+def test_where_the_time_goes_adds_up_to_vllms_own_ttft(quick_run):
+    """vLLM started with --enable-per-request-metrics (as --launch vllm starts it): each point's queue and prompt
+    compute come from its own account of each request, the rest of its TTFT from its histogram; the client's TTFT
+    exceeds the server's by the network and the client: small and positive on loopback."""
+    out, _, _ = quick_run
+    records = read_jsonl(out / "requests.jsonl")
+    assert all(r["engine_timings"]["source"] == "metrics" and r["engine_timings"]["queue_ms"] is not None
+               for r in records)
+    summary = json.loads((out / "summary.json").read_text())
+    tb = summary["time_budget"]
+    assert tb["available"] and "vLLM's per-request metrics" in tb["sources"]
+    closed = [b for b in tb["points"] if b["scope"].startswith("closed")]
+    assert closed
+    for b in closed:
+        parts = {p["part"]: p["seconds"] for p in b["parts"]}
+        assert set(parts) == {"queue", "prompt", "other_server", "network_client"}
+        # queue + prompt compute + other server time is the server's own TTFT (its histogram: the same requests
+        # but for the few a scrape's window catches in flight)
+        assert parts["queue"] + parts["prompt"] + parts["other_server"] == pytest.approx(b["engine_ttft_s"],
+                                                                                        rel=0.1, abs=0.01)
+        assert sum(parts.values()) == pytest.approx(b["client_ttft_s"])  # and all of them the client's
+        assert parts["other_server"] > -0.005  # the API server's own time (a difference of two means)
+        assert 0 < parts["network_client"] < max(0.1, 0.5 * b["client_ttft_s"])
+        assert b["engine_decode_per_token_s"] == pytest.approx(b["client_itl_s"], rel=0.5)
+    card = (out / "README.md").read_text()
+    assert "## Where the time goes" in card and "Network and client" in card

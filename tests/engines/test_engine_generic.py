@@ -123,3 +123,8 @@ def test_a_card_from_the_requests_alone(hf_server: HfServe, tmp_path: Path) -> N
     assert any("KV cache capacity: only a lower bound" in m and "server_config" in m for m in summary["missing"])
     assert "the server has no Prometheus /metrics: no server-side figures (KV usage, queue)" in card
     assert "server\\_config: the server declares no KV capacity" in card
+    # where the time goes: the server says nothing of its own time, and the card says which parts that leaves out
+    assert summary["time_budget"]["available"] is False
+    assert ("## Where the time goes\n\nNot available: queue, prompt compute, other server time and network could not "
+            "be told apart: the engine gives no account of its own time (no per-request timings in its responses, no "
+            "queue, prefill or TTFT histogram in /metrics).") in card

@@ -180,3 +180,59 @@ def test_launch_picks_slots_and_context_for_the_suite(llamacpp_bin, tiny_gguf, t
     records = _check_requests(run, info, slot_ctx=slot_ctx)
     assert any(r["scenario"] == "closed-in2100-out16-p1" for r in records)  # it fits the chosen slots
     assert "chosen -np" in card and "the suite's largest parallel count" in card
+
+
+PROMPT_EVAL = re.compile(r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens")
+TIME_SUITE = """\
+name: llamacpp-time
+endpoint: completions
+timeout_s: 120
+scenarios:
+  - kind: ingest
+    name: ingestion
+    min_prompt_tokens: 64
+    max_prompt_tokens: 1800
+    points: 6
+    output_tokens: 1
+  - kind: closed
+    name: pair
+    prompt_tokens: 512
+    output_tokens: 16
+    parallel: [1, 2]
+    min_requests: 6
+    max_requests: 12
+    max_duration_s: 10
+"""
+
+
+def test_prompt_compute_is_what_the_server_logged_with_and_without_its_host_cache(llama_server, tmp_path):
+    """Each request's prompt compute on the card is llama-server's own "prompt eval time" for it (its log, which
+    rounds to 0.01 ms); run once with the host prompt cache (--cache-ram, on by default) and once without, the
+    card splits each TTFT the same way, and cardgen diff says which part changed."""
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(TIME_SUITE)
+    runs = {}
+    for name, extra in (("cache-ram-default", ""), ("cache-ram-0", " --cache-ram 0")):
+        with llama_server(f"-np 2 -c 4096{extra}", log=f"{name}.log") as server:
+            info, summary, card = _build(server.url, suite, tmp_path / name)
+        logged = [(int(n), float(ms)) for ms, n in PROMPT_EVAL.findall(server.log_path.read_text(errors="replace"))]
+        records = _records(tmp_path / name)
+        for r in records:  # every request's own account is one the server logged
+            t = r["engine_timings"]
+            assert any(n == t["prompt_n"] and abs(ms - t["prompt_ms"]) <= 0.006 for n, ms in logged), (t, name)
+        tb = summary["time_budget"]
+        assert tb["available"] and tb["sources"] == [
+            "llama.cpp's per-request timings",
+            "the client's TTFT less queue and prompt compute: the engine says nothing of the rest"]
+        for b in tb["points"]:
+            parts = {p["part"]: p for p in b["parts"]}
+            assert set(parts) == {"prompt", "outside_engine"}  # llama.cpp says nothing of the rest
+            rows = [r for r in records if r["scenario"] == b["scope"]]
+            assert parts["prompt"]["seconds"] == pytest.approx(
+                sum(r["engine_timings"]["prompt_ms"] for r in rows) / 1000 / len(rows))
+        assert "Outside the engine's account" in card and "llama.cpp's per-request timings" in card
+        runs[name] = tmp_path / name
+    done = cardgen("diff", str(runs["cache-ram-default"]), str(runs["cache-ram-0"]), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "TTFT part: prompt compute (s)" in done.stdout and "TTFT part: outside the engine's account" in done.stdout
+    assert "TTFT: the part that changed most is" in done.stdout

@@ -70,7 +70,7 @@ def engine_ingestion(tb: TimeBudgets, fit: IngestionFit | None) -> str | None:
     ingest = next((b for b in tb.points if b.scope.startswith("ingest") and b.engine_prompt_tok_s), None)
     if ingest is None or ingest.engine_prompt_tok_s is None:
         return None
-    text = f"The engine's own ingestion speed: **{fmt.tok_s(ingest.engine_prompt_tok_s)}** (prompt tokens it " \
+    text = f"The engine's own ingestion speed: {fmt.tok_s(ingest.engine_prompt_tok_s)} (prompt tokens it " \
            f"computed / its prompt compute, over the {ingest.requests} requests of {ingest.scope})"
     if fit is not None and fit.tok_s:
         text += f"; the client's is {fmt.sig(fit.tok_s / ingest.engine_prompt_tok_s)}× it"
