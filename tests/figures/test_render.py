@@ -29,7 +29,7 @@ def test_pngs_written_and_byte_identical(tmp_path):
     analysis = analyse(synthetic_run(suite=SUITE)[0])
     first = write_figures(analysis, tmp_path)
     expected = {FIGURE_NAMES[k] for k in ("total_throughput", "ingestion", "timeline", "throughput_latency",
-                                          "latency_percentiles", "throughput_interactivity")} | {pair_figure_name((256, 16))}
+                                          "latency_percentiles", "throughput_interactivity", "time_budget")} | {pair_figure_name((256, 16))}
     assert {name.split("/", 1)[1] for name in first} == expected
     digest = {n: hashlib.sha256((tmp_path / n).read_bytes()).hexdigest() for n in first}
     for name in first:

@@ -189,7 +189,8 @@ def test_summary_windows_and_edge_cases():
     whole = summarize_gpu(rows, output_tokens=0)
     assert whole["energy_j"] == 300.0 and whole["j_per_output_token"] is None and whole["peak_memory_bytes"] == 9
     window = summarize_gpu(rows, output_tokens=50, start_unix=0.5, end_unix=2.5)
-    assert window["energy_j"] == 100.0 and window["j_per_output_token"] == 2.0
+    # the counter over 1..2 s, and the window's edges (0.5 s each) at the nearest samples' 100 W
+    assert window["energy_j"] == 200.0 and window["j_per_output_token"] == 4.0
     assert window["mean_utilization_pct"] == 25.0 and window["peak_memory_bytes"] == 5
     one = summarize_gpu(rows[:1], output_tokens=5)
     assert one["energy_j"] is None and one["j_per_output_token"] is None
