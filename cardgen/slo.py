@@ -260,6 +260,7 @@ class ProbeJudge:
     looks: int = 0  # looks taken
     spent: float = 0.0  # the error spent by those looks
     verdict: Verdict | None = None
+    sizes: list[int] = field(init=False, default_factory=list)  # the looks before the last (look_sizes)
 
     def __post_init__(self) -> None:
         self.sizes = look_sizes(self.min_requests, self.cap)

@@ -83,14 +83,13 @@ def probed(load: float, verdict: Verdict, *, requests: int, cap: int) -> Probed:
 
 
 def answer_words(search: LoadSearch, load: str, targets: tuple[Target, ...]) -> str:
-    """The search's answer in words (the point's stop detail)."""
+    """The search's answer in words (the point's stop detail): the bracket, and the loads it could not tell or the
+    range where the boundary is flat (the crossing and the requests are the summary's, which differ between
+    clocks where the bracket does not)."""
     u, low, high = unit(load), search.low, search.high
     slo = targets_text(targets)
     if low is not None and high is not None:
         said = f"highest {'rate' if load == 'rate' else 'concurrency'} within SLO ({slo}) between {low:g} and {high:g} {u}"
-        est = search.crossing()
-        if est is not None and not search.flat():
-            said += f", crossing at about {est[0]:.3g} {u}"
     elif low is not None:
         said = f"every load up to {low:g} {u} met the SLO ({slo}): the limit is higher"
     elif high is not None:
@@ -106,7 +105,7 @@ def answer_words(search: LoadSearch, load: str, targets: tuple[Target, ...]) -> 
         if untold:
             said += f"; at {', '.join(f'{x:g}' for x in untold)} {u} the probe could not tell"
     n = len(search.probes)
-    return f"{said} ({n} probe{'s' if n != 1 else ''}, {search.spent:,} requests)"
+    return f"{said} ({n} probe{'s' if n != 1 else ''})"
 
 
 class _Probe:

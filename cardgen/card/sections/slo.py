@@ -65,7 +65,7 @@ def estimate_text(r: SloSearchResult) -> str | None:
     """Where the percentile against load crosses the threshold, when the search bracketed it and it is not flat."""
     if r.crossing is None or r.flat:
         return None
-    return f"about {load_text(r.crossing, r.unit)}"
+    return f"about {fmt.sig(r.crossing, 3)} {r.unit}"  # between two counts, for a closed loop
 
 
 def flat_text(r: SloSearchResult) -> str | None:
@@ -106,7 +106,7 @@ def slo_row(r: SloSearchResult) -> list[str]:
                  else fmt.DASH)
     how = (f"{len(r.probes)} probes, {r.requests:,} requests, each met or missed with 95 % confidence: the highest "
            "load shown to meet, the lowest shown to miss"
-           + (f"; crossing at about {load_number(r.crossing, r.unit)}" if r.crossing is not None and not r.flat else "")
+           + (f"; crossing at about {fmt.sig(r.crossing, 3)}" if r.crossing is not None and not r.flat else "")
            + (f"; flat from {load_number(r.flat[0], r.unit)} to {load_number(r.flat[1], r.unit)}" if r.flat else
               f"; could not tell at {', '.join(load_number(u, r.unit) for u in r.untold)}" if r.untold else ""))
     return [what, value, bracket, precision, how]
