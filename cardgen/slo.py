@@ -6,29 +6,32 @@ on (:mod:`cardgen.scenarios.slosearch`) and the card shows (:mod:`cardgen.analys
 ``itl_p99_9_s`` (the 99.9th percentile of the gaps between text chunks, pooled over the requests). A failed
 request counts as an infinite latency: it never meets a target.
 
-**Percentile intervals (order statistics).** Of ``n`` values sorted ``x(1) <= ... <= x(n)``, drawn
-independently, the number below the true ``q``-quantile is Binomial(n, q); so ``x(u)`` is an upper confidence
-bound of the quantile at level ``L`` for the smallest rank ``u`` with ``P(Bin(n, q) >= u) <= 1 - L``, and
-``x(l)`` a lower bound for the largest ``l`` with ``P(Bin(n, q) >= l) >= L``: exact and distribution-free
-(Hahn & Meeker, *Statistical Intervals*, ch. 5). Too few values for a bound (the 99th percentile needs 299 for
-a 95 % upper bound) give none. The two-sided 95 % interval is the pair of bounds at 97.5 %.
-
-**Dependence.** Requests under one load are not independent draws: a burst delays several neighbours at once.
-The bounds are taken from ``n / tau`` draws' worth of the ``n`` values (the rank for that many, as the same
-fraction of the ``n``), ``tau`` the integrated autocorrelation time of the values in send order (their ranks, by
-batch means over batches of ``sqrt(n)``; 1 with fewer than 8 batches).
+**Bounds** (:mod:`cardgen.quantiles`). A target's upper bound is the tail bound once its values are worth
+enough independent ones (a p99: 200 draws' worth, and 2,400 requests), the distribution-free order-statistic
+bound before; its lower bound is always the order-statistic one, which a percentile far beyond its threshold
+reaches within a few dozen requests.
 
 **Verdict.** A load meets the SLO when every target's upper bound is within its threshold, and misses it when
-some target's lower bound is beyond its threshold; otherwise it cannot tell yet. The values are a probe's
-requests in the order they were sent, up to the first that has not ended (a request still running would be
-left out only because it is slow), less the warm-up round of a closed loop. They are judged at looks: the first
-``min_requests`` of them once they have all ended, then the first twice as many, four times ... and all of them
-once the probe's last request has ended. A probe of ``min_requests`` to ``max_requests`` may take ``J`` looks
-(every ``min_requests x 2^j`` up to ``max_requests``, and the last); each spends ``0.05 / J`` of the error,
-shared equally by the ``k`` targets (Bonferroni: each bound at ``1 - 0.05 / (J k)``), so that a probe judged as
-often as it needs is wrong, either way, with at most 5 % probability (nominal, as the dependence correction is).
-With 20 to 3,000 requests (9 looks) a p99 target alone is shown met after about 600 independent draws' worth of
-requests (299 would do for a single look).
+some target's lower bound is beyond its threshold (that first); otherwise it cannot tell yet. Meeting is
+claimed only when every target is shown within, so each upper bound may spend the look's whole error (an
+intersection-union test: if one target is truly beyond, its own bound alone says so falsely with at most that
+probability); missing is claimed when any one target is shown beyond, so the lower bounds share it
+(Bonferroni: each at the error / the number of targets).
+
+**Looks.** A probe's values are its requests in the order they were sent, up to the first that has not ended (a
+request still running would be left out only because it is slow), less the warm-up round of a closed loop.
+A probe of at most ``cap`` requests is judged at looks: the first ``min_requests`` of them once they have all
+ended, then the first twice as many, four times ... below ``cap``, and all of them once the probe's last
+request has ended. Look ``j`` on ``n_j`` values spends ``0.05 x (n_j - n_(j-1)) / cap`` of the error, the last
+look what is left (an error spent in proportion to the requests, as a linear alpha-spending function does), so
+that a probe judged as often as it needs is wrong, either way, with at most 5 % probability (nominal, as the
+bounds are), while its last looks, where a load near the limit is decided, keep most of it.
+
+**Too close to tell.** Once a target's bounds can be projected (a bound's distance from its centre shrinks as
+one over the square root of the values), a probe stops when even its ``cap`` would not decide it, were its
+estimates a quarter of a bound's distance further from the threshold than they are: every way to meet needs an upper
+bound that would still be beyond a threshold, and every way to miss a lower bound that would still be within.
+Its last look is then taken on what it sent.
 """
 
 from __future__ import annotations
@@ -36,11 +39,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from cardgen.quantiles import order_bound, quantile_correlation_time, tail_estimate, tail_ready
 
 METRICS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
 LEVEL = 0.95  # the confidence of a verdict, for the SLO as a whole, over every look
-MIN_BATCHES = 8  # batches of sqrt(n) values needed to estimate their correlation time
+ALPHA = 1 - LEVEL
 _KEY = re.compile(r"^(?P<metric>ttft|tpot|itl|e2e)_p(?P<whole>\d{1,2})(?:[._](?P<frac>\d+))?_s$")
 
 
@@ -94,56 +101,15 @@ def targets_text(targets: Sequence[Target]) -> str:
     return " and ".join(f"{t.label} ≤ {secs(t.threshold_s)}" for t in targets)
 
 
-# --- order statistics ------------------------------------------------------------------------------------------
-
-
-def _tail(n: int, q: float) -> tuple[int, list[float]]:
-    """``P(Bin(n, q) >= k)`` for the ``k`` that carry any mass (mean +- 12 standard deviations): ``(first k,
-    tails)``; ranks below the first have a tail of 1, above the last of 0."""
-    mean, sd = n * q, math.sqrt(n * q * (1 - q))
-    lo, hi = max(0, int(mean - 12 * sd) - 12), min(n, int(mean + 12 * sd) + 12)
-    lq, lr, lf = math.log(q), math.log1p(-q), math.lgamma(n + 1)
-    pmf = [math.exp(lf - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * lq + (n - k) * lr) for k in range(lo, hi + 1)]
-    tails, acc = [0.0] * len(pmf), 0.0
-    for i in range(len(pmf) - 1, -1, -1):
-        acc += pmf[i]
-        tails[i] = min(acc, 1.0)
-    return lo, tails
-
-
-def upper_rank(n: int, q: float, level: float) -> int | None:
-    """The smallest rank ``u`` (1-based) with ``P(Bin(n, q) >= u) <= 1 - level``: ``x(u)`` bounds the
-    ``q``-quantile from above at ``level``; None when even ``x(n)`` does not."""
-    if n < 1:
-        return None
-    lo, tails = _tail(n, q)
-    for i, tail in enumerate(tails):
-        if lo + i >= 1 and tail <= 1 - level:
-            return lo + i
-    return None  # the window reaches n whenever the tail is still heavy there
-
-
-def lower_rank(n: int, q: float, level: float) -> int | None:
-    """The largest rank ``l`` (1-based) with ``P(Bin(n, q) >= l) >= level``: ``x(l)`` bounds the ``q``-quantile
-    from below at ``level``; None when even ``x(1)`` does not."""
-    if n < 1:
-        return None
-    lo, tails = _tail(n, q)
-    best = lo - 1 if lo >= 1 else None  # below the window every tail is 1
-    for i, tail in enumerate(tails):
-        if lo + i >= 1 and tail >= level:
-            best = lo + i
-    return best if best is not None and best >= 1 else None
-
-
-def _at(values: Sequence[float], rank: int | None) -> float | None:
-    return None if rank is None else values[rank - 1]
+# --- one target, one look -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class PercentileEstimate:
     """One target judged on ``n`` values: the percentile, its two-sided 95 % interval, the one-sided bounds the
-    verdict used (at ``level``) and whether the target is met (None: cannot tell)."""
+    verdict used (the upper at ``level``, the lower at ``lower_level``) and whether the target is met (None:
+    cannot tell). ``tail``: the upper bounds are the tail bound's, around ``centre_s`` (theta); otherwise
+    order statistics around the percentile."""
 
     target: Target
     n: int
@@ -155,67 +121,59 @@ class PercentileEstimate:
     level: float
     met: bool | None
     effective_n: float | None = None  # independent draws' worth of them (n / correlation time)
+    lower_level: float | None = None
+    tail: bool = False
+    centre_s: float | None = None
+    se_s: float | None = None  # the tail bound's standard error
+
+    def may_meet(self, scale: float) -> bool:
+        """Whether the upper bound could be within the threshold once its distance from its centre shrinks by
+        ``scale``, with the centre a quarter of that distance lower than now (True while there is no bound to
+        project)."""
+        if self.upper_s is None or self.centre_s is None:
+            return True
+        if not math.isfinite(self.upper_s):
+            return False
+        reach = self.upper_s - self.centre_s
+        return self.centre_s - reach / 4 + reach * scale <= self.target.threshold_s
+
+    def may_miss(self, scale: float) -> bool:
+        """Whether the lower bound could be beyond the threshold once its distance from the percentile shrinks by
+        ``scale``, with the percentile a quarter of that distance higher than now (True while there is no bound to
+        project)."""
+        if self.lower_s is None or self.value_s is None or not math.isfinite(self.value_s):
+            return True
+        reach = self.value_s - self.lower_s
+        return self.value_s + reach / 4 - reach * scale > self.target.threshold_s
 
 
-def correlation_time(values: Sequence[float]) -> float:
-    """How many consecutive values count as one independent draw (at least 1): the integrated autocorrelation
-    time of their ranks (to the microsecond), by batch means (batches of ``sqrt(n)``: ``b * var(batch means) / var(values)``); 1
-    with fewer than :data:`MIN_BATCHES` batches."""
-    values = [round(v, 6) if math.isfinite(v) else v for v in values]  # to the microsecond: the clocks' resolution
-    n = len(values)
-    size = max(1, math.isqrt(n))
-    k = n // size
-    if k < MIN_BATCHES or size < 2:
-        return 1.0
-    order = sorted(range(n), key=lambda i: values[i])
-    ranks = [0.0] * n
-    i = 0
-    while i < n:  # ties (failed requests are all inf) share their mean rank
-        j = i
-        while j + 1 < n and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for m in range(i, j + 1):
-            ranks[order[m]] = (i + j) / 2
-        i = j + 1
-    tail = ranks[n - k * size:]
-    mean = sum(tail) / len(tail)
-    var = sum((r - mean) ** 2 for r in tail) / (len(tail) - 1)
-    if var == 0:
-        return 1.0
-    means = [sum(tail[b * size:(b + 1) * size]) / size for b in range(k)]
-    var_means = sum((m - mean) ** 2 for m in means) / (k - 1)
-    return max(1.0, size * var_means / var)
-
-
-def _bound(xs: Sequence[float], q: float, level: float, n_eff: float, *, upper: bool) -> float | None:
-    """An order-statistic bound of the ``q``-quantile of the sorted ``xs`` at ``level``, from ``n_eff``
-    independent draws' worth of them: the rank for ``n_eff`` draws, as the same fraction of the ``n`` values
-    (rounded outwards)."""
-    n, m = len(xs), max(1, int(n_eff))
-    rank = upper_rank(m, q, level) if upper else lower_rank(m, q, level)
-    if rank is None:
-        return None
-    if m == n:
-        return xs[rank - 1]
-    at = math.ceil(rank / m * n) if upper else math.floor((rank - 1) / m * n) + 1
-    return xs[min(n, max(1, at)) - 1]
-
-
-def estimate(values: Sequence[float], target: Target, *, level: float) -> PercentileEstimate:
-    """``target`` judged on ``values``, in the order they were sent (inf for a failed request; NaN left out)."""
-    kept = [v for v in values if not math.isnan(v)]
-    xs = sorted(kept)
-    n, q = len(xs), target.percentile / 100
+def estimate(values: Sequence[float], target: Target, *, level: float,
+             lower_level: float | None = None) -> PercentileEstimate:
+    """``target`` judged on ``values``, in the order they were sent (inf for a failed request; NaN left out):
+    the upper bound at ``level``, the lower at ``lower_level`` (default ``level``)."""
+    kept = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    n, q = kept.size, target.percentile / 100
+    low_level = level if lower_level is None else lower_level
     if n == 0:
-        return PercentileEstimate(target, 0, None, None, None, None, None, level, None)
-    n_eff = n / correlation_time(kept)
-    value = xs[min(n - 1, max(0, math.ceil(q * n) - 1))]  # the empirical quantile (nearest rank)
-    upper, lower = _bound(xs, q, level, n_eff, upper=True), _bound(xs, q, level, n_eff, upper=False)
-    met = True if upper is not None and upper <= target.threshold_s else (
-        False if lower is not None and lower > target.threshold_s else None)
-    two = 1 - (1 - LEVEL) / 2
-    return PercentileEstimate(target, n, value, _bound(xs, q, two, n_eff, upper=False),
-                              _bound(xs, q, two, n_eff, upper=True), upper, lower, level, met, n_eff)
+        return PercentileEstimate(target, 0, None, None, None, None, None, level, None, lower_level=low_level)
+    xs = np.sort(kept)
+    n_eff = n / quantile_correlation_time(kept, q)
+    value = float(xs[min(n - 1, max(0, math.ceil(q * n) - 1))])  # the empirical quantile (nearest rank)
+    two = 1 - ALPHA / 2
+    lower = order_bound(xs, q, low_level, n_eff, upper=False)
+    tail = tail_ready(q, n, n_eff)
+    se = None
+    if tail:
+        fit = tail_estimate(kept, q, ordered=xs)
+        centre, upper, ci_high, se = fit.theta, fit.upper(level), fit.upper(two), fit.se
+    else:
+        centre = value
+        upper, ci_high = order_bound(xs, q, level, n_eff, upper=True), order_bound(xs, q, two, n_eff, upper=True)
+    threshold = target.threshold_s
+    met = False if lower is not None and lower > threshold else (
+        True if upper is not None and upper <= threshold else None)
+    return PercentileEstimate(target, n, value, order_bound(xs, q, two, n_eff, upper=False), ci_high, upper, lower,
+                              level, met, n_eff, lower_level=low_level, tail=tail, centre_s=centre, se_s=se)
 
 
 @dataclass(frozen=True)
@@ -227,31 +185,45 @@ class Verdict:
     requests: int  # the requests judged
     look: int = 0  # which look (module docstring)
     late: bool = False  # it would have been met, but a send left after its time: the load was not held
+    futile: bool = False  # undecided, and even the probe's cap would not decide it (module docstring)
+    alpha: float = ALPHA  # the error this look spent
+
+    @property
+    def ratio(self) -> float | None:
+        """The binding target's percentile over its threshold (the largest), None before any value."""
+        ratios = [e.value_s / e.target.threshold_s for e in self.estimates if e.value_s is not None]
+        return max(ratios) if ratios else None
 
 
-def looks(min_requests: int, max_requests: int) -> int:
-    """How many looks a probe of ``min_requests`` to ``max_requests`` requests may take (module docstring)."""
-    return 1 + sum(1 for j in range(64) if min_requests * 2**j <= max_requests)
+def look_sizes(min_requests: int, cap: int) -> list[int]:
+    """The values judged at each of a probe's looks before its last: ``min_requests x 2^j`` below ``cap``."""
+    sizes, n = [], max(1, min_requests)
+    while n < cap:
+        sizes.append(n)
+        n *= 2
+    return sizes
 
 
-def look_level(targets: int, looks: int) -> float:
-    """The level each bound is taken at, for ``targets`` targets and ``looks`` looks."""
-    return 1 - (1 - LEVEL) / max(1, looks) / max(1, targets)
+def look_alpha(before: int, now: int, cap: int) -> float:
+    """The error a look on ``now`` values spends, the previous look having been on ``before`` (module docstring)."""
+    return ALPHA * max(0, now - before) / max(1, cap)
 
 
 def judge(values: Mapping[str, Sequence[float]], targets: Sequence[Target], *, requests: int,
-          look: int = 0, looks: int = 1) -> Verdict:
+          alpha: float = ALPHA, look: int = 0) -> Verdict:
     """The verdict on ``values`` (per metric, in send order: ``ttft``, ``tpot``, ``e2e`` one per request, ``itl``
-    one per gap) at look ``look`` of ``looks`` (module docstring)."""
-    each = look_level(len(targets), looks)
-    estimates = tuple(estimate(values.get(t.metric, ()), t, level=each) for t in targets)
+    one per gap), spending ``alpha`` (module docstring: every upper bound at ``1 - alpha``, every lower at
+    ``1 - alpha / targets``)."""
+    k = max(1, len(targets))
+    estimates = tuple(estimate(values.get(t.metric, ()), t, level=1 - alpha, lower_level=1 - alpha / k)
+                      for t in targets)
     if any(e.met is False for e in estimates):
         met: bool | None = False
     elif estimates and all(e.met is True for e in estimates):
         met = True
     else:
         met = None
-    return Verdict(met, estimates, requests, look)
+    return Verdict(met, estimates, requests, look, alpha=alpha)
 
 
 # --- one request's latencies -----------------------------------------------------------------------------------
@@ -276,50 +248,68 @@ class ProbeJudge:
     """One probe's records, each with its position among the probe's sends (``order``), judged at the looks of
     the module docstring: look ``j`` on exactly the first ``min_requests x 2^j`` judged sends, taken once they
     have all ended, and a last look on every judged send once the probe's last request ended. So the verdict does
-    not depend on the order in which records arrive: the analysis, given the same records in any order, reaches
-    the probe's own. ``verdict`` is the first decided look, or the last one taken."""
+    not depend on the order in which records arrive: the analysis, given the same records in any order (and the
+    probe's ``cap``), reaches the probe's own. ``verdict`` is the first decided look, or the last one taken."""
 
     targets: tuple[Target, ...]
     min_requests: int
-    max_requests: int
+    cap: int
     ended: dict[int, tuple[dict[str, list[float]], bool, bool]] = field(default_factory=dict)
     prefix: int = 0  # sends 0 .. prefix - 1 have all ended
     judged: list[tuple[dict[str, list[float]], bool]] = field(default_factory=list)  # of those, the judged ones
     looks: int = 0  # looks taken
+    spent: float = 0.0  # the error spent by those looks
     verdict: Verdict | None = None
+    sizes: list[int] = field(init=False, default_factory=list)  # the looks before the last (look_sizes)
+
+    def __post_init__(self) -> None:
+        self.sizes = look_sizes(self.min_requests, self.cap)
 
     @property
     def decided(self) -> bool:
         return self.verdict is not None and self.verdict.met is not None
 
+    @property
+    def stopped(self) -> bool:
+        """Decided, or too close to tell within the cap: the probe sends no more."""
+        return self.verdict is not None and (self.verdict.met is not None or self.verdict.futile)
+
     def add(self, order: int, record: object, *, warmup: bool = False, late: bool = False) -> Verdict | None:
         """Take the record of send ``order`` (``warmup``: not judged; ``late``: it left after its time); the
-        verdict once it is decided (None before)."""
+        verdict once the probe should stop sending (decided, or too close to tell; None before)."""
         self.ended[order] = ({} if warmup else latencies(record), warmup, late)
         while self.prefix in self.ended:
             values, skipped, was_late = self.ended[self.prefix]
             if not skipped:
                 self.judged.append((values, was_late))
             self.prefix += 1
-        while not self.decided and len(self.judged) >= self.min_requests * 2**self.looks:
-            self._look(self.min_requests * 2**self.looks)
-        return self.verdict if self.decided else None
+        sizes = self.sizes
+        while not self.stopped and self.looks < len(sizes) and len(self.judged) >= sizes[self.looks]:
+            before = sizes[self.looks - 1] if self.looks else 0
+            self._look(sizes[self.looks], look_alpha(before, sizes[self.looks], self.cap), last=False)
+        return self.verdict if self.stopped else None
 
     def finish(self) -> Verdict:
-        """Every send has ended: the verdict (a last look on every judged send unless decided before)."""
+        """Every send has ended: the verdict (a last look on every judged send, spending what is left, unless
+        decided before)."""
         if not self.decided and (self.verdict is None or self.verdict.requests < len(self.judged)):
-            self._look(len(self.judged))
+            self._look(len(self.judged), max(0.0, ALPHA - self.spent), last=True)
         assert self.verdict is not None
         return self.verdict
 
-    def _look(self, n: int) -> None:
+    def _look(self, n: int, alpha: float, *, last: bool) -> None:
         values: dict[str, list[float]] = {m: [] for m in METRICS}
         for one, _ in self.judged[:n]:
             for m, vs in one.items():
                 values[m] += vs
-        verdict = judge(values, self.targets, requests=n, look=self.looks,
-                        looks=looks(self.min_requests, self.max_requests))
+        verdict = judge(values, self.targets, requests=n, alpha=max(alpha, 1e-12), look=self.looks)
         self.looks += 1
+        self.spent += alpha
         if verdict.met is True and any(late for _, late in self.judged[:n]):
-            verdict = Verdict(None, verdict.estimates, verdict.requests, verdict.look, late=True)
+            verdict = replace(verdict, met=None, late=True)
+        if verdict.met is None and not last and n < self.cap:
+            scale = math.sqrt(n / self.cap)
+            if not all(e.may_meet(scale) for e in verdict.estimates) and not any(
+                    e.may_miss(scale) for e in verdict.estimates):
+                verdict = replace(verdict, futile=True)
         self.verdict = verdict

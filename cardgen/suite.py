@@ -28,6 +28,7 @@ from cardgen.errors import UsageError
 from cardgen.slo import parse_targets
 
 BUILTIN_SUITES = ("quick", "standard", "full", "sharegpt")
+SEARCH_REQUESTS = 200_000  # an SLO search's requests in all, by default (a p99 near the limit needs tens of thousands)
 SHAREGPT = "sharegpt"  # the dataset vLLM's serving benchmarks sample (cardgen.datasets reads it)
 # the sample traces cardgen makes and ships (cardgen.traces), by the name a suite gives them, and their files
 TRACE_SAMPLES = {"mooncake-sample": "mooncake_sample.jsonl", "azure-sample": "azure_sample.csv",
@@ -252,8 +253,9 @@ class SloSearch(_Entry):
     """The highest load whose percentiles meet ``slo`` with 95 % confidence (:mod:`cardgen.slo`): open-loop
     rates (``load: rate``, Poisson arrivals, requests/s) or closed-loop concurrencies (``load: parallel``),
     grown from ``start`` by doubling until a probe misses, then bisected until the bracket is within
-    ``resolution`` (relative) of its lower end. A probe stops on its verdict (at least ``min_requests``), or
-    cannot tell after ``max_requests`` (the search then stops, and says so). Requests have ``prompt_tokens`` /
+    ``resolution`` (relative) of its lower end, the loads near the limit given what is left of ``max_requests``
+    (for the whole search: :mod:`cardgen.scenarios.loadsearch`). A probe stops on its verdict (at least
+    ``min_requests``), or once its share of the requests could not decide it. Requests have ``prompt_tokens`` /
     ``output_tokens``, or are drawn from a ``dataset`` as an open loop's (``num_requests``, ``seed``; the
     sample is sent over and over)."""
 
@@ -269,7 +271,7 @@ class SloSearch(_Entry):
     min_load: float | None = Field(default=None, gt=0)  # the search goes no lower (default start / 64, or 1)
     max_load: float | None = Field(default=None, gt=0)  # ... and no higher (default 1024)
     min_requests: int = Field(default=20, ge=1)  # per probe, before a verdict
-    max_requests: int = Field(default=3000, ge=1)  # per probe: it cannot tell after this many
+    max_requests: int = Field(default=SEARCH_REQUESTS, ge=1)  # for the whole search
     seed: int = 0
 
     @model_validator(mode="after")

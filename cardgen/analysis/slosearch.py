@@ -1,7 +1,8 @@
 """The SLO searches of a run (suite ``kind: slo``), retold from their records (pure): each probe judged again on
 its own requests by the rule it stopped on (:class:`cardgen.slo.ProbeJudge`, which reaches the same verdict
-whatever order the records come in), the answer bracket, and the throughput and cost at the highest load shown
-to meet the SLO.
+whatever order the records come in, given the cap the search gave it, which the search retold probe by probe
+gives again), the answer bracket, the limit's estimate from the percentile against load, a flat boundary, and
+the throughput and cost at the highest load shown to meet the SLO.
 
 A probe is the records of one ``repeat`` of the point; its load is their ``rate_rps`` (open loop) or
 ``parallel`` (closed loop); its sends are ordered by their schedule (open loop) or by when they were sent
@@ -14,18 +15,19 @@ from collections.abc import Sequence
 
 from cardgen.analysis.cost import usd_per_million
 from cardgen.points import Point
-from cardgen.scenarios.slosearch import LATE, LoadSearch, answer_words, unit
+from cardgen.scenarios.slosearch import LATE, answer_words, new_search, probed, unit
 from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import PriceDescription
 from cardgen.schemas.summary import SloPercentile, SloProbe, SloSearchResult
-from cardgen.slo import PercentileEstimate, ProbeJudge, Target, targets_text
+from cardgen.slo import PercentileEstimate, ProbeJudge, Target, Verdict, targets_text
 
 
 def _percentile(e: PercentileEstimate) -> SloPercentile:
     t = e.target
     return SloPercentile(target=t.key, metric=t.metric, percentile=t.percentile, threshold_s=t.threshold_s, n=e.n,
                          effective_n=e.effective_n, value_s=e.value_s, ci_low_s=e.ci_low_s, ci_high_s=e.ci_high_s,
-                         upper_s=e.upper_s, lower_s=e.lower_s, level=e.level, met=e.met)
+                         upper_s=e.upper_s, lower_s=e.lower_s, level=e.level, met=e.met, lower_level=e.lower_level,
+                         tail=e.tail)
 
 
 def _order_key(point: Point):  # noqa: ANN202 - a sort key
@@ -34,10 +36,11 @@ def _order_key(point: Point):  # noqa: ANN202 - a sort key
     return lambda r: (r.index, r.sent_at)
 
 
-def probe_result(point: Point, number: int, records: Sequence[RequestRecord], targets: tuple[Target, ...]) -> SloProbe:
-    """One probe: its verdict on its own records, and its throughput."""
+def probe_result(point: Point, number: int, records: Sequence[RequestRecord], targets: tuple[Target, ...], *,
+                 cap: int) -> tuple[SloProbe, Verdict]:
+    """One probe: its verdict on its own records (with the ``cap`` it ran with), and its throughput."""
     ordered = sorted(records, key=_order_key(point))
-    judge = ProbeJudge(targets, min_requests=point.min_requests, max_requests=point.max_requests)
+    judge = ProbeJudge(targets, min_requests=point.min_requests, cap=cap)
     for order, r in enumerate(ordered):
         judge.add(order, r, warmup=r.warmup, late=r.phase == LATE)
     verdict = judge.finish()
@@ -51,8 +54,10 @@ def probe_result(point: Point, number: int, records: Sequence[RequestRecord], ta
     per_s = duration is not None and duration > 0
     return SloProbe(probe=number, load=float(load or 0), met=verdict.met, requests=len(ordered),
                     judged=verdict.requests, look=verdict.look if verdict.met is not None else None,
-                    late=verdict.late, percentiles=[_percentile(e) for e in verdict.estimates], duration_s=duration,
-                    output_tok_s=out / duration if per_s else None, total_tok_s=total / duration if per_s else None)
+                    late=verdict.late, cap=cap, futile=verdict.futile, ratio=verdict.ratio,
+                    percentiles=[_percentile(e) for e in verdict.estimates], duration_s=duration,
+                    output_tok_s=out / duration if per_s else None,
+                    total_tok_s=total / duration if per_s else None), verdict
 
 
 def slo_search(point: Point, records: Sequence[RequestRecord], *, gpus: int,
@@ -62,16 +67,21 @@ def slo_search(point: Point, records: Sequence[RequestRecord], *, gpus: int,
     by_probe: dict[int, list[RequestRecord]] = {}
     for r in records:
         by_probe.setdefault(r.repeat or 0, []).append(r)
-    probes = [probe_result(point, n, by_probe[n], targets) for n in sorted(by_probe)]
-    search = LoadSearch(start=point.start_load, lowest=point.min_load, highest=point.max_load,
-                        resolution=point.slo_resolution, whole=point.load == "parallel")
-    for probe in probes:
-        search.record(probe.load, probe.met)
+    search = new_search(point)
+    probes = []
+    for n in sorted(by_probe):
+        cap = search.cap_for_next()
+        probe, verdict = probe_result(point, n, by_probe[n], targets, cap=cap)
+        search.record(probed(probe.load, verdict, requests=probe.requests, cap=cap))
+        probes.append(probe)
+    crossing, flat = search.crossing(), search.flat()
     at_low = next((p for p in probes if search.low is not None and p.load == search.low and p.met), None)
     result = SloSearchResult(
         scenario=point.name, group=point.group, load=point.load, unit=unit(point.load),
         slo={t.key: t.threshold_s for t in targets}, slo_text=targets_text(targets), resolution=point.slo_resolution,
         low=search.low, high=search.high, untold=search.untold,
+        crossing=crossing[0] if crossing is not None and search.low is not None and search.high is not None else None,
+        flat=list(flat) if flat is not None else None, requests=search.spent, max_requests=point.max_requests,
         answer=answer_words(search, point.load, targets) if probes else "not run", probes=probes)
     if at_low is not None:
         result.output_tok_s_at_low, result.total_tok_s_at_low = at_low.output_tok_s, at_low.total_tok_s

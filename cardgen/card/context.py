@@ -133,7 +133,7 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         workloads=_workload_sections(analysis),
         modelled_error=modelled_error(s, analysis.info),
         reasoning=reasoning_section(s), speculative=speculative_section(s), adapters=adapters_section(s),
-        slo=slo_sections(s.slo_search), cost=cost_table(s), replays=replay_sections(s),
+        slo=slo_sections(s), cost=cost_table(s), replays=replay_sections(s),
         calibration=calibration_view(s, analysis.info),
         time_budget=time_budget_table(s.time_budget), time_notes=dominant_notes(s.time_budget),
         engine_ingestion=engine_ingestion(s.time_budget, s.ingestion),

@@ -23,8 +23,9 @@ from cardgen.figures.draw import (
     draw_timeline,
     draw_total_throughput,
 )
-from cardgen.figures.names import FIGURE_NAMES, pair_figure_name, replay_figure_name
+from cardgen.figures.names import FIGURE_NAMES, pair_figure_name, replay_figure_name, slo_figure_name
 from cardgen.figures.replay import ReplayTimeline, draw_replay, replay_timeline
+from cardgen.figures.slo import SloPlot, draw_slo, slo_plot
 from cardgen.figures.timebudget import BudgetBars, budget_bars, draw_budget
 from cardgen.rundir import FIGURES_DIR
 
@@ -122,6 +123,14 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
                 draw_replay(axes, tl)
                 return fig
             out[replay_figure_name(result.scenario)] = replay
+    for search in s.slo_search:
+        drawn = slo_plot(search)
+        if drawn is not None:
+            def slo(plot: SloPlot = drawn) -> Figure:
+                fig, axes = _figure(8, 3.2 * len(plot.curves), len(plot.curves), 1, sharex=True)
+                draw_slo(axes, plot)
+                return fig
+            out[slo_figure_name(search.scenario)] = slo
     return out
 
 

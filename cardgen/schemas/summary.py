@@ -481,8 +481,8 @@ class TimeBudgets(Saved):
 
 class SloPercentile(Saved):
     """One SLO target as a probe was judged on it (:mod:`cardgen.slo`): the percentile of its requests, its
-    two-sided 95 % order-statistic interval, and the one-sided bound its verdict used (the upper bound when met,
-    the lower when missed) at ``level``."""
+    two-sided 95 % interval, and the one-sided bounds its verdict used: the upper at ``level`` (the tail bound
+    when ``tail``, else an order statistic), the lower at ``lower_level`` (an order statistic)."""
 
     target: str  # the suite's key: ttft_p99_s
     metric: str  # ttft | tpot | itl | e2e
@@ -497,6 +497,8 @@ class SloPercentile(Saved):
     lower_s: float | None = None
     level: float | None = None
     met: bool | None = None
+    lower_level: float | None = None
+    tail: bool = False
 
 
 class SloProbe(Saved):
@@ -509,6 +511,9 @@ class SloProbe(Saved):
     judged: int = 0  # the requests its verdict rests on (sent in order, all ended; warm-up left out)
     look: int | None = None  # the look that decided it (cardgen.slo)
     late: bool = False  # a send left after its time: the load was not held (never "met")
+    cap: int | None = None  # the requests the search let it send at most
+    futile: bool = False  # it stopped undecided: even its cap would not have decided it
+    ratio: float | None = None  # the binding target's percentile over its threshold
     percentiles: list[SloPercentile] = Field(default_factory=list)
     duration_s: float | None = None  # first send to last end
     output_tok_s: float | None = None  # the probe's successful requests' output tokens / duration
@@ -518,7 +523,9 @@ class SloProbe(Saved):
 class SloSearchResult(Saved):
     """An SLO search (suite ``kind: slo``): the highest load shown to meet the SLO (``low``) and the lowest shown
     to miss it (``high``), either None when no probe showed it; ``untold`` the loads in between that could not be
-    told."""
+    told; ``crossing`` where the percentile against load crosses the threshold (the binding target's, made
+    non-decreasing, interpolated in log-log: :func:`cardgen.scenarios.loadsearch.crossing`); ``flat`` the loads
+    over which the boundary is flat (:func:`cardgen.scenarios.loadsearch.flat_range`)."""
 
     scenario: str
     group: str = ""
@@ -530,6 +537,10 @@ class SloSearchResult(Saved):
     low: float | None = None
     high: float | None = None
     untold: list[float] = Field(default_factory=list)
+    crossing: float | None = None
+    flat: list[float] | None = None  # [from, to]
+    requests: int = 0  # sent by every probe
+    max_requests: int | None = None  # the search's budget
     answer: str = ""  # in words
     probes: list[SloProbe] = Field(default_factory=list)
     # at ``low``: the probe's throughput, and with a price its cost per million tokens within the SLO

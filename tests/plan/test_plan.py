@@ -104,3 +104,14 @@ def test_an_unknown_engine_profile_is_a_one_line_error():
         proc = cardgen(command, "CodeLlama-7b", "--engine", "vllm-9.9", "--suite", "quick")
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert "unknown engine profile 'vllm-9.9'" in proc.stderr and "vllm-0.4" in proc.stderr
+
+
+def test_an_slo_search_is_priced_by_the_requests_its_probes_send_within_its_budget():
+    def planned(budget: int):
+        suite = parse_suite(f"name: s\nscenarios:\n  - {{kind: slo, load: rate, prompt_tokens: 256, output_tokens: 16, "
+                            f"slo: {{tpot_p99_s: 0.02}}, max_requests: {budget}}}\n", source="slo")
+        (point,) = make_plan(suite, SimConfig(model="CodeLlama-7b", gpu="A100-80GB")).points
+        return point
+    small, large = planned(1500), planned(4500)
+    assert 0 < small.requests <= 1500 < large.requests <= 4500  # a p99 near the limit takes all it may send
+    assert large.seconds > small.seconds

@@ -17,16 +17,25 @@ Oracles:
 from __future__ import annotations
 
 import math
-from decimal import Decimal, getcontext
 
 import pytest
+from slo_oracles import MD1, Lockstep, Plateau, md1_limit, md1_waiting_cdf, run_search
 
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import RunData
+from cardgen.analysis.slosearch import slo_search
 from cardgen.card.render import render_card
+from cardgen.card.sections.slo import flat_text
 from cardgen.errors import UsageError
 from cardgen.points import expand
-from cardgen.scenarios.slosearch import LoadSearch
+from cardgen.scenarios.loadsearch import (
+    PROBE_REQUESTS,
+    LoadSearch,
+    Probed,
+    crossing,
+    flat_range,
+    monotone_curve,
+)
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions, drive, simulate_run
 from cardgen.sim.perf import FixedPerf
@@ -42,11 +51,12 @@ def _suite(entry: str):
 # --- the search, alone ----------------------------------------------------------------------------------------
 
 
-def _walk(search: LoadSearch, verdict) -> list[float]:
+def _walk(search: LoadSearch, verdict, ratio=None) -> list[float]:
     loads = []
-    while (load := search.next_load()) is not None:
-        loads.append(load)
-        search.report(load, verdict(load))
+    while (plan := search.next_probe()) is not None:
+        loads.append(plan.load)
+        search.report(Probed(plan.load, verdict(plan.load), requests=min(plan.cap, 100), cap=plan.cap,
+                             ratio=None if ratio is None else ratio(plan.load)))
     return loads
 
 
@@ -70,13 +80,47 @@ def test_the_search_shrinks_when_the_first_load_misses_and_stops_at_its_bounds()
     assert _walk(search, lambda x: True) == [8, 16, 32, 64] and (search.low, search.high) == (64, None)
 
 
-def test_a_load_it_cannot_tell_is_searched_around():
-    search = LoadSearch(start=1, lowest=1 / 64, highest=1024, resolution=0.05, whole=False)
-    loads = _walk(search, lambda x: None if 9 <= x <= 11 else x < 10)
-    assert search.untold and all(9 <= x <= 11 for x in search.untold)
-    assert search.low < 9 and search.high > 11 and len(loads) < 20
-    # the gaps next to the loads it could not tell were closed to the resolution, or it gave up after three
-    assert len(search.undecided) == 3 or search.widest_gap() is None
+def test_near_the_limit_it_aims_either_side_of_the_crossing_beyond_the_loads_it_could_not_tell():
+    # the percentile grows as load^2 and crosses at 10; within 2 % of it no probe can tell
+    search = LoadSearch(start=1, lowest=1 / 64, highest=1024, resolution=0.05, whole=False, budget=100_000)
+    loads = _walk(search, lambda x: None if abs(x / 10 - 1) < 0.02 else x < 10, ratio=lambda x: (x / 10) ** 2)
+    assert search.untold and all(abs(u / 10 - 1) < 0.02 for u in search.untold)
+    assert search.low < 10 < search.high and search.high / search.low <= 1.1  # twice the resolution
+    assert search.crossing()[0] == pytest.approx(10, rel=1e-6)  # the line through the probes near the threshold
+    first = loads.index(min(search.untold, key=loads.index))
+    assert len(set(loads)) == len(loads) and first < len(loads) - 1  # it went on, never twice at one load
+
+
+def test_the_budget_caps_every_probe_and_the_search():
+    search = LoadSearch(start=1, lowest=1, highest=1024, resolution=0.05, whole=False, budget=20_000,
+                        min_requests=20)
+    caps = []
+    while (plan := search.next_probe()) is not None:
+        caps.append(plan.cap)
+        search.report(Probed(plan.load, None, requests=plan.cap, cap=plan.cap, ratio=1.0))
+    assert caps[0] == PROBE_REQUESTS and sum(caps) <= 20_000 and search.spent <= 20_000
+
+
+def test_the_crossing_is_a_weighted_line_through_the_probes_near_the_threshold():
+    points = [(2.0, 0.5, 100.0), (4.0, 0.9, 1000.0), (5.0, 1.2, 1000.0), (8.0, 3.0, 10.0)]
+    x, slope = crossing(points)
+    assert 4 < x < 5 and slope == pytest.approx(math.log(1.2 / 0.9) / math.log(5 / 4), rel=0.05)
+    assert crossing([(1.0, 0.5, 1.0), (2.0, 0.8, 1.0)]) is None  # it does not cross within the loads probed
+    # noise that says the percentile fell with load is pooled away
+    assert monotone_curve([(1.0, 0.9, 1.0), (2.0, 0.8, 1.0), (3.0, 1.2, 1.0)])[0][1] == pytest.approx(
+        math.sqrt(0.9 * 0.8))
+
+
+def test_a_flat_boundary_is_named_with_its_range():
+    probes = [Probed(x, None, ratio=1.0 + (0.01 if x > 6 else -0.01)) for x in (4.0, 6.0, 8.0)]
+    assert flat_range(probes, 0.05, whole=False) == (4.0, 8.0)
+    assert flat_range(probes + [Probed(9.0, None, ratio=1.06)], 0.05, whole=False) == (4.0, 8.0)
+    assert flat_range([Probed(4.0, None, ratio=0.99), Probed(4.2, None, ratio=1.01)], 0.05, whole=False) is None
+    assert flat_range([Probed(4.0, None, ratio=0.97), Probed(8.0, None, ratio=1.04)], 0.05, whole=False) is None
+    # two loads it could not tell, both below the threshold on a steep curve: not flat
+    steep = [Probed(3.9, True, ratio=0.86), Probed(4.0, None, ratio=0.96), Probed(4.5, None, ratio=0.98),
+             Probed(4.6, False, ratio=1.05), Probed(5.0, False, ratio=1.3)]
+    assert flat_range(steep, 0.05, whole=False) is None
 
 
 # --- the closed-loop oracle: TPOT = overhead + per_seq x users, exactly ---------------------------------------
@@ -120,28 +164,6 @@ STEP_S, OUTPUT = 0.005, 20  # one request at a time: a 5 ms prefill step then 19
 ONE_AT_A_TIME = FixedPerf(prefill_tok_s=1e12, step_overhead_s=STEP_S, per_seq_s=0.0, max_num_seqs=1)
 
 
-def md1_waiting_cdf(t: float, rate: float, service_s: float) -> float:
-    """P(wait <= t) in an M/D/1 queue (Erlang 1909): (1 - rho) sum_{k <= t/D} (rate (kD - t))^k / k! e^(-rate (kD - t))."""
-    getcontext().prec = 40
-    lam, d, t_ = Decimal(repr(rate)), Decimal(repr(service_s)), Decimal(repr(t))
-    total, k, factorial = Decimal(0), 0, Decimal(1)
-    while k * d <= t_:
-        x = lam * (k * d - t_)
-        total += (x**k if k else Decimal(1)) / factorial * (-x).exp()
-        k += 1
-        factorial *= k
-    return float((1 - lam * d) * total)
-
-
-def md1_limit(wait_s: float, service_s: float, q: float) -> float:
-    """The rate at which the ``q``-quantile of the wait reaches ``wait_s``."""
-    lo, hi = 1e-9, (1 - 1e-9) / service_s
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if md1_waiting_cdf(wait_s, mid, service_s) >= q else (lo, mid)
-    return lo
-
-
 def test_the_m_d_1_formula_against_the_textbook_case():
     # P(W = 0) = 1 - rho, and the mean of the wait (Pollaczek-Khinchine) rho D / (2 (1 - rho)) from the cdf
     assert md1_waiting_cdf(0.0, 4.0, 0.1) == pytest.approx(0.6)
@@ -169,6 +191,67 @@ def test_open_loop_oracle_the_interval_holds_the_true_limit():
     records = [r for r in run.drive.records if r.repeat == 0]
     assert all(r.scheduled_at is not None and r.rate_rps == 1.0 for r in records)
     assert not any(r.phase == "late" for r in run.drive.records)  # the schedule never ran dry
+
+
+# --- coverage against the oracles, many seeded searches (make bench runs 200 of each: tests/bench/bench_slo.py) --
+
+MD1_P99 = {"service_s": 0.1, "first_s": 0.005, "ttft_p99_s": 0.3}  # the limit: 4.57 req/s, 46 % busy
+LOCKSTEP_P99 = {"overhead_s": 0.010, "per_user_s": 0.0005, "steps": 31, "jitter": 0.2, "tpot_p99_s": 0.0198}
+
+
+def md1_search(seed: int, budget: int):
+    o = MD1_P99
+    (point,) = expand(_suite(f"{{kind: slo, load: rate, prompt_tokens: 1, output_tokens: 20, slo: {{ttft_p99_s: "
+                             f"{o['ttft_p99_s']}}}, seed: {seed}, max_requests: {budget}}}"))
+    program, _ = run_search(point, MD1(o["service_s"], o["first_s"]))
+    return program.search, md1_limit(o["ttft_p99_s"] - o["first_s"], o["service_s"], 0.99)
+
+
+def lockstep_search(seed: int, budget: int):
+    o = LOCKSTEP_P99
+    server = Lockstep(o["overhead_s"], o["per_user_s"], o["steps"], jitter=o["jitter"], seed=seed)
+    (point,) = expand(_suite(f"{{kind: slo, load: parallel, prompt_tokens: 1, output_tokens: {o['steps'] + 1}, "
+                             f"slo: {{tpot_p99_s: {o['tpot_p99_s']}}}, start: 4, max_requests: {budget}}}"))
+    program, _ = run_search(point, server)
+    return program.search, server.limit(o["tpot_p99_s"], 0.99)
+
+
+def covers(search, limit: float) -> bool:
+    return (search.low is None or search.low <= limit) and (search.high is None or search.high > limit)
+
+
+def test_the_oracles_limits():
+    assert md1_limit(0.3 - 0.005, 0.1, 0.99) == pytest.approx(4.5703, abs=1e-3)
+    server = Lockstep(0.010, 0.0005, 31, jitter=0.2)
+    assert server.limit(0.0198, 0.99) == 16 and server.percentile_s(16, 0.99) < 0.0198 < server.percentile_s(17, 0.99)
+
+
+@pytest.mark.parametrize("oracle", [md1_search, lockstep_search])
+def test_seeded_searches_against_the_oracles_hold_the_limit(oracle):
+    results = [oracle(seed, 10_000) for seed in range(4)]
+    assert all(covers(search, limit) for search, limit in results), [(s.low, s.high, lim) for s, lim in results]
+    assert all(search.low is not None and search.high is not None for search, _ in results)
+    assert all(search.spent <= 10_000 for search, _ in results)
+
+
+def test_a_flat_boundary_gives_no_false_met_and_is_named():
+    server = Plateau(0.010, 0.0, 31, jitter=0.2, seed=3)
+    threshold = server.percentile_s(16, 0.99)
+    limit = server.limit(threshold, 0.99)
+    assert limit == 24 and server.percentile_s(8, 0.99) == threshold < server.percentile_s(25, 0.99)
+    (point,) = expand(_suite(f"{{kind: slo, load: parallel, prompt_tokens: 1, output_tokens: 32, slo: {{tpot_p99_s: "
+                             f"{threshold!r}}}, start: 4, max_requests: 60000}}"))
+    program, ended = run_search(point, server)
+    search = program.search
+    assert not [p.load for p in search.probes if p.met is True and p.load > limit]  # no false "met"
+    assert covers(search, limit) and search.flat() is not None
+    low, high = search.flat()
+    assert low <= 9 and high >= 22  # (it is 8 to 24)
+    assert "the boundary is flat: from" in program.detail
+    records = [e.record(point, i) for i, e in enumerate(ended)]
+    result = slo_search(point, records, gpus=1, price=None)  # the analysis retells it, and the card says it
+    assert result.answer == program.detail and result.flat == [low, high]
+    assert flat_text(result).startswith(f"from {low:g} parallel to {high:g} parallel the percentile stays within 5 %")
 
 
 # --- the virtual GPU server: the truth by brute force ---------------------------------------------------------

@@ -35,7 +35,7 @@ FIXED = {"prefill_tok_s": 1e9, "step_overhead_s": 0.002, "per_seq_s": 0.0002, "k
 SUITE = """name: slo-and-replay
 scenarios:
   - {kind: slo, load: parallel, prompt_tokens: 1, output_tokens: 128, slo: {ttft_p95_s: 0.030}, start: 8,
-     min_requests: 40, max_requests: 640}
+     min_requests: 40, max_requests: 3000}
   - {kind: open, name: prod, dataset: mooncake-sample, speedup: 8, max_requests: 60}
 """
 # the load engine's timed sends on a shared 2-core machine (bench_client measures them): the median request leaves

@@ -1,13 +1,19 @@
-"""The card's SLO searches: "Highest rate within SLO" (or concurrency) as a headline, with the SLO stated, and
-every probe with its percentile intervals and its verdict."""
+"""The card's SLO searches: "Highest rate within SLO" (or concurrency) as a headline, with the SLO stated, the
+limit's estimate where the percentile against load crosses its threshold (or the range where the boundary is
+flat), the curve as a figure, and every probe with its percentile intervals and its verdict."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from markupsafe import Markup
+
 from cardgen import numbers as fmt
+from cardgen.card.sections.figures import figure_path
 from cardgen.card.table import TableView
-from cardgen.schemas.summary import SloPercentile, SloProbe, SloSearchResult
+from cardgen.figures.names import slo_figure_name
+from cardgen.scenarios.loadsearch import FLAT
+from cardgen.schemas.summary import SloPercentile, SloProbe, SloSearchResult, Summary
 
 
 @dataclass(frozen=True)
@@ -19,6 +25,10 @@ class SloSection:
     answer: str
     probes: TableView | None
     cost: str | None  # the cost per million tokens within the SLO, at the answer's low end
+    estimate: str | None  # where the percentile crosses its threshold, in words
+    flat: str | None  # where the boundary is flat, in words
+    requests: str  # the requests the search sent, of its budget
+    figure: Markup | None
 
 
 def load_number(x: float | None, unit: str) -> str:
@@ -46,7 +56,25 @@ def verdict(p: SloProbe) -> str:
         return "met"
     if p.met is False:
         return "missed"
-    return "could not tell" + (" (sends late: the load was not held)" if p.late else "")
+    if p.late:
+        return "could not tell (sends late: the load was not held)"
+    return "could not tell" + (" (too close for its cap)" if p.futile else "")
+
+
+def estimate_text(r: SloSearchResult) -> str | None:
+    """Where the percentile against load crosses the threshold, when the search bracketed it and it is not flat."""
+    if r.crossing is None or r.flat:
+        return None
+    return f"about {fmt.sig(r.crossing, 3)} {r.unit}"  # between two counts, for a closed loop
+
+
+def flat_text(r: SloSearchResult) -> str | None:
+    """The range over which the boundary is flat, in words."""
+    if not r.flat:
+        return None
+    return (f"from {load_text(r.flat[0], r.unit)} to {load_text(r.flat[1], r.unit)} the percentile stays within "
+            f"{FLAT * 100:g} % of its threshold: the boundary is flat there, and a small change in the server moves the "
+            "limit across that range")
 
 
 def _bound(c: SloPercentile) -> str:
@@ -76,9 +104,11 @@ def slo_row(r: SloSearchResult) -> list[str]:
                if r.low is not None and r.high is not None else fmt.DASH)
     precision = (fmt.half_width((r.high - r.low) / (r.high + r.low)) if r.low is not None and r.high is not None
                  else fmt.DASH)
-    how = (f"{len(r.probes)} probes, each met or missed with 95 % confidence: the highest load shown to meet, the "
-           "lowest shown to miss" + (f"; could not tell at {', '.join(load_number(u, r.unit) for u in r.untold)}"
-                                      if r.untold else ""))
+    how = (f"{len(r.probes)} probes, {r.requests:,} requests, each met or missed with 95 % confidence: the highest "
+           "load shown to meet, the lowest shown to miss"
+           + (f"; crossing at about {fmt.sig(r.crossing, 3)}" if r.crossing is not None and not r.flat else "")
+           + (f"; flat from {load_number(r.flat[0], r.unit)} to {load_number(r.flat[1], r.unit)}" if r.flat else
+              f"; could not tell at {', '.join(load_number(u, r.unit) for u in r.untold)}" if r.untold else ""))
     return [what, value, bracket, precision, how]
 
 
@@ -86,11 +116,12 @@ def probe_table(r: SloSearchResult) -> TableView | None:
     if not r.probes:
         return None
     labels = [f"{c.metric.upper()} p{c.percentile:g} ≤ {fmt.latency(c.threshold_s)}" for c in r.probes[0].percentiles]
-    columns = ["Probe", f"Load ({r.unit})", "Verdict", "Judged / sent", *labels, "Output tok/s"]
+    columns = ["Probe", f"Load ({r.unit})", "Verdict", "Judged / sent (cap)", *labels, "Output tok/s"]
     rows = []
     for p in r.probes:
         cells = {c.target: cell(c) for c in p.percentiles}
-        rows.append([str(p.probe + 1), load_number(p.load, r.unit), verdict(p), f"{p.judged:,} / {p.requests:,}",
+        cap = f" ({p.cap:,})" if p.cap is not None else ""
+        rows.append([str(p.probe + 1), load_number(p.load, r.unit), verdict(p), f"{p.judged:,} / {p.requests:,}{cap}",
                      *[cells.get(c.target, fmt.DASH) for c in r.probes[0].percentiles], fmt.sig(p.output_tok_s)])
     return TableView(columns, rows, ["r", "r", "l", "r", *["l"] * len(labels), "r"])
 
@@ -103,7 +134,14 @@ def _cost(r: SloSearchResult) -> str | None:
             f"({fmt.tok_s(r.output_tok_s_at_low)} output, {fmt.tok_s(r.total_tok_s_at_low)} in all)")
 
 
-def slo_sections(searches: list[SloSearchResult]) -> list[SloSection]:
+def _requests(r: SloSearchResult) -> str:
+    budget = f" of the {r.max_requests:,} it may send" if r.max_requests is not None else ""
+    return f"{r.requests:,} requests{budget}"
+
+
+def slo_sections(s: Summary) -> list[SloSection]:
     return [SloSection(title=f"Highest {'rate' if r.load == 'rate' else 'concurrency'} within SLO", scenario=r.scenario,
-                       headline=headline(r), slo=r.slo_text, answer=r.answer, probes=probe_table(r), cost=_cost(r))
-            for r in searches]
+                       headline=headline(r), slo=r.slo_text, answer=r.answer, probes=probe_table(r), cost=_cost(r),
+                       estimate=estimate_text(r), flat=flat_text(r), requests=_requests(r),
+                       figure=figure_path(s, slo_figure_name(r.scenario)))
+            for r in s.slo_search]
