@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cardgen.outcome import Outcome
 from cardgen.robustline import robust_line
 
 MIN_BATCHES = 5
@@ -196,7 +197,7 @@ def precision_reached(figures: Sequence[Sequence[float]], *, target: float, para
     return True
 
 
-def closed_figures(records: Sequence[object], *, parallel: int = 1, running: bool = True,
+def closed_figures(records: Sequence[Outcome], *, parallel: int = 1, running: bool = True,
                    ) -> tuple[list[float], list[float]]:
     """Speed from start (output tokens / (end - sent)) and TTFT of a closed-loop point's steady successful
     records, in send order. ``records`` have ``sent_at``, ``end_at``, ``first_token_at``, ``output_tokens`` and
@@ -204,40 +205,39 @@ def closed_figures(records: Sequence[object], *, parallel: int = 1, running: boo
     rounds of ``parallel``: the newest requests past the last whole round belong to a round still under way, and a
     batch that straddled two rounds would mix them), else it ended (:func:`steady_mask`, with its ``parallel``
     users)."""
-    done = sorted((r for r in records if getattr(r, "ok", True) and r.end_at is not None  # type: ignore[attr-defined]
-                   and r.first_token_at is not None and r.end_at > r.sent_at),  # type: ignore[attr-defined]
-                  key=lambda r: r.sent_at)  # type: ignore[attr-defined]
+    done = sorted((r for r in records if r.ok and r.end_at is not None
+                   and r.first_token_at is not None and r.end_at > r.sent_at),
+                  key=lambda r: r.sent_at)
     if not done:
         return [], []
-    sent = [r.sent_at for r in done]  # type: ignore[attr-defined]
-    ended = [r.end_at for r in done]  # type: ignore[attr-defined]
+    sent = [r.sent_at for r in done]
+    ended = [r.end_at for r in done]
     mask = running_steady_mask(sent, ended) if running else steady_mask(sent, ended, parallel=parallel)
     kept = [r for r, keep in zip(done, mask, strict=True) if keep]
     if running:  # judge whole rounds: the newest requests past the last whole round are a round still under way
         kept = kept[:len(kept) - len(kept) % max(int(parallel), 1)]
-    speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in kept]  # type: ignore[attr-defined]
-    ttfts = [r.first_token_at - r.sent_at for r in kept]  # type: ignore[attr-defined]
+    speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in kept]
+    ttfts = [r.first_token_at - r.sent_at for r in kept]
     cut = warmup_requests([speeds, ttfts], parallel=parallel)
     return speeds[cut:], ttfts[cut:]
 
 
-def ingest_interval(records: Sequence[object]) -> MedianInterval | None:
+def ingest_interval(records: Sequence[Outcome]) -> MedianInterval | None:
     """An ingestion sweep's slope (TTFT seconds per prompt token) and its 95 % t interval
     (:func:`slope_interval`) over the points the card's robust line keeps
     (:func:`cardgen.robustline.robust_line`), from its successful records: ``prompt_tokens`` as the server
     counted them (the sized target when it did not say) against ``first_token_at - sent_at``. The card's
     ingestion speed is that line, so the sweep stops on the evidence the card shows."""
-    ok = [r for r in records if getattr(r, "ok", True) and r.first_token_at is not None]  # type: ignore[attr-defined]
-    x = np.asarray([r.prompt_tokens if r.prompt_tokens is not None  # type: ignore[attr-defined]
-                    else r.prompt_tokens_target for r in ok], dtype=float)  # type: ignore[attr-defined]
-    y = np.asarray([r.first_token_at - r.sent_at for r in ok], dtype=float)  # type: ignore[attr-defined]
+    ok = [r for r in records if r.ok and r.first_token_at is not None]
+    x = np.asarray([r.prompt_tokens for r in ok], dtype=float)
+    y = np.asarray([r.first_token_at - r.sent_at for r in ok], dtype=float)
     line = robust_line(x, y)
     if line is None:
         return None
     return slope_interval(x[line.inlier], y[line.inlier])
 
 
-def ingest_precise(records: Sequence[object], *, target: float) -> bool:
+def ingest_precise(records: Sequence[Outcome], *, target: float) -> bool:
     """Whether an ingestion sweep's slope (:func:`ingest_interval`) is positive and known within ``target``."""
     return within_target(ingest_interval(records), target, positive=True)
 
@@ -248,13 +248,13 @@ def within_target(interval: MedianInterval | None, target: float, *, positive: b
     return interval is not None and (not positive or interval.median > 0) and interval.relative <= target
 
 
-def round_decode_speed(records: Sequence[object]) -> float | None:
+def round_decode_speed(records: Sequence[Outcome]) -> float | None:
     """The mean decode speed (tokens after the first / time after the first token) of one batch round's
     successful records; None when none has two tokens."""
-    speeds = [((r.output_tokens or 0) - 1) / (r.end_at - r.first_token_at)  # type: ignore[attr-defined]
-              for r in records if getattr(r, "ok", True) and r.first_token_at is not None
-              and r.end_at is not None and (r.output_tokens or 0) > 1  # type: ignore[attr-defined]
-              and r.end_at > r.first_token_at]  # type: ignore[attr-defined]
+    speeds = [((r.output_tokens or 0) - 1) / (r.end_at - r.first_token_at)
+              for r in records if r.ok and r.first_token_at is not None
+              and r.end_at is not None and (r.output_tokens or 0) > 1
+              and r.end_at > r.first_token_at]
     return sum(speeds) / len(speeds) if speeds else None
 
 

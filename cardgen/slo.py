@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from cardgen.outcome import Outcome
 from cardgen.quantiles import order_bound, quantile_correlation_time, tail_estimate, tail_ready
 
 METRICS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
@@ -229,16 +230,15 @@ def judge(values: Mapping[str, Sequence[float]], targets: Sequence[Target], *, r
 # --- one request's latencies -----------------------------------------------------------------------------------
 
 
-def latencies(record: object) -> dict[str, list[float]]:
+def latencies(r: Outcome) -> dict[str, list[float]]:
     """What one request contributes to each metric: its TTFT, TPOT and E2E, and its gaps between text chunks
     (ITL). A failed request contributes inf to each (one gap for ITL); a one-token answer has no TPOT."""
-    r = record
-    if getattr(r, "error", None) is not None or r.first_token_at is None or r.end_at is None:  # type: ignore[attr-defined]
+    if not r.ok or r.first_token_at is None or r.end_at is None:
         return {"ttft": [math.inf], "tpot": [math.inf], "e2e": [math.inf], "itl": [math.inf]}
-    ttft = r.first_token_at - r.sent_at  # type: ignore[attr-defined]
-    e2e = r.end_at - r.sent_at  # type: ignore[attr-defined]
-    out = r.output_tokens or 0  # type: ignore[attr-defined]
-    chunks = list(r.chunk_times or ())  # type: ignore[attr-defined]
+    ttft = r.first_token_at - r.sent_at
+    e2e = r.end_at - r.sent_at
+    out = r.output_tokens or 0
+    chunks = list(r.chunk_times)
     return {"ttft": [ttft], "e2e": [e2e], "tpot": [(e2e - ttft) / (out - 1)] if out > 1 else [],
             "itl": [b - a for a, b in zip(chunks, chunks[1:], strict=False)]}
 
@@ -274,7 +274,7 @@ class ProbeJudge:
         """Decided, or too close to tell within the cap: the probe sends no more."""
         return self.verdict is not None and (self.verdict.met is not None or self.verdict.futile)
 
-    def add(self, order: int, record: object, *, warmup: bool = False, late: bool = False) -> Verdict | None:
+    def add(self, order: int, record: Outcome, *, warmup: bool = False, late: bool = False) -> Verdict | None:
         """Take the record of send ``order`` (``warmup``: not judged; ``late``: it left after its time); the
         verdict once the probe should stop sending (decided, or too close to tell; None before)."""
         self.ended[order] = ({} if warmup else latencies(record), warmup, late)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cardgen.analysis.cost import usd_per_million
+from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.scenarios.slosearch import LATE, answer_words, new_search, probed, unit
 from cardgen.schemas.records import RequestRecord
@@ -42,7 +43,7 @@ def probe_result(point: Point, number: int, records: Sequence[RequestRecord], ta
     ordered = sorted(records, key=_order_key(point))
     judge = ProbeJudge(targets, min_requests=point.min_requests, cap=cap)
     for order, r in enumerate(ordered):
-        judge.add(order, r, warmup=r.warmup, late=r.phase == LATE)
+        judge.add(order, Outcome.of(r), warmup=r.warmup, late=r.phase == LATE)
     verdict = judge.finish()
     load = ordered[0].rate_rps if point.load == "rate" else ordered[0].parallel
     ends = [r.end_at for r in ordered if r.end_at is not None]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import ClassVar
 
 import gevent
@@ -38,20 +38,9 @@ from cardgen.load.transport import SENDS, Connection, Target
 from cardgen.points import Point
 from cardgen.prompts import PromptTemplate, request_id
 from cardgen.promtext import parse_metrics
-from cardgen.saturation import wave_saturated
-from cardgen.scenarios import (
-    Command,
-    EndWatch,
-    Program,
-    Send,
-    Verdict,
-    Watch,
-    program_for,
-    record_fields,
-    runs_on,
-)
+from cardgen.scenarios import Said, Send, Share, Verdict, WatchState, record_fields
 from cardgen.schemas.records import LoadgenSample, RequestRecord
-from cardgen.schemas.run import STOP_COMPLETE, STOP_INTERRUPTED
+from cardgen.schemas.run import STOP_INTERRUPTED
 
 log = logging.getLogger("cardgen.load")
 
@@ -108,8 +97,8 @@ class Agent:
     def stop_point(self, point: str) -> None:
         """The master found ``point``'s figures precise (``StopPoint``): its program sends no more."""
         ctx = self._current
-        if ctx is not None and ctx.point.name == point and ctx.program is not None:
-            ctx.program.told_precise()
+        if ctx is not None and ctx.point.name == point:
+            ctx.share.told_precise()
 
     def stop(self) -> None:
         """Stop taking points and stop measuring: after this the agent sends nothing more (records of requests
@@ -147,8 +136,8 @@ class Agent:
             finally:
                 self._current = None
                 self.send(Done(point=point.name, worker=self.worker, sent=ctx.issued, started_unix=started,
-                               ended_unix=time.time(), stop=STOP_INTERRUPTED if self.stopping else ctx.stop,
-                               detail=ctx.detail))
+                               ended_unix=time.time(), stop=STOP_INTERRUPTED if self.stopping else ctx.said.stop,
+                               detail=ctx.said.detail))
             ctx.close()  # not when the point was cut short: its streams in flight are not to be failed by it
         raise StopUser()
 
@@ -183,11 +172,10 @@ class _PointContext:
         self.agent, self.user, self.point = agent, user, point
         self.setup: Setup = agent.setup_msg
         self.attempt = attempt
-        self.program: Program | None = None
+        self.share = Share(point, self)  # its program and requests under way (set per process by run())
         self.t0 = time.time()
         self.issued = 0
-        self.stop: str | None = None
-        self.detail: str | None = None
+        self.said = Said(stop=None)
         self.base_url = user.host.rstrip("/")
         self.headers = dict(self.setup.headers)
         self.target = Target.from_url(self.base_url, self.headers)
@@ -200,40 +188,23 @@ class _PointContext:
         self.watcher: _SaturationWatcher | None = None
         self.waiting: set[gevent.Greenlet] = set()  # timed requests not sent yet
 
-    # -- running the program -------------------------------------------------------------------------------
+    # -- running the program (cardgen.scenarios.runner: this is its IO) -----------------------------------------
     def run(self, *, index: int, parts: int) -> None:
         """Run this process's share of the point: the program's commands until it asks for nothing more and no
         request is under way (or the agent stops)."""
-        if not runs_on(self.point, index):
-            self.stop = STOP_COMPLETE
-            return
-        program = self.program = program_for(self.point, index=index, parts=parts)
-        first = program.start()
+        self.share = Share(self.point, self, index=index, parts=parts)
+        first = self.share.start()
         timed = any(isinstance(c, Send) and c.at is not None for c in first)
         self.t0 = time.time() + (START_LEAD_S if timed else 0.0)
-        self.dispatch(first)
+        self.share.dispatch(first)
         self.group.join()
-        self.stop, self.detail = program.stop, program.detail
+        self.said = self.share.said()
 
     def now(self) -> float:
         """Seconds since the point's start."""
         return time.time() - self.t0
 
-    def dispatch(self, commands: Sequence[Command]) -> None:
-        """Carry out the program's commands, in order: a watch starts (or ends) before the sends after it."""
-        for command in commands:
-            if isinstance(command, Send):
-                self._spawn(command)
-            elif isinstance(command, Watch):
-                if self.watcher is None:
-                    self.watcher = _SaturationWatcher(self.base_url, self.headers, self.setup.engine)
-                self.watcher.start()
-            elif isinstance(command, EndWatch):
-                assert self.watcher is not None and self.program is not None
-                verdict = Verdict(saturated=self.watcher.stop(), readable=self.watcher.available)
-                self.dispatch(self.program.watched(verdict, self.now()))
-
-    def _spawn(self, send: Send) -> None:
+    def send(self, send: Send) -> None:
         """A greenlet of its own for the request: at once, or ``SEND_LEAD_S`` before its time (the alarm then
         wakes it to the microsecond, and the stream reads make way for it: ``SENDS``)."""
         if send.at is None:
@@ -244,6 +215,15 @@ class _PointContext:
         self.waiting.add(greenlet)
         greenlet.start_later(max(0.0, self.t0 + send.at - SEND_LEAD_S - time.time()))
 
+    def watch(self) -> None:
+        if self.watcher is None:
+            self.watcher = _SaturationWatcher(self.base_url, self.headers, self.setup.engine, self.share.watch)
+        self.watcher.start()
+
+    def end_watch(self) -> Verdict:
+        assert self.watcher is not None
+        return self.watcher.stop()
+
     def cancel_waiting(self) -> None:
         """The agent stops: the timed requests that have not left yet never will (those under way finish)."""
         waiting, self.waiting = list(self.waiting), set()
@@ -251,17 +231,16 @@ class _PointContext:
 
     def _user(self, send: Send | None) -> None:
         """Send, tell the program, and send what it asks next on the same user's connection here and now (a
-        closed loop's next request leaves without waiting for a new greenlet); the rest go to
-        :meth:`dispatch`."""
-        while send is not None and not self.agent.stopping:
-            record = self._send_timed(send) if send.at is not None else self.send(send)
-            if record is None or self.program is None:
+        closed loop's next request leaves without waiting for a new greenlet); the rest the runner dispatches."""
+        while send is not None:
+            if self.agent.stopping:
+                self.share.dropped(send)
                 return
-            commands = self.program.ended(send, record, self.now())
-            follow = next((c for c in commands if isinstance(c, Send) and c.at is None and c.slot == send.slot
-                           and send.slot is not None), None)
-            self.dispatch([c for c in commands if c is not follow])
-            send = follow
+            record = self._send_timed(send) if send.at is not None else self.request(send)
+            if record is None:
+                self.share.dropped(send)
+                return
+            send = self.share.ended(send, record, keep_slot=True)
 
     def _send_timed(self, send: Send) -> RequestRecord | None:
         """Prepare the request, then send it at its time: the wait is the last step before the send's clock."""
@@ -277,7 +256,7 @@ class _PointContext:
             return not self.agent.stopping
 
         try:
-            return self.send(send, wait=wait, scheduled_at=at if send.scheduled else None)
+            return self.request(send, wait=wait, scheduled_at=at)
         finally:
             SENDS.remove(at)  # no-op once waited; a request that never reached its wait must not hold reads back
 
@@ -303,8 +282,8 @@ class _PointContext:
         self.slots.clear()
 
     # -- one request -----------------------------------------------------------------------------------------
-    def send(self, send: Send, *, wait: Callable[[], bool] | None = None,
-             scheduled_at: float | None = None) -> RequestRecord | None:
+    def request(self, send: Send, *, wait: Callable[[], bool] | None = None,
+                scheduled_at: float | None = None) -> RequestRecord | None:
         """Send one request of the point: its prompt (a sized template, or the point's own sample) marked with a
         fresh request id; a chat turn with its conversation so far. ``wait``: see :func:`stream_once` (None only
         when it said not to send)."""
@@ -323,9 +302,7 @@ class _PointContext:
         reply: list[str] = []
         if history is not None:
             payload["messages"] = [*history, {"role": "user", "content": prompt}]
-        record = record_fields(point, send, worker=agent.worker, index=n, attempt=self.attempt)
-        if scheduled_at is not None:
-            record["scheduled_at"] = scheduled_at
+        record = record_fields(point, send, worker=agent.worker, index=n, attempt=self.attempt, scheduled_at=scheduled_at)
         conn = self._connection(send.slot)
         agent.in_flight += 1
         try:
@@ -352,79 +329,67 @@ class _PointContext:
 
 
 class _SaturationWatcher:
-    """Polls ``/metrics`` every 0.25 s during a wave: saturated as :func:`cardgen.saturation.wave_saturated`
-    says (a preemption, or requests waiting while the KV cache is nearly full), read through the engine's
-    adapter. An engine without a preemption counter is judged on its gauges alone.
+    """Polls ``/metrics`` every 0.25 s during a wave and feeds each reading, as the engine's adapter reads it, to
+    the share's :class:`~cardgen.scenarios.runner.WatchState` (the one rule of both clocks). An engine without a
+    preemption counter is judged on its gauges alone.
 
     Waves only: a poll parses the whole exposition on the event loop that stamps chunk arrivals (about 20 ms
     for vLLM's), so a closed-loop point's gauges are read afterwards from the scraper's file instead
     (``cardgen.load.scraper.ScrapeLog``)."""
 
-    def __init__(self, base_url: str, headers: dict[str, str], engine: str | None) -> None:
-
+    def __init__(self, base_url: str, headers: dict[str, str], engine: str | None, state: WatchState) -> None:
         self.session = requests.Session()
         self.session.headers.update(headers)
         self.url = f"{base_url}/metrics"
         self.engine = engine
         self.preemptions_name = metric_names(engine).get("preemptions", "")
-        self.slot_bound = get_adapter(engine).bounded_by_slots
-        self.available = True
+        self.state = state
+        state.slot_bound = get_adapter(engine).bounded_by_slots
         self.greenlet: gevent.Greenlet | None = None
-        self.saturated = False
-        self._preempt0: float | None = None
 
-    def _poll(self) -> dict[str, float | None] | None:
-        """Waiting requests and KV usage as the engine's adapter reads them, and its preemption counter (None
-        where the engine has no such reading); None when ``/metrics`` did not answer."""
-
+    def _read(self) -> tuple[float | None, float | None, float | None] | None:
+        """The preemption counter, waiting requests and KV usage as the engine's adapter reads them (None where the
+        engine has no such reading); None when ``/metrics`` did not answer (the server is then unreadable)."""
         try:
             resp = self.session.get(self.url, timeout=2)
             if resp.status_code != 200:
-                self.available = False
+                self.state.readable = False
                 return None
             samples = parse_metrics(resp.text)
         except (requests.RequestException, ValueError):
-            self.available = False
+            self.state.readable = False
             return None
         gauges = load_gauges(self.engine, samples)
-        return {"waiting": gauges["waiting"], "usage": gauges["usage"],
-                "preempted": counter(samples, self.preemptions_name)}
+        return counter(samples, self.preemptions_name), gauges["waiting"], gauges["usage"]
 
     def start(self) -> None:
-        self.saturated = False
-        if not self.available:
+        self.state.begin(None)
+        if not self.state.readable:
             return
-        base = self._poll()
-        self._preempt0 = base["preempted"] if base else None
+        base = self._read()
+        self.state.begin(base[0] if base else None)
 
         def loop() -> None:
             while True:
                 gevent.sleep(0.25)
-                now = self._poll()
+                now = self._read()
                 if now is None:
                     return
-                self._judge(now)
+                self.state.reading(preemptions=now[0], waiting=now[1], usage=now[2])
 
         self.greenlet = gevent.spawn(loop)
 
-    def _judge(self, now: dict[str, float | None]) -> None:
-        preempted = (now["preempted"] is not None and self._preempt0 is not None
-                     and now["preempted"] > self._preempt0)
-        if wave_saturated(preempted=preempted, waiting=now["waiting"], kv_usage=now["usage"],
-                          slot_bound=self.slot_bound):
-            self.saturated = True
-
-    def stop(self) -> bool:
-        """Stop polling; whether the wave saturated the server. The preemption counter is read once more
-        (a preemption between the last poll and the wave's end still counts)."""
+    def stop(self) -> Verdict:
+        """Stop polling; what the wave showed. The preemption counter is read once more (a preemption between the
+        last poll and the wave's end still counts)."""
         if self.greenlet is not None:
             self.greenlet.kill()
             self.greenlet = None
-            if self.available and not self.saturated and self._preempt0 is not None:
-                last = self._poll()
-                if last is not None and last["preempted"] is not None and last["preempted"] > self._preempt0:
-                    self.saturated = True
-        return self.saturated
+            if self.state.readable and not self.state.saturated and self.state.preempted_at_start is not None:
+                last = self._read()
+                if last is not None:
+                    self.state.reading(preemptions=last[0], waiting=None, usage=None)
+        return self.state.verdict()
 
 
 class CardgenUser(HttpUser):

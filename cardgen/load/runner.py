@@ -49,6 +49,7 @@ from cardgen.load.messages import (
 )
 from cardgen.load.scraper import ScrapeLog
 from cardgen.load.sink import RecordSink, fault_from_env
+from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.recorder import Recorder
 from cardgen.rundir import RunDir, log_tail
@@ -203,7 +204,7 @@ class _LoadInterpreter:
         current = self.current
         if current is not None and rec.scenario == current[0].name:
             point, judge, started = current
-            if judge.record(rec, time.time() - started):
+            if judge.record(Outcome.of(rec), time.time() - started):
                 self.stop_point(point.name)
         if self.gone.gone(rec) and not self.stop.event.is_set():
             self.stop.fail(f"the server stopped answering ({self.gone.count} requests in {GONE_AFTER_S:g} s or more "

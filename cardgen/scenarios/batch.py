@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 
+from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.precision import mean_interval, round_decode_speed, within_target
 from cardgen.scenarios.program import Command, Program, Send, counted, interval_words
-from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import STOP_COMPLETE, STOP_PRECISION
 
 
@@ -24,7 +24,7 @@ class BatchProgram(Program):
         self.planned = self.batch_rounds()
         self.rounds = 0  # rounds sent
         self.speeds: list[float] = []  # each measured round's mean decode speed
-        self._round: list[RequestRecord] = []
+        self._round: list[Outcome] = []
 
     def batch_rounds(self) -> list[tuple[int, bool]]:
         """``(repeat, warmup)`` of each planned round: warm-up rounds count 0, 1 ... and so do the measured ones
@@ -46,8 +46,8 @@ class BatchProgram(Program):
     def start(self) -> list[Command]:
         return self._round_of(*self.planned[0]) if self.planned else self.finish()
 
-    def ended(self, send: Send, record: RequestRecord, now: float) -> list[Command]:
-        self._round.append(record)
+    def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
+        self._round.append(outcome)
         if len(self._round) < self.size:
             return []
         if not send.warmup:

@@ -7,9 +7,9 @@ reply. The history itself (its text, or its tokens in virtual time) is the inter
 
 from __future__ import annotations
 
+from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.scenarios.program import Command, Program, Send
-from cardgen.schemas.records import RequestRecord
 
 
 class ChatProgram(Program):
@@ -30,9 +30,9 @@ class ChatProgram(Program):
     def start(self) -> list[Command]:
         return [cmd for user in self.todo for cmd in self._next_conversation(user, 0.0)]
 
-    def ended(self, send: Send, record: RequestRecord, now: float) -> list[Command]:
+    def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
         user, turn = send.slot or 0, send.turn or 1
-        if not record.ok or turn >= self.point.turns:
+        if not outcome.ok or turn >= self.point.turns:
             return self._next_conversation(user, now)
         think = self.point.think_time_s
         return [self._turn(user, send.conversation or 0, turn + 1, at=now + think if think else None)]

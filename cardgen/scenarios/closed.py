@@ -12,10 +12,10 @@ once a round (``parallel`` records) after ``min_requests``.
 
 from __future__ import annotations
 
+from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.precision import closed_figures, median_interval, precision_reached
 from cardgen.scenarios.program import Command, Judge, Program, Send
-from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import (
     STOP_MAX_DURATION,
     STOP_MAX_REQUESTS,
@@ -47,7 +47,7 @@ class ClosedProgram(Program):
     def start(self) -> list[Command]:
         return [cmd for slot in range(self.users) for cmd in self._next(slot, 0.0)]
 
-    def ended(self, send: Send, record: RequestRecord, now: float) -> list[Command]:
+    def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
         return self._next(send.slot or 0, now)
 
     def told_precise(self) -> None:
@@ -98,7 +98,7 @@ class ClosedJudge(Judge):
         self.evidence: str | None = None  # the intervals when the point was found precise
         self._checked_at = 0
 
-    def record(self, rec: RequestRecord, now: float) -> bool:
+    def record(self, rec: Outcome, now: float) -> bool:
         super().record(rec, now)
         point = self.point
         if (point.target_ci is None or self.precise or self.requests < point.min_requests

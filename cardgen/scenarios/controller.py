@@ -26,7 +26,7 @@ from cardgen.errors import one_line
 from cardgen.points import Point
 from cardgen.saturation import Reading, closed_load_seen, point_saturation, skip_words
 from cardgen.scenarios.kinds import judge_for
-from cardgen.scenarios.program import Judge
+from cardgen.scenarios.program import Judge, Said
 from cardgen.schemas.run import (
     STOP_COMPLETE,
     STOP_INTERRUPTED,
@@ -43,14 +43,6 @@ from cardgen.schemas.run import (
 # process that had nothing to do says "complete")
 STOP_ORDER = (STOP_INTERRUPTED, STOP_SATURATED, STOP_MAX_DURATION, STOP_MAX_REQUESTS, STOP_PRECISION, STOP_MINIMUM,
               STOP_COMPLETE)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Said:
-    """Why one process stopped sending its share of a point, and the words behind it."""
-
-    stop: str | None
-    detail: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

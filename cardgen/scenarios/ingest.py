@@ -8,10 +8,10 @@ card's line keeps) is within it.
 
 from __future__ import annotations
 
+from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.precision import ingest_interval, within_target
 from cardgen.scenarios.program import Command, Program, Send, counted, interval_words
-from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import STOP_COMPLETE, STOP_PRECISION
 
 
@@ -21,7 +21,7 @@ class IngestProgram(Program):
     def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
         self.order = self.ingest_order()
-        self.records: list[RequestRecord] = []
+        self.records: list[Outcome] = []
 
     def ingest_order(self) -> list[tuple[int, int]]:
         """``(prompt_tokens, repeat)`` of each request, in the order they are sent (a point with a
@@ -31,8 +31,8 @@ class IngestProgram(Program):
     def start(self) -> list[Command]:
         return self._next()
 
-    def ended(self, send: Send, record: RequestRecord, now: float) -> list[Command]:
-        self.records.append(record)
+    def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
+        self.records.append(outcome)
         point = self.point
         sweep = len(point.lengths)
         if point.target_ci is not None and sweep and self.issued % sweep == 0:

@@ -6,9 +6,9 @@ prefix-cache counters falls before each phase and each phase has its own hit rat
 
 from __future__ import annotations
 
+from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.scenarios.program import Command, Program, Send
-from cardgen.schemas.records import RequestRecord
 
 PHASE_PAUSE_S = 1.0
 
@@ -33,7 +33,7 @@ class PrefixProgram(Program):
     def start(self) -> list[Command]:
         return self._next(0.0)
 
-    def ended(self, send: Send, record: RequestRecord, now: float) -> list[Command]:
+    def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
         return self._next(now)
 
     def _next(self, now: float) -> list[Command]:

@@ -5,7 +5,8 @@ sans-I/O idea of h11; a process of SimPy's). It says what to send and when, and 
 
     interpreter calls                      program answers
     start()                                commands, at the point's start
-    ended(send, record, now)               commands, when a request it sent has ended (failed or not)
+    ended(send, outcome, now)              commands, when a request it sent has ended (failed or not):
+                                           its Outcome (cardgen.outcome), not the stored record
     watched(verdict, now)                  commands, after an EndWatch: whether the server saturated
     told_precise()                         nothing: every process's records say the point's figures are known
 
@@ -30,8 +31,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from cardgen.outcome import Outcome
 from cardgen.points import Point
-from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import STOP_COMPLETE
 
 
@@ -81,11 +82,25 @@ class Verdict:
     readable: bool = True
 
 
-def record_fields(point: Point, send: Send, *, worker: str, index: int, attempt: int) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class Said:
+    """What one process's program says once it stopped sending its share of a point: why, the words behind it,
+    and what it found (a waves point: the size of every wave it sent, in order)."""
+
+    stop: str | None
+    detail: str | None = None
+    waves: tuple[int, ...] = ()
+    saturating_wave: int | None = None  # the first wave seen to saturate the server
+
+
+def record_fields(point: Point, send: Send, *, worker: str, index: int, attempt: int,
+                  scheduled_at: float | None = None) -> dict[str, Any]:
     """The fields of a :class:`~cardgen.schemas.records.RequestRecord` that the point and the send fix: where
-    the request belongs and what it asked for. Every interpreter builds its records from these, adding only what
-    happened (times, usage, errors)."""
-    return {
+    the request belongs and what it asked for, and when it was to leave (``scheduled_at``, Unix seconds on the
+    interpreter's clock, for a send whose time is ``scheduled``). Every interpreter builds its records from these,
+    adding only what happened (times, usage, errors)."""
+    fields: dict[str, Any] = {"scheduled_at": scheduled_at} if send.scheduled and scheduled_at is not None else {}
+    return {**fields,
         "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
         "prompt_tokens_target": send.prompt_tokens, "output_tokens_target": send.output_tokens,
         "worker": worker, "index": index, "attempt": attempt, "parallel": send.parallel,
@@ -119,7 +134,7 @@ class Program:
     def start(self) -> list[Command]:
         raise NotImplementedError
 
-    def ended(self, send: Send, record: RequestRecord, now: float) -> list[Command]:
+    def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
         return []
 
     def watched(self, verdict: Verdict, now: float) -> list[Command]:
@@ -127,6 +142,10 @@ class Program:
 
     def told_precise(self) -> None:
         """The point's figures are known (its :class:`Judge` said so, on every process's records)."""
+
+    def said(self) -> Said:
+        """Why it stopped sending (``stop`` once it has, None before), in words, and what it found."""
+        return Said(stop=self.stop, detail=self.detail)
 
     def send(self, *, prompt_tokens: int | None = None, output_tokens: int | None = None, **fields: Any) -> Send:
         """A :class:`Send` of the point's own lengths unless told otherwise, with the adapter it picks; counted in
@@ -173,9 +192,9 @@ class Judge:
         self.parallel = point.parallel or 1
         self.requests = 0
         self.first_round_end: float | None = None
-        self.done: list[RequestRecord] = []  # its successful records, in the order they ended
+        self.done: list[Outcome] = []  # its successful records, in the order they ended
 
-    def record(self, rec: RequestRecord, now: float) -> bool:
+    def record(self, rec: Outcome, now: float) -> bool:
         """Take one of the point's records (``now``: seconds since the point started, as its end was seen);
         True once every process should stop sending."""
         self.requests += 1

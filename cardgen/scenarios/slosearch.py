@@ -26,11 +26,11 @@ import math
 import random
 from statistics import NormalDist
 
+from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.quantiles import tail_ready
 from cardgen.scenarios.loadsearch import FLAT, LoadSearch, Probed
 from cardgen.scenarios.program import Command, Program, Send
-from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import STOP_COMPLETE, STOP_MAX_REQUESTS, STOP_PRECISION
 from cardgen.slo import ProbeJudge, Target, Verdict, targets_text
 
@@ -141,10 +141,10 @@ class _Probe:
         """What to send after ``send`` ended at ``now``, while the probe goes on."""
         raise NotImplementedError
 
-    def ended(self, send: Send, record: RequestRecord, now: float) -> list[Command]:
+    def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
         order = self.order.pop(id(send))
         self.in_flight -= 1
-        if self.judge.add(order, record, warmup=send.warmup, late=send.phase == LATE) is not None:
+        if self.judge.add(order, outcome, warmup=send.warmup, late=send.phase == LATE) is not None:
             self.stopped = True
         commands = [] if self.stopped else self.more(send, now)
         if self.stopped and self.in_flight == 0:
@@ -207,11 +207,11 @@ class SloProgram(Program):
     def start(self) -> list[Command]:
         return self._next_probe(0.0)
 
-    def ended(self, send: Send, record: RequestRecord, now: float) -> list[Command]:
-        if record.end_at is not None:
-            self.longest_e2e_s = max(self.longest_e2e_s, record.end_at - record.sent_at)
+    def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
+        if outcome.end_at is not None:
+            self.longest_e2e_s = max(self.longest_e2e_s, outcome.end_at - outcome.sent_at)
         probe = self.probes[-1]
-        commands = probe.ended(send, record, now)
+        commands = probe.ended(send, outcome, now)
         if probe.verdict is None:
             return commands
         self.search.report(probed(probe.load, probe.verdict, requests=probe.sends, cap=probe.cap))

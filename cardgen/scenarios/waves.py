@@ -9,9 +9,9 @@ a wave ends when its last request does, and the next one starts then.
 
 from __future__ import annotations
 
+from cardgen.outcome import Outcome
 from cardgen.points import Point
-from cardgen.scenarios.program import Command, EndWatch, Program, Send, Verdict, Watch
-from cardgen.schemas.records import RequestRecord
+from cardgen.scenarios.program import Command, EndWatch, Program, Said, Send, Verdict, Watch
 from cardgen.schemas.run import STOP_COMPLETE, STOP_SATURATED
 
 
@@ -77,6 +77,9 @@ class WavesProgram(Program):
         self.readable = True  # the server could be read while watched
         self._left = 0  # requests of the wave under way still running
 
+    def said(self) -> Said:
+        return Said(stop=self.stop, detail=self.detail, waves=tuple(self.sizes), saturating_wave=self.first_saturated)
+
     def wave_sizes(self) -> list[int]:
         """``search: step``: the size of each wave, in order (the run may stop early at saturation)."""
         return list(range(1, self.point.max_wave + 1, self.point.step))
@@ -84,7 +87,7 @@ class WavesProgram(Program):
     def start(self) -> list[Command]:
         return self._next_wave()
 
-    def ended(self, send: Send, record: RequestRecord, now: float) -> list[Command]:
+    def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
         self._left -= 1
         if self._left:
             return []

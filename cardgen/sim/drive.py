@@ -42,29 +42,15 @@ from typing import Any
 
 from cardgen.datasets import resolve
 from cardgen.engines import get_adapter
+from cardgen.outcome import Outcome
 from cardgen.points import Point, expand, fit_context
 from cardgen.rundir import RunDir
 from cardgen.runinfo import RecordTally, begin_run_info
-from cardgen.saturation import Reading, wave_saturated
-from cardgen.scenarios import (
-    Command,
-    EndWatch,
-    Judge,
-    Program,
-    Ran,
-    Said,
-    Send,
-    Verdict,
-    Watch,
-    program_for,
-    record_fields,
-    run_points,
-    runs_on,
-)
-from cardgen.scenarios.waves import WavesProgram
+from cardgen.saturation import Reading
+from cardgen.scenarios import Judge, Ran, Said, Send, Share, Verdict, record_fields, run_points
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
 from cardgen.schemas.records import EngineTimings
-from cardgen.schemas.run import COMPLETE, STOP_COMPLETE, STOP_SKIPPED
+from cardgen.schemas.run import COMPLETE, STOP_SKIPPED
 from cardgen.sim import tokenizer
 from cardgen.sim.answers import ENGINE_NAME, describe, models_answer, version_answer
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
@@ -294,24 +280,51 @@ class _Request:
 
 @dataclass(eq=False)
 class _PointRun:
-    """One process's share of a point: its program, and what its requests need."""
+    """One process's share of a point on the virtual clock: the :class:`~cardgen.scenarios.runner.IO` its
+    :class:`~cardgen.scenarios.Share` runs on (sending at a time, reading the server at every step of a watched
+    wave, the clock), and what its requests need."""
 
+    interpreter: VirtualInterpreter
     point: Point
-    program: Program
     judge: Judge
     attempt: int
     t0: float
+    index: int = 0
+    parts: int = 1
     worker: str = "local"
-    programs: list[Program] = field(default_factory=list)  # every process's program of the point
+    shares: list[Share] = field(default_factory=list)  # every process's share of the point
     issued: int = 0
-    in_flight: int = 0
-    watched: dict[str, Any] | None = None  # a Watch under way: the preemption counter then, and the verdict
+    clock_now: float = 0.0  # the virtual time of the event being handled (Unix seconds)
     done: list[DrivenRequest] = field(default_factory=list)
     chats: dict[int, list[tuple[str, int]]] = field(default_factory=dict)  # conversation -> (role, words)
 
+    def __post_init__(self) -> None:
+        self.share = Share(self.point, self, index=self.index, parts=self.parts)
+        self.clock_now = self.t0
+
     @property
     def idle(self) -> bool:
-        return self.in_flight == 0
+        return self.share.idle
+
+    # -- the share's IO ------------------------------------------------------------------------------------------
+    def send(self, send: Send) -> None:
+        self.interpreter._send(self, send, self.clock_now if send.at is None else self.t0 + send.at)
+
+    def watch(self) -> None:
+        self.share.watch.begin(self.interpreter.clock.server.scheduler.num_preemptions)
+        self.interpreter.clock.on_step = self.reading
+
+    def end_watch(self) -> Verdict:
+        self.interpreter.clock.on_step = None
+        return self.share.watch.verdict()
+
+    def now(self) -> float:
+        return self.clock_now - self.t0
+
+    def reading(self) -> None:
+        """The server as a step of a watched wave starts."""
+        sched = self.interpreter.clock.server.scheduler
+        self.share.watch.reading(preemptions=sched.num_preemptions, waiting=len(sched.waiting), usage=sched.kv_usage)
 
 
 class VirtualInterpreter:
@@ -325,7 +338,7 @@ class VirtualInterpreter:
         self.host_s_per_token = host_s_per_token  # the server's time per prompt token before a request queues
         self.rng = random.Random(f"client:{options.seed}")
         self.requests: list[DrivenRequest] = []
-        self.programs: dict[str, Program] = {}
+        self.said: dict[str, Said] = {}  # what each point's first process said once it stopped
         self.t = options.start_unix + options.lead_s  # when the next point may start
         self.last_end: float | None = None
         clock.delivered = self._delivered
@@ -335,20 +348,18 @@ class VirtualInterpreter:
         t0 = self.t if self.last_end is None else self.last_end + self.opts.pause_s
         self.clock.scrape_until(t0)
         parts = self.opts.processes
-        runs = [_PointRun(point, program_for(point, index=i, parts=parts), judge, attempt, t0,
-                          worker=f"worker-{i}" if parts > 1 else "local") for i in range(parts) if runs_on(point, i)]
+        runs = [_PointRun(self, point, judge, attempt, t0, index=i, parts=parts,
+                          worker=f"worker-{i}" if parts > 1 else "local") for i in range(parts)]
         for run in runs:
-            run.programs = [r.program for r in runs]
-        self.programs[point.name] = runs[0].program
+            run.shares = [r.share for r in runs]
         started(t0)
         for run in runs:
-            self._execute(run, run.program.start(), t0)
+            run.share.dispatch(run.share.start())
         self.clock.run_until(lambda: all(run.idle for run in runs))
         ended = max((d.record.end_at or t0 for run in runs for d in run.done), default=t0)
         self.last_end = ended
-        said = [Said(stop=run.program.stop, detail=run.program.detail) for run in runs]
-        # a process with no share of a barrier kind has nothing to do: it says "complete", as an agent does
-        said += [Said(stop=STOP_COMPLETE) for _ in range(parts - len(runs))]
+        said = [run.share.said() for run in runs]  # a process with no part in a barrier kind says "complete"
+        self.said[point.name] = said[0]
         return Ran(started_unix=t0, ended_unix=ended, said=said)
 
     def readings(self, started: float, ended: float) -> Sequence[Reading]:
@@ -356,33 +367,11 @@ class VirtualInterpreter:
         return self.clock.readings
 
     # -- the program's commands ------------------------------------------------------------------------------
-    def _execute(self, run: _PointRun, commands: Sequence[Command], now: float) -> None:
-        for command in commands:
-            if isinstance(command, Send):
-                self._send(run, command, now if command.at is None else run.t0 + command.at)
-            elif isinstance(command, Watch):
-                sched = self.clock.server.scheduler
-                run.watched = {"preempted": sched.num_preemptions, "saturated": False}
-                self.clock.on_step = lambda: self._reading(run)
-            elif isinstance(command, EndWatch):
-                verdict = Verdict(saturated=bool(run.watched and run.watched["saturated"]))
-                run.watched, self.clock.on_step = None, None
-                self._execute(run, run.program.watched(verdict, now - run.t0), now)
-
-    def _reading(self, run: _PointRun) -> None:
-        """The server as a step of a watched wave starts."""
-        sched, watched = self.clock.server.scheduler, run.watched
-        if watched is not None and wave_saturated(preempted=sched.num_preemptions > watched["preempted"],
-                                                  waiting=len(sched.waiting), kv_usage=sched.kv_usage):
-            watched["saturated"] = True
-
     def _send(self, run: _PointRun, send: Send, t: float) -> None:
         """The request leaves at ``t``: it reaches the server ``network_s`` later."""
-        fields = record_fields(run.point, send, worker=run.worker, index=run.issued, attempt=run.attempt)
-        if send.scheduled:
-            fields["scheduled_at"] = t
+        fields = record_fields(run.point, send, worker=run.worker, index=run.issued, attempt=run.attempt,
+                               scheduled_at=t)
         run.issued += 1
-        run.in_flight += 1
         tokens, hashes = self._prompt(run, send)
         request = _Request(run, send, fields, t, tokens, hashes)
         self.clock.at(t + self.opts.network_s, lambda: self._arrive(request))
@@ -480,12 +469,11 @@ class VirtualInterpreter:
         driven = DrivenRequest(record, served)
         self.requests.append(driven)
         run.done.append(driven)
-        run.in_flight -= 1
-        now = end - run.t0
-        if run.judge.record(record, now):  # every process is told, as the load engine's master tells every agent
-            for program in run.programs:
-                program.told_precise()
-        self._execute(run, run.program.ended(send, record, now), end)
+        run.clock_now = end
+        if run.judge.record(Outcome.of(record), end - run.t0):  # every process is told, as the master tells agents
+            for share in run.shares:
+                share.told_precise()
+        run.share.ended(send, record)
 
 
     def _reasoning(self, chat: bool, served: VirtualRequest, chunks: list[float]) -> dict[str, Any]:
@@ -552,16 +540,16 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
 
 def _point_run(outcome: PointOutcome, interpreter: VirtualInterpreter) -> PointRun:
     records = [d.record for d in interpreter.requests if d.record.scenario == outcome.name]
-    program = interpreter.programs.get(outcome.name)
+    said = interpreter.said.get(outcome.name)
     run = PointRun(name=outcome.name, kind=outcome.kind, started_unix=outcome.started_unix,
                    ended_unix=outcome.ended_unix, requests=outcome.requests, stop=outcome.stop,
                    detail=outcome.detail, saturated=outcome.saturation, attempt=outcome.attempt,
                    failed=sum(1 for r in records if not r.ok),
                    output_tokens=sum(r.output_tokens or 0 for r in records if r.ok),
                    skipped=outcome.detail if outcome.stop == STOP_SKIPPED else None)
-    if isinstance(program, WavesProgram):
-        run.waves = list(program.sizes)
-        run.saturated = f"wave of {program.first_saturated}" if program.first_saturated is not None else None
+    if said is not None and said.waves:
+        run.waves = list(said.waves)
+        run.saturated = f"wave of {said.saturating_wave}" if said.saturating_wave is not None else None
     return run
 
 

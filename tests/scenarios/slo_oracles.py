@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from decimal import Decimal, getcontext
 from statistics import NormalDist
 
+from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.scenarios.program import Send, record_fields
 from cardgen.scenarios.slosearch import SloProgram
@@ -111,26 +112,18 @@ class Plateau(Lockstep):
 
 @dataclass(slots=True)
 class Ended:
-    """What the program and its judge read of a request that ended (a whole record costs more than the search)."""
+    """A request that ended: what the program is told (its :class:`~cardgen.outcome.Outcome`), and its send."""
 
     send: Send
-    sent_at: float
-    first_token_at: float
-    end_at: float
-    output_tokens: int
-    error: None = None
-
-    @property
-    def chunk_times(self) -> list[float]:
-        return [self.first_token_at, self.end_at]  # the first and last chunks: no ITL targets here
+    outcome: Outcome
 
     def record(self, point: Point, index: int) -> RequestRecord:
         """The request's record, as an interpreter writes it."""
-        send = self.send
+        send, o = self.send, self.outcome
         return RequestRecord(**record_fields(point, send, worker="oracle", index=index, attempt=0),
-                             sent_at=self.sent_at, scheduled_at=send.at if send.scheduled else None,
-                             first_token_at=self.first_token_at, end_at=self.end_at, chunk_times=self.chunk_times,
-                             output_tokens=self.output_tokens, prompt_tokens=send.prompt_tokens, status=200)
+                             sent_at=o.sent_at, scheduled_at=send.at if send.scheduled else None,
+                             first_token_at=o.first_token_at, end_at=o.end_at, chunk_times=list(o.chunk_times),
+                             output_tokens=o.output_tokens, prompt_tokens=send.prompt_tokens, status=200)
 
 
 def run_search(point: Point, server: MD1 | Lockstep) -> tuple[SloProgram, list[Ended]]:
@@ -156,7 +149,8 @@ def run_search(point: Point, server: MD1 | Lockstep) -> tuple[SloProgram, list[E
                 heapq.heappush(events, (end, 0, next(order), (send, sent, first, end)))
             continue
         _, _, _, (send, sent, first, end) = heapq.heappop(events)
-        record = Ended(send, sent, first, end, send.output_tokens)
-        records.append(record)
-        take(program.ended(send, record, end), end)  # type: ignore[arg-type]
+        outcome = Outcome(ok=True, sent_at=sent, first_token_at=first, end_at=end, prompt_tokens=send.prompt_tokens,
+                          output_tokens=send.output_tokens, chunk_times=(first, end))  # no ITL targets here
+        records.append(Ended(send, outcome))
+        take(program.ended(send, outcome, end), end)
     return program, records
