@@ -38,7 +38,7 @@ from cardgen.points import expand, suite_adapters
 from cardgen.redact import MASK
 from cardgen.rundir import SERVER_LOG, check_run_dir, default_run_dir, make_run_dir, run_dirs
 from cardgen.runinfo import load_seconds
-from cardgen.scenarios.resume import suite_of
+from cardgen.runwriter import suite_of
 from cardgen.schemas.run import RunInfo
 from cardgen.sim.catalog import read_data, resolve
 from cardgen.sim.launch import running_sim

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from cardgen.cli.options import server_options
-from cardgen.scenarios.resume import check_resumable
+from cardgen.runwriter import check_resumable
 
 
 @click.command("resume")

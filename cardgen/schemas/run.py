@@ -45,7 +45,7 @@ REAL, VIRTUAL = "real", "virtual"
 # run.json's ``status`` as written by the load stage ...
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
 # ... and as :func:`cardgen.rundir.effective_status` may read a "running" one: its writer is gone (same host),
-# or has not been heard of for a while (another host). "died" is written only on request (RunDir.mark_died).
+# or has not been heard of for a while (another host). "died" is written only on request (runwriter.mark_died).
 DIED, STALE = "died", "stale"
 
 

@@ -10,27 +10,17 @@ reads: a full suite in seconds, where measuring the virtual server over HTTP tak
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cardgen.errors import UsageError
 from cardgen.points import Point, expand, fit_context
-from cardgen.recorder import Recorder, set_torn_tail_aside
-from cardgen.rundir import REQUESTS_JSONL, RunDir
-from cardgen.runinfo import begin_run_info, utc_text
-from cardgen.scenarios.resume import resume_plan, suite_of
-from cardgen.schemas.records import MetricSample, RequestRecord
-from cardgen.schemas.run import (
-    COMPLETE,
-    INTERRUPTED,
-    RUNNING,
-    PointOutcome,
-    RunInfo,
-    point_attempts,
-    record_counts,
-)
+from cardgen.runinfo import begin_run_info
+from cardgen.runwriter import RunWriter, plan_resume, suite_of
+from cardgen.schemas.records import MetricSample
+from cardgen.schemas.run import COMPLETE, INTERRUPTED, PointOutcome, RunInfo
 from cardgen.sim.config import SimConfig, build_perf, max_model_len
 from cardgen.sim.drive import DrivenRequest, DriveOptions, drive, probe_answer
 from cardgen.sim.hardware import is_gpu_file, load_gpu_file
@@ -121,35 +111,15 @@ class ModelledServer:
                    engine=sim.engine_profile or "vllm", served=ServedModel.of_described(sim.model_extra or {}))
 
 
-class _RunFiles:
-    """A modelled run's raw files, written as its points end: each point's records (a cut-off point's too) and
-    the scrapes so far through the recorder the load engine writes with, then run.json with the point's outcome.
-    A Ctrl-C keeps every point that ended on disk, and ``cardgen resume`` continues from there."""
+def _appender(writer: RunWriter) -> Callable[[Sequence[DrivenRequest], Sequence[MetricSample]], None]:
+    """Append what the driver has done since the last call: it hands over every request and scrape so far."""
+    written = [0, 0]
 
-    def __init__(self, run_dir: Path, info: RunInfo) -> None:
-        self.files, self.info = RunDir(run_dir), info
-        self.recorder = Recorder(run_dir)
-        self._requests = self._scrapes = 0
+    def append(requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
+        writer.append(records=[d.record for d in requests[written[0]:]], scrapes=scrapes[written[1]:])
+        written[:] = len(requests), len(scrapes)
 
-    def point_ended(self, outcome: PointOutcome, requests: Sequence[DrivenRequest],
-                    scrapes: Sequence[MetricSample]) -> None:
-        self.flush(requests, scrapes)
-        names = [p.name for p in self.info.points]
-        self.info.points[names.index(outcome.name)] = outcome
-        self.files.save_run_info(self.info)
-
-    def flush(self, requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
-        for driven in requests[self._requests:]:
-            self.recorder.record(driven.record)
-        for sample in scrapes[self._scrapes:]:
-            self.recorder.scrape(sample)
-        self._requests, self._scrapes = len(requests), len(scrapes)
-
-    def end(self, status: str, ended_unix: float) -> RunInfo:
-        self.recorder.close()
-        self.recorder.tally.end(self.info, ended_unix=ended_unix, status=status)
-        self.files.save_run_info(self.info)
-        return self.info
+    return append
 
 
 def modelled_run(server: ModelledServer, suite: Suite, run_dir: Path, *, argv: Sequence[str], started_unix: float,
@@ -168,8 +138,8 @@ def modelled_run(server: ModelledServer, suite: Suite, run_dir: Path, *, argv: S
                           sim={**answer.extra["sim"], **server.describe({}), "clock": "virtual",
                                "drive": modelled_options(start_unix=started_unix).described()}, warnings=warnings,
                           points=[PointOutcome(name=p.name, kind=p.kind) for p in points])
-    RunDir(run_dir).save_run_info(info)
-    return _run(config, perf, info, run_dir, points, started_unix=started_unix, run_saturated=run_saturated)
+    return _run(config, perf, RunWriter.begin(run_dir, info), points, started_unix=started_unix,
+                run_saturated=run_saturated)
 
 
 def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
@@ -181,35 +151,29 @@ def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
     config = server.config()
     perf = build_perf(config)
     points, _ = fit_context(expand(suite_of(info)), max_model_len(config, perf))
-    resumed = resume_plan(info, points)
-    before = info.status
-    info = info.model_copy(deep=True)
-    info.points = resumed.outcomes
-    info.status, info.ended_unix, info.ended_at = RUNNING, None, None
-    for path in (RunDir(run_dir).requests_jsonl, RunDir(run_dir).server_metrics_jsonl):
-        moved = set_torn_tail_aside(path)
-        if moved:
-            info.warnings.append(f"{path.name} ended in a line cut short ({moved} bytes): moved to {path.name}.torn "
-                                 "before appending")
-    info.warnings.append(resumed.warning(status=before, when=utc_text(started_unix)))
-    RunDir(run_dir).save_run_info(info)
-    return _run(config, perf, info, run_dir, resumed.to_run, started_unix=started_unix,
+    resumed = plan_resume(info, points)
+    writer = RunWriter.resume(run_dir, info, resumed, when=started_unix)
+    return _run(config, perf, writer, resumed.to_run, started_unix=started_unix,
                 run_saturated="--run-saturated" in info.command, attempts=resumed.attempts)
 
 
-def _run(config: SimConfig, perf: PerfModel, info: RunInfo, run_dir: Path, points: Sequence[Point], *,
-         started_unix: float, run_saturated: bool, attempts: Mapping[str, int] | None = None) -> RunInfo:
-    files = _RunFiles(run_dir, info)
-    if attempts is not None:  # a resumed run's tallies are those of the whole run: count what is on disk
-        counts = point_attempts(info.points)
-        files.recorder.count_earlier(RunDir(run_dir).load_jsonl(REQUESTS_JSONL, RequestRecord), (),
-                                     counts=lambda rec: record_counts(counts, rec.scenario, rec.attempt))
+def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence[Point], *, started_unix: float,
+         run_saturated: bool, attempts: Mapping[str, int] | None = None) -> RunInfo:
+    """Drive ``points``, written as each ends (a cut-off point's records too) with run.json's outcome: a Ctrl-C
+    keeps every point that ended on disk, and ``cardgen resume`` continues from there."""
+    writer.open(attempts or {})  # a resumed run's tallies are the whole run's: what is on disk is counted first
+    append = _appender(writer)
+
+    def point_ended(outcome: PointOutcome, requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
+        append(requests, scrapes)
+        writer.put_points(outcome)
+
     try:
         run = drive(points, config, perf=perf, options=modelled_options(start_unix=started_unix),
-                    run_saturated=run_saturated, attempts=attempts, on_point_end=files.point_ended)
+                    run_saturated=run_saturated, attempts=attempts, on_point_end=point_ended)
     except KeyboardInterrupt:
-        reached = [p.ended_unix or p.started_unix for p in info.points if p.started_unix is not None]
-        files.end(INTERRUPTED, ended_unix=max(reached, default=started_unix))  # type: ignore[type-var]
+        reached = [p.ended_unix or p.started_unix for p in writer.info.points if p.started_unix is not None]
+        writer.end(INTERRUPTED, ended_unix=max(reached, default=started_unix))  # type: ignore[type-var]
         raise
-    files.flush(run.requests, run.scrapes)
-    return files.end(COMPLETE, ended_unix=run.ended_unix)
+    append(run.requests, run.scrapes)
+    return writer.end(COMPLETE, ended_unix=run.ended_unix)

@@ -58,6 +58,13 @@ def test_make_lint_passes_on_the_tree_as_it_is(copy):
     # an import up the layers: the core importing the command line
     ("cardgen/points.py", "from cardgen.cli import main as _main  # noqa: F401\n",
      "cardgen.points is not allowed to import cardgen.cli"),
+    # the clock-free scenario rules reaching for the run directory (a sibling in the core layer: only the
+    # forbidden contract stops it)
+    ("cardgen/scenarios/resume.py", "from cardgen.rundir import RunDir as _RunDir  # noqa: F401\n",
+     "cardgen.scenarios is not allowed to import cardgen.rundir"),
+    # ... or for the clock (the same contract: its programs are told the time, they never read it)
+    ("cardgen/scenarios/waves.py", "import time as _time  # noqa: F401\n",
+     "cardgen.scenarios is not allowed to import time"),
     # two modules of one layer importing each other
     ("cardgen/precision.py", "import cardgen.scenarios.closed  # noqa: F401\n", "No cycles are allowed"),
     # the error tree importing the command line's library (pyproject's "errors-without-click" contract)
