@@ -103,12 +103,12 @@ def parse_build(ctx: click.Context) -> BuildConfig:
                              "--launch, or --real-time to measure the virtual server over HTTP")
     server = dict(engine=p["engine"], gpus=tuple(gpus), gpu_given="gpu" in given, tp=p["tp"],
                   model_config_path=p["model_config"])
-    target: UrlTarget | LaunchTarget | VirtualTarget
     if (url or launch) and real_time:
         raise UsageError("--real-time is for the virtual server: a server at --url or --launch is measured in "
                          "real time already")
     if url and launch:
         raise UsageError("give either --url (a running server) or --launch (start one), not both")
+    target: UrlTarget | LaunchTarget | VirtualTarget
     if url:
         target = UrlTarget(url=url, **server)
     elif launch:

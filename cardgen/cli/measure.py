@@ -130,7 +130,8 @@ def measure(config: BuildConfig, *, api_key: str | None, run_dir: Path | None, g
     url = target.url if isinstance(target, UrlTarget) else None
     launch = target.launch if isinstance(target, LaunchTarget) else None
     count = check_server_options(url=url, launch=launch, gpu_metrics_url=load.gpu_metrics_url,
-                                 workers=load.workers or "0", scrape_interval=load.scrape_interval_s)
+                                 workers="0" if load.workers is None else load.workers,
+                                 scrape_interval=load.scrape_interval_s)
     name = model_name(config.model)
     run_dir = run_dir or default_run_dir(name, root=out.runs_root)
     check_run_dir(run_dir)  # before any server starts; missing parents are created with the run directory
