@@ -40,6 +40,7 @@ from typing import Any
 import requests
 
 from cardgen import __version__
+from cardgen.buildconfig import BuildConfig
 from cardgen.engines.detect import check_url, probe
 from cardgen.engines.registry import get_adapter
 from cardgen.datasets import resolve
@@ -95,6 +96,7 @@ class LoadConfig:
     gpu_metrics_url: str | None = None  # a DCGM exporter's /metrics for a GPU on another host
     plan: PlanSource | None = None  # the cost plan, when known: the progress shows time left against it
     run_saturated: bool = False  # run the parallel counts a saturated point would skip
+    build: BuildConfig | None = None  # how the run was built, for run.json (None: a test's load, or a resume)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,7 +258,7 @@ def prepare(cfg: LoadConfig) -> Prepared:
                 for p in expand(cfg.suite) if p.name in runnable or p.name in unfit]
     info = begin_run_info(argv=cfg.argv, model=cfg.model, suite=cfg.suite, server=server, started_unix=started,
                           clock="real", modelled=cfg.modelled, gpu=cfg.gpu, sim=cfg.sim, workers=int(cfg.workers),
-                          workers_choice=workers_choice, warnings=warnings, points=outcomes)
+                          workers_choice=workers_choice, warnings=warnings, points=outcomes, build=cfg.build)
     writer = RunWriter.begin(run_dir, info)
     setup = Setup(model=served, engine=server.engine, headers=headers, templates=templates,
                   dataset_texts=dataset_texts, nonce=nonce, length_fields=dialect.length_fields,

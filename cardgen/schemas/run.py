@@ -3,10 +3,11 @@ the JSON-lines files the load stage writes next to it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
+from cardgen.buildconfig import BuildConfig
 from cardgen.schemas.calibration import CalibrationReport
 from cardgen.schemas.saved import Saved
 
@@ -245,6 +246,10 @@ class PriceDescription(Saved):
     source: str
 
 
+def _saved_build(value: Any) -> Any:
+    return BuildConfig.load_saved(value) if isinstance(value, dict) else value
+
+
 class RunInfo(Saved):
     """Everything needed to know where the numbers of a run came from."""
 
@@ -288,6 +293,16 @@ class RunInfo(Saved):
     # a calibrated run (cardgen build --calibrate): ``points`` are the points measured, and this says how every other
     # point of the suite was predicted (cardgen.schemas.calibration)
     calibration: CalibrationReport | None = None
+    # how the run was built (cardgen.buildconfig), as read back from the file: no secret, no parsed suite (that
+    # is ``suite_spec``). None in a run.json written before cardgen saved it, or made by a test's driver
+    build: Annotated[BuildConfig | None, BeforeValidator(_saved_build)] = None
+
+    def ran_saturated(self) -> bool:
+        """Whether the run was built with ``--run-saturated``: its saved build config says; a run.json written
+        before cardgen saved one, its command line."""
+        if self.build is not None:
+            return self.build.load.run_saturated
+        return "--run-saturated" in self.command
 
     @model_validator(mode="after")
     def _clock(self) -> RunInfo:

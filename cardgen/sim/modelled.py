@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cardgen.buildconfig import BuildConfig, VirtualTarget
 from cardgen.errors import UsageError
-from cardgen.points import Point, expand, fit_context
+from cardgen.points import Point, expand, fit_context, suite_adapters
 from cardgen.runinfo import begin_run_info
 from cardgen.runwriter import RunWriter, plan_resume, suite_of
 from cardgen.schemas.records import MetricSample
@@ -27,7 +28,6 @@ from cardgen.sim.hardware import is_gpu_file, load_gpu_file
 from cardgen.sim.perf import PerfModel
 from cardgen.sim.roofline import list_engines
 from cardgen.sim.served import ServedModel
-from cardgen.suite import Suite
 
 #: the modelled run's steps vary by this relative standard deviation around the model's: about a steady real
 #: server's noise, so precision targets stop about where they would on one (the plan uses the same)
@@ -99,6 +99,18 @@ class ModelledServer:
         return {"name": self.gpu_name, "count": self.tp, "modelled": True}
 
     @classmethod
+    def of_build(cls, config: BuildConfig, *, gpu: str) -> ModelledServer:
+        """The virtual server ``config`` builds on ``gpu`` (one of its GPUs): its model serving the adapters its
+        suite asks for, doing what its served-model flags say."""
+        target = config.target
+        served = ServedModel()
+        if isinstance(target, VirtualTarget):
+            served = ServedModel.of_options(**target.served.model_dump(),
+                                            adapters=suite_adapters(expand(config.parsed_suite)))
+        return cls(model=config.model, gpu=gpu, tp=target.tp, model_config=target.model_config_path,
+                   engine=target.engine or "vllm", served=served)
+
+    @classmethod
     def of_run(cls, info: RunInfo, *, model_config: Path | None = None) -> ModelledServer:
         """The virtual server a modelled run measured, from run.json's ``sim`` (``model_config`` replaces the
         one it names)."""
@@ -122,10 +134,12 @@ def _appender(writer: RunWriter) -> Callable[[Sequence[DrivenRequest], Sequence[
     return append
 
 
-def modelled_run(server: ModelledServer, suite: Suite, run_dir: Path, *, argv: Sequence[str], started_unix: float,
-                 run_saturated: bool = False) -> RunInfo:
-    """``suite`` on ``server``, in virtual time from ``started_unix``, written to ``run_dir`` as it goes
-    (run.json says ``clock: virtual`` and ``modelled``). A Ctrl-C leaves the run ``interrupted``, resumable."""
+def modelled_run(server: ModelledServer, build: BuildConfig, run_dir: Path, *, argv: Sequence[str],
+                 started_unix: float) -> RunInfo:
+    """``build``'s suite on ``server``, in virtual time from ``started_unix``, written to ``run_dir`` as it goes
+    (run.json says ``clock: virtual`` and ``modelled``, and keeps ``build``). A Ctrl-C leaves the run
+    ``interrupted``, resumable."""
+    suite = build.parsed_suite
     config = server.config()
     perf = build_perf(config)
     answer = probe_answer(config, perf, started_unix=started_unix)
@@ -137,15 +151,16 @@ def modelled_run(server: ModelledServer, suite: Suite, run_dir: Path, *, argv: S
                           clock="virtual", modelled=True, gpu=server.gpu_info(),
                           sim={**answer.extra["sim"], **server.describe({}), "clock": "virtual",
                                "drive": modelled_options(start_unix=started_unix).described()}, warnings=warnings,
-                          points=[PointOutcome(name=p.name, kind=p.kind) for p in points])
+                          points=[PointOutcome(name=p.name, kind=p.kind) for p in points], build=build)
     return _run(config, perf, RunWriter.begin(run_dir, info), points, started_unix=started_unix,
-                run_saturated=run_saturated)
+                run_saturated=build.load.run_saturated)
 
 
 def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
                     model_config: Path | None = None) -> RunInfo:
     """Continue the modelled run in ``run_dir`` (``clock: virtual``) that was cut off: its points that did not end,
-    in virtual time from ``started_unix`` on a virtual server started afresh, appended to the same files."""
+    in virtual time from ``started_unix`` on a virtual server started afresh, appended to the same files, as the
+    run was built (run.json's ``build``: ``--run-saturated``)."""
     server = ModelledServer.of_run(info, model_config=model_config)
     server.check()
     config = server.config()
@@ -154,7 +169,7 @@ def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
     resumed = plan_resume(info, points)
     writer = RunWriter.resume(run_dir, info, resumed, when=started_unix)
     return _run(config, perf, writer, resumed.to_run, started_unix=started_unix,
-                run_saturated="--run-saturated" in info.command, attempts=resumed.attempts)
+                run_saturated=info.ran_saturated(), attempts=resumed.attempts)
 
 
 def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence[Point], *, started_unix: float,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from clirun import cardgen
 
+from cardgen.buildconfig import BuildConfig, SuiteChoice, VirtualTarget
 from cardgen.errors import UsageError
 from cardgen.points import expand
 from cardgen.rundir import RunDir
@@ -30,6 +31,7 @@ scenarios:
 - {kind: open, name: poisson, prompt_tokens: 64, output_tokens: 32, rates: [8], num_requests: 12}
 """, source="test")
 SERVER = ModelledServer(model="CodeLlama-7b", gpu="A100-80GB")
+BUILD = BuildConfig(model="CodeLlama-7b", suite=SuiteChoice(name="resumable", spec=SUITE), target=VirtualTarget())
 T0 = 1_800_000_000.0
 
 
@@ -51,7 +53,7 @@ def cut_off_run(out: Path, monkeypatch: pytest.MonkeyPatch, *, after: int) -> No
     with monkeypatch.context() as patch:
         patch.setattr(drive_module.VirtualInterpreter, "_complete", interrupted)
         with pytest.raises(KeyboardInterrupt):
-            modelled_run(SERVER, SUITE, out, argv=["cardgen", "build", "CodeLlama-7b"], started_unix=T0)
+            modelled_run(SERVER, BUILD, out, argv=["cardgen", "build", "CodeLlama-7b"], started_unix=T0)
 
 
 def test_ctrl_c_mid_point_then_resume_completes_with_nothing_lost_and_nothing_repeated(tmp_path, monkeypatch):
@@ -96,7 +98,7 @@ def test_ctrl_c_mid_point_then_resume_completes_with_nothing_lost_and_nothing_re
 
 
 def test_a_resumed_run_ends_with_the_points_an_uninterrupted_run_has(tmp_path, monkeypatch):
-    whole = modelled_run(SERVER, SUITE, tmp_path / "whole", argv=["cardgen"], started_unix=T0)
+    whole = modelled_run(SERVER, BUILD, tmp_path / "whole", argv=["cardgen"], started_unix=T0)
     cut_off_run(tmp_path / "cut", monkeypatch, after=40)
     resumed = resume_modelled(tmp_path / "cut", check_resumable(tmp_path / "cut"), started_unix=T0 + 3600)
     assert [(p.name, p.stop, p.requests) for p in resumed.points] == [
