@@ -1,31 +1,31 @@
-"""cardgen's exceptions: one tree under one base, so the CLI can print one line and exit non-zero.
+"""cardgen's exceptions: one tree under one base, so the CLI can print one line and exit non-zero. The exit
+code of each class is on its left.
 
-    CardgenError (click.ClickException)
-    ├── UsageError          bad input: a flag, a model name, a URL, a suite file
-    ├── ServerError         the server under test could not be reached or misbehaved before any load
-    ├── RunError            a run went wrong (every request failed, the recorder broke)
-    └── RenderError         a run directory could not be analysed or rendered
-        └── RunFileError    a file of a run directory is missing, garbled or does not fit its schema
-            └── NewerSchemaError  ... because a newer cardgen wrote it: upgrade
+    1  CardgenError              anything else cardgen reports to a person
+    2  ├── UsageError            bad input: a flag, a model name, a URL, a suite file
+    3  ├── ServerError           the server under test could not be reached or misbehaved before any load
+    4  ├── RunError              a run went wrong (every request failed, the recorder broke)
+    5  └── RenderError           a run directory could not be analysed or rendered
+    5      └── RunFileError      a file of a run directory is missing, garbled or does not fit its schema
+    5          └── NewerSchemaError  ... because a newer cardgen wrote it: upgrade
+
+Plain exceptions: the core does not know the command line (pyproject's import-linter contract says so).
+:func:`cardgen.cli.main.main` prints ``message`` as one line and exits with ``exit_code``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import click
 
-
-class CardgenError(click.ClickException):
-    """Base of every error cardgen reports to a person: one line, exit code 1 (or ``exit_code``)."""
+class CardgenError(Exception):
+    """Base of every error cardgen reports to a person: ``message`` is one line, the exit code ``exit_code``."""
 
     exit_code = 1
 
     def __init__(self, message: str) -> None:
-        super().__init__(" ".join(str(message).split()))
-
-    def format_message(self) -> str:
-        return self.message
+        self.message = " ".join(str(message).split())
+        super().__init__(self.message)
 
 
 class UsageError(CardgenError):

@@ -8,9 +8,31 @@ Each interpreter makes an :class:`Outcome` of the record it wrote (:meth:`Outcom
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from cardgen.schemas.records import RequestRecord
+
+class Recorded(Protocol):
+    """What :meth:`Outcome.of` reads of a stored record (:class:`cardgen.schemas.records.RequestRecord`; typed
+    by its shape, so the core's rules do not import the saved models)."""
+
+    @property
+    def error(self) -> object: ...
+    @property
+    def sent_at(self) -> float: ...
+    @property
+    def first_token_at(self) -> float | None: ...
+    @property
+    def end_at(self) -> float | None: ...
+    @property
+    def prompt_tokens(self) -> int | None: ...
+    @property
+    def prompt_tokens_target(self) -> int: ...
+    @property
+    def output_tokens(self) -> int | None: ...
+    @property
+    def chunk_times(self) -> Sequence[float]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +48,7 @@ class Outcome:
     chunk_times: tuple[float, ...] = ()  # every text-bearing chunk's arrival
 
     @classmethod
-    def of(cls, rec: RequestRecord) -> Outcome:
+    def of(cls, rec: Recorded) -> Outcome:
         return cls(ok=rec.error is None, sent_at=rec.sent_at, first_token_at=rec.first_token_at, end_at=rec.end_at,
                    prompt_tokens=rec.prompt_tokens if rec.prompt_tokens is not None else rec.prompt_tokens_target,
                    output_tokens=rec.output_tokens, chunk_times=tuple(rec.chunk_times))

@@ -342,19 +342,6 @@ class RunDir:
         """Write ``summary.json`` (its own stable text: :meth:`Summary.to_json`)."""
         return self.write_text(SUMMARY_JSON, summary.to_json())
 
-    def mark_died(self) -> RunInfo:
-        """Persist what :meth:`load_run_info` reports: a ``running`` run whose writer on this host is gone
-        becomes ``died`` in ``run.json``, with a warning saying so. For a command that resumes or cleans up runs;
-        any other run is left as it is. Returns ``run.json`` as it now is on disk."""
-        info = self.load_run_info(as_written=True)
-        if info.status == RUNNING and effective_status(info) == DIED:
-            info.status = DIED
-            when = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-            info.warnings.append(f"the process measuring this run (pid {info.pid} on {info.hostname}) ended "
-                                 f"without recording an end (killed?); marked died at {when}")
-            self.write_json(RUN_JSON, info)
-        return info
-
     # reading
 
     def load_run_info(self, *, as_written: bool = False) -> RunInfo:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from cardgen import __version__
+from cardgen.buildconfig import BuildConfig
 from cardgen.redact import redact_argv
 from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import PointOutcome, RunInfo, ServerInfo
@@ -34,15 +35,17 @@ def utc_text(ts: float) -> str:
 def begin_run_info(*, argv: Sequence[str], model: str, suite: Suite, server: ServerInfo, started_unix: float,
                    clock: Clock, modelled: bool, gpu: Mapping[str, Any] | None = None,
                    sim: Mapping[str, Any] | None = None, workers: int = 0, workers_choice: str | None = None,
-                   warnings: Iterable[str] = (), points: Iterable[PointOutcome] = ()) -> RunInfo:
-    """run.json as first written: the command (its secrets masked), the suite, the server, which clock times
-    the requests, and the points planned (none reached yet)."""
+                   warnings: Iterable[str] = (), points: Iterable[PointOutcome] = (),
+                   build: BuildConfig | None = None) -> RunInfo:
+    """run.json as first written: the command (its secrets masked), how the run was built (``build``: secrets
+    masked as it is saved), the suite, the server, which clock times the requests, and the points planned (none
+    reached yet)."""
     return RunInfo(
         cardgen_version=__version__, command=redact_argv(list(argv)), model=model, suite=suite.name,
         suite_spec=suite.model_dump(mode="json"), started_at=utc_text(started_unix), started_unix=started_unix,
         server=server, clock=clock, modelled=modelled, sim=dict(sim) if sim is not None else None,
         gpu=dict(gpu or {}), workers=workers, workers_choice=workers_choice, warnings=list(warnings),
-        points=list(points))
+        points=list(points), build=build)
 
 
 @dataclass

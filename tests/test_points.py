@@ -47,7 +47,7 @@ def test_point_roundtrips_through_the_wire_with_inf():
 def test_bad_suites_give_one_line_errors_naming_the_problem(text, needle):
     with pytest.raises(UsageError) as err:
         parse_suite(text, source="s.yaml")
-    msg = err.value.format_message()
+    msg = err.value.message
     assert needle in msg and "\n" not in msg
 
 

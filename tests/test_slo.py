@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
 
 import pytest
 
+from cardgen.outcome import Outcome
 from cardgen.slo import (
     ALPHA,
     ProbeJudge,
@@ -71,19 +71,15 @@ def test_a_p99_far_below_its_threshold_is_met_long_before_600_independent_draws(
     assert estimate(values[:1000], Target("tpot", 99, 0.050), level=0.99).met is None  # too few for the tail
 
 
-@dataclass
-class _Record:
-    sent_at: float
-    first_token_at: float | None
-    end_at: float | None
-    output_tokens: int = 10
-    chunk_times: list[float] = field(default_factory=list)
-    error: str | None = None
+def _ended(sent_at: float, first_token_at: float | None, end_at: float | None) -> Outcome:
+    """A request that ended, as the probe is told it."""
+    return Outcome(ok=True, sent_at=sent_at, first_token_at=first_token_at, end_at=end_at, prompt_tokens=100,
+                   output_tokens=10)
 
 
 def test_a_probe_is_judged_on_its_first_sends_whatever_order_records_end_in():
     rng = random.Random(3)
-    records = [_Record(i, i + rng.expovariate(4.0), i + 1.0 + rng.random()) for i in range(300)]
+    records = [_ended(i, i + rng.expovariate(4.0), i + 1.0 + rng.random()) for i in range(300)]
     targets = (Target("ttft", 90, 0.8),)  # TTFT exponential with mean 0.25 s: its p90 is 0.58 s
     verdicts = []
     for seed in range(4):
@@ -102,7 +98,7 @@ def test_a_probe_is_judged_on_its_first_sends_whatever_order_records_end_in():
 def test_a_probe_with_a_late_send_is_never_met():
     probe = ProbeJudge((Target("ttft", 50, 1.0),), min_requests=5, cap=40)
     for i in range(40):
-        probe.add(i, _Record(i, i + 0.1, i + 0.2), late=i == 3)
+        probe.add(i, _ended(i, i + 0.1, i + 0.2), late=i == 3)
     verdict = probe.finish()
     assert verdict.met is None and verdict.late
 
@@ -110,9 +106,9 @@ def test_a_probe_with_a_late_send_is_never_met():
 def test_the_warm_up_is_not_judged():
     probe = ProbeJudge((Target("ttft", 50, 1.0),), min_requests=5, cap=40)
     for i in range(4):  # a slow first round
-        probe.add(i, _Record(i, i + 5.0, i + 6.0), warmup=True)
+        probe.add(i, _ended(i, i + 5.0, i + 6.0), warmup=True)
     for i in range(4, 40):
-        probe.add(i, _Record(i, i + 0.1, i + 0.2))
+        probe.add(i, _ended(i, i + 0.1, i + 0.2))
     assert probe.finish().met is True
 
 
@@ -121,7 +117,7 @@ def test_a_probe_at_its_threshold_stops_once_even_its_cap_would_not_decide_it():
     probe = ProbeJudge((Target("ttft", 99, 1.0),), min_requests=20, cap=100_000)
     verdict = None
     for i in range(100_000):  # TTFT exponential with its 99th percentile exactly at the threshold
-        verdict = probe.add(i, _Record(i, i + rng.expovariate(math.log(100)), i + 2.0))
+        verdict = probe.add(i, _ended(i, i + rng.expovariate(math.log(100)), i + 2.0))
         if verdict is not None:
             break
     assert verdict is not None and verdict.met is None and verdict.futile and verdict.requests < 50_000

@@ -2,7 +2,8 @@
 """The server under calibration measured over HTTP by the load engine, in real time: the load stage's
 :func:`~cardgen.load.stage.prepare` once (probe, prompts of every length the suite sends, run.json), then its
 :func:`~cardgen.load.stage.execute` and :func:`~cardgen.load.stage.finish` once per phase, appending to the same
-files as a resumed run does (the tallies are the whole run's). Import this module before anything that imports
+files as a resumed run does (the tallies are the whole run's), all through the run's one
+:class:`~cardgen.runwriter.RunWriter`. Import this module before anything that imports
 ``ssl``."""
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ from pathlib import Path
 
 import requests
 
-from cardgen.calibrated.measurer import add_points
 from cardgen.points import Point
 from cardgen.promtext import parse_metrics
-from cardgen.rundir import RunDir
 from cardgen.schemas.calibration import CalibrationReport
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import RUNNING, PointOutcome, RunInfo
@@ -30,12 +29,11 @@ class LoadMeasurer:
 
     def __init__(self, cfg: LoadConfig) -> None:
         prepared = prepare(cfg)
-        info = prepared.info.model_copy(deep=True)
-        info.points = []  # run.json lists the points measured, as they run
-        self.files = RunDir(cfg.run_dir)
-        self.files.save_run_info(info)
-        self.prepared = replace(prepared, info=info, attempts={})
-        self.warnings = list(info.warnings)  # prepare's; each phase's finish adds the whole run's again
+        self.writer = prepared.writer
+        self.writer.info.points = []  # run.json lists the points measured, as they run
+        self.writer.save()
+        self.prepared = replace(prepared, attempts={})
+        self.warnings = list(self.writer.info.warnings)  # prepare's; each phase's finish adds the whole run's again
         self.run_dir = Path(cfg.run_dir)
         self.server = prepared.server
         self.points: Sequence[Point] = prepared.points
@@ -58,24 +56,19 @@ class LoadMeasurer:
             return []
 
     def measure(self, points: Sequence[Point], *, phase: str) -> None:
-        info = self.prepared.info.model_copy(deep=True)
+        info = self.writer.info  # running again, while this phase measures
         info.status, info.ended_unix, info.ended_at = RUNNING, None, None
         info.warnings = list(self.warnings)
         attempts = {p.name: p.attempt for p in info.points} | {p.name: 0 for p in points}
-        prepared = replace(self.prepared, points=tuple(points), info=info, attempts=attempts,
-                           resumed=self.phases > 0, points_done=len(info.points), phase=f"calibrate: {phase}")
-        result = finish(prepared, execute(prepared))
-        self.prepared = replace(self.prepared, info=result.info)
+        prepared = replace(self.prepared, points=tuple(points), attempts=attempts, resumed=self.phases > 0,
+                           points_done=len(info.points), phase=f"calibrate: {phase}")
+        finish(prepared, execute(prepared))
         self.phases += 1
 
     def not_run(self, outcomes: Sequence[PointOutcome]) -> None:
-        info = self.prepared.info.model_copy(deep=True)
-        add_points(info, outcomes)
-        self.files.save_run_info(info)
-        self.prepared = replace(self.prepared, info=info)
+        self.writer.put_points(*outcomes)
 
     def finish(self, calibration: CalibrationReport) -> RunInfo:
-        info = self.files.load_run_info(as_written=True)
-        info.calibration = calibration
-        self.files.save_run_info(info)
-        return info
+        self.writer.info.calibration = calibration
+        self.writer.save()
+        return self.writer.info

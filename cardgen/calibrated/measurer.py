@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Protocol
 
 from cardgen.points import Point, expand, fit_context
-from cardgen.recorder import Recorder
-from cardgen.rundir import RunDir
 from cardgen.runinfo import begin_run_info
+from cardgen.runwriter import RunWriter
 from cardgen.schemas.calibration import CalibrationReport
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import COMPLETE, PointOutcome, RunInfo, ServerInfo
@@ -53,17 +52,6 @@ class Measurer(Protocol):
         ...
 
 
-def add_points(info: RunInfo, outcomes: Sequence[PointOutcome]) -> None:
-    """run.json's ``points``: each outcome replaces the point's entry, or is appended."""
-    names = [p.name for p in info.points]
-    for outcome in outcomes:
-        if outcome.name in names:
-            info.points[names.index(outcome.name)] = outcome
-        else:
-            info.points.append(outcome)
-            names.append(outcome.name)
-
-
 NETWORK_S = 0.0005  # a request's way to a server on loopback and its answer's way back, each (HTTP handling)
 
 
@@ -88,16 +76,14 @@ class VirtualMeasurer:
         self.server = probe_answer(config, perf, started_unix=started_unix)
         points, warnings = fit_context(expand(suite), max_model_len(config, perf))
         self.points = points
-        self.info = begin_run_info(argv=argv, model=config.model, suite=suite, server=self.server,
-                                   started_unix=started_unix, clock="virtual", modelled=True,
-                                   gpu={"name": gpu_name or config.gpu, "count": config.tp, "modelled": True},
-                                   sim={**self.server.extra["sim"], "clock": "virtual",
-                                        "drive": measured_options(start_unix=started_unix).described()},
-                                   warnings=warnings)
-        self.files = RunDir(self.run_dir)
-        self.files.path.mkdir(parents=True, exist_ok=True)
-        self.files.save_run_info(self.info)
-        self.recorder = Recorder(self.run_dir)
+        info = begin_run_info(argv=argv, model=config.model, suite=suite, server=self.server,
+                              started_unix=started_unix, clock="virtual", modelled=True,
+                              gpu={"name": gpu_name or config.gpu, "count": config.tp, "modelled": True},
+                              sim={**self.server.extra["sim"], "clock": "virtual",
+                                   "drive": measured_options(start_unix=started_unix).described()},
+                              warnings=warnings)
+        self.writer = RunWriter.begin(self.run_dir, info)
+        self.writer.open({})
         self.t = started_unix
         self.phases = 0
         self._wall = time.perf_counter()
@@ -110,23 +96,15 @@ class VirtualMeasurer:
             self.t += time.perf_counter() - self._wall
         run = drive(points, self.config, perf=self.perf,
                     options=measured_options(start_unix=self.t, seed=self.phases))
-        for driven in run.requests:
-            self.recorder.record(driven.record)
-        for sample in run.scrapes:
-            self.recorder.scrape(sample)
-        add_points(self.info, [p.outcome() for p in run.points])
-        self.files.save_run_info(self.info)
+        self.writer.append(records=run.records, scrapes=run.scrapes)
+        self.writer.put_points(*(p.outcome() for p in run.points))
         self.t = run.ended_unix
         self.phases += 1
         self._wall = time.perf_counter()
 
     def not_run(self, outcomes: Sequence[PointOutcome]) -> None:
-        add_points(self.info, outcomes)
-        self.files.save_run_info(self.info)
+        self.writer.put_points(*outcomes)
 
     def finish(self, calibration: CalibrationReport) -> RunInfo:
-        self.recorder.close()
-        self.info.calibration = calibration
-        self.recorder.tally.end(self.info, ended_unix=self.t, status=COMPLETE)
-        self.files.save_run_info(self.info)
-        return self.info
+        self.writer.info.calibration = calibration
+        return self.writer.end(COMPLETE, ended_unix=self.t)

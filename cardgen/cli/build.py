@@ -8,11 +8,21 @@ must import Locust first, which patches the standard library for gevent; a model
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
 
-from cardgen.cli.options import REAL_TIME_OPTIONS, parse_gpus, server_options
+from cardgen.buildconfig import (
+    BuildConfig,
+    LaunchTarget,
+    Outputs,
+    ServedOptions,
+    SuiteChoice,
+    UrlTarget,
+    VirtualTarget,
+)
+from cardgen.cli.options import REAL_TIME_OPTIONS, parse_gpus, parse_load, server_options
 from cardgen.cli.price import PRICE_OPTION, check_price
 from cardgen.cli.served import NAMES as SERVED_OPTIONS
 from cardgen.cli.served import served_model_options
@@ -53,59 +63,73 @@ from cardgen.suite import load_suite
               help="With --calibrate: a spot check that misses its prediction by more than this fraction on any "
                    "figure has its prompt / output pair measured point by point instead.")
 @click.pass_context
-def build(ctx: click.Context, model: str, url: str | None, suite_name: str, out_dir: Path | None, runs_root: Path,
-          api_key: str | None, workers: str, remote_workers: bool, master_bind: str, master_port: int,
-          engine: str | None, launch: str | None, engine_args: str, gpu: str, model_config: Path | None, tp: int,
-          real_time: bool, gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
-          quiet: bool, lora_modules: tuple[str, ...], reasoning_share: float, spec_tokens: int,
-          spec_acceptance: float | None, spec_method: str, lora_rank: int | None, max_loras: int | None,
-          host_s_per_token: float, price_per_hour: float | None, calibrate: bool,
-          calibrate_tolerance: float) -> None:
+def build(ctx: click.Context, **params: Any) -> None:
     """Measure MODEL's server and write its card into a run directory; without a server, model one."""
-    check_price(price_per_hour)
-    suite = load_suite(suite_name)
-    given = {name for name in ctx.params if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)}
-    gpus = parse_gpus(gpu)
+    run_build(parse_build(ctx), api_key=params["api_key"])
+
+
+def parse_build(ctx: click.Context) -> BuildConfig:
+    """``build``'s options as one :class:`BuildConfig`; a one-line UsageError for options that do not go together
+    (those that need the server's own modules, which import ``ssl``, are checked where the load begins:
+    :func:`cardgen.cli.measure.build_measured`). The API key is no part of it."""
+    p = ctx.params
+    url, launch, real_time, calibrate = p["url"], p["launch"], p["real_time"], p["calibrate"]
+    check_price(p["price_per_hour"])
+    suite = load_suite(p["suite_name"])
+    given = {name for name in p if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)}
+    gpus = parse_gpus(p["gpu"])
     modelled_only = sorted(given & set(SERVED_OPTIONS))
     if (url or launch) and modelled_only:
         raise UsageError(f"--{modelled_only[0].replace('_', '-')} describes the virtual server's model: against a "
                          "real server, give the engine its own flags (--engine-args)")
-    if lora_modules and not launch:
+    if p["lora_modules"] and not launch:
         raise UsageError("--lora-module serves an adapter from an engine cardgen starts: give --launch (a server at "
                          "--url serves its own)")
-    served = None if (url or launch) else ServedModel.of_options(
-        reasoning_share=reasoning_share, spec_tokens=spec_tokens, spec_acceptance=spec_acceptance,
-        spec_method=spec_method, adapters=suite_adapters(expand(suite)), lora_rank=lora_rank, max_loras=max_loras,
-        host_s_per_token=host_s_per_token)
+    served = ServedOptions(**{name: p[name] for name in SERVED_OPTIONS})
+    if not (url or launch):  # the flags that do not go together fail now, before anything runs
+        ServedModel.of_options(**served.model_dump(), adapters=suite_adapters(expand(suite)))
     if "calibrate_tolerance" in given and not calibrate:
         raise UsageError("--calibrate-tolerance applies to --calibrate: add --calibrate, or drop it")
     if calibrate and not (url or launch or real_time):
         raise UsageError("--calibrate measures a server and predicts the rest of the suite from it: give --url, "
                          "--launch, or --real-time (the virtual server over HTTP)")
-    if calibrate and run_saturated:
+    if calibrate and p["run_saturated"]:
         raise UsageError("--calibrate predicts the points a saturated server would skip as skipped: drop "
                          "--run-saturated")
-    if url or launch or real_time:
+    if not (url or launch or real_time):
+        real_only = sorted(given & REAL_TIME_OPTIONS)
+        if real_only:
+            raise UsageError(f"--{real_only[0].replace('_', '-')} applies to a load against a server: give --url, "
+                             "--launch, or --real-time to measure the virtual server over HTTP")
+    server = dict(engine=p["engine"], gpus=tuple(gpus), gpu_given="gpu" in given, tp=p["tp"],
+                  model_config_path=p["model_config"])
+    if (url or launch) and real_time:
+        raise UsageError("--real-time is for the virtual server: a server at --url or --launch is measured in "
+                         "real time already")
+    if url and launch:
+        raise UsageError("give either --url (a running server) or --launch (start one), not both")
+    target: UrlTarget | LaunchTarget | VirtualTarget
+    if url:
+        target = UrlTarget(url=url, **server)
+    elif launch:
+        target = LaunchTarget(launch=launch, engine_args=p["engine_args"], lora_modules=p["lora_modules"], **server)
+    else:
+        target = VirtualTarget(real_time=real_time, served=served, **server)
+    return BuildConfig(
+        model=p["model"], suite=SuiteChoice(name=p["suite_name"], spec=suite), target=target,
+        load=parse_load(p),
+        outputs=Outputs(out_dir=p["out_dir"], runs_root=p["runs_root"], no_card=p["no_card"], quiet=p["quiet"]),
+        price_per_hour=p["price_per_hour"], calibrate_tolerance=p["calibrate_tolerance"] if calibrate else None)
+
+
+def run_build(config: BuildConfig, *, api_key: str | None = None) -> None:
+    """The build ``config`` says: a load over HTTP, or a modelled run; then the card. ``api_key``: the server's
+    bearer token, never part of the config (nor of anything written)."""
+    if config.over_http:
         from cardgen.cli import measure  # noqa: PLC0415  Locust patches ssl: a load over HTTP imports it before all else
 
-        measure.build_measured(model, url=url, launch=launch, real_time=real_time, suite_name=suite_name,
-                               suite=suite, gpus=gpus, out_dir=out_dir, runs_root=runs_root, api_key=api_key,
-                               workers=workers, remote_workers=remote_workers, master_bind=master_bind,
-                               master_port=master_port, engine=engine, engine_args=engine_args,
-                               model_config=model_config, tp=tp, gpu_given="gpu" in given,
-                               gpu_metrics_url=gpu_metrics_url, scrape_interval=scrape_interval,
-                               run_saturated=run_saturated, no_card=no_card, quiet=quiet, served=served,
-                               lora_modules=lora_modules, price_per_hour=price_per_hour,
-                               calibrate=calibrate_tolerance if calibrate else None)
+        measure.build_measured(config, api_key=api_key)
         return
-    real_only = sorted(given & REAL_TIME_OPTIONS)
-    if real_only:
-        raise UsageError(f"--{real_only[0].replace('_', '-')} applies to a load against a server: give --url, "
-                         "--launch, or --real-time to measure the virtual server over HTTP")
     from cardgen.cli import model as modelled  # noqa: PLC0415  it imports ssl: chosen after the path, for Locust's sake
 
-    modelled.build_modelled(model, suite=suite, gpus=gpus, out_dir=out_dir, runs_root=runs_root, engine=engine,
-                            model_config=model_config, tp=tp, run_saturated=run_saturated, no_card=no_card,
-                            quiet=quiet, served=served or ServedModel(), price_per_hour=price_per_hour)
-
-
+    modelled.build_modelled(config)

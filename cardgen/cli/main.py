@@ -64,8 +64,10 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: CardgenError prints one line; an unexpected error prints one line too (the traceback
-    with CARDGEN_DEBUG=1); Ctrl-C exits 130; a command that exits with a status (``ctx.exit(3)``) keeps it."""
+    """Entry point: a :class:`~cardgen.errors.CardgenError` (plain exceptions: the core knows no click) or click's
+    own usage error prints one line and exits with its code; an unexpected error prints one line too (the
+    traceback with CARDGEN_DEBUG=1); Ctrl-C exits 130; a command that exits with a status (``ctx.exit(3)``)
+    keeps it."""
     try:
         code = cli.main(args=argv, prog_name="cardgen", standalone_mode=False)
     except click.exceptions.Abort:
@@ -74,7 +76,10 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("cardgen: interrupted", err=True)
         sys.exit(130)
-    except click.ClickException as exc:
+    except CardgenError as exc:  # cardgen's own tree: plain exceptions, each with its exit code
+        click.echo(f"cardgen: error: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:  # click's own: a missing argument, a bad option value
         click.echo(f"cardgen: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:

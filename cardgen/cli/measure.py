@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 import yaml
 
+from cardgen.buildconfig import BuildConfig, LaunchTarget, ResumeConfig, UrlTarget, VirtualTarget
 from cardgen.calibrated.loadmeasure import LoadMeasurer
 from cardgen.calibrated.steps import Start, calibrate
 from cardgen.cli.options import parse_workers
@@ -38,53 +39,47 @@ from cardgen.points import expand, suite_adapters
 from cardgen.redact import MASK
 from cardgen.rundir import SERVER_LOG, check_run_dir, default_run_dir, make_run_dir, run_dirs
 from cardgen.runinfo import load_seconds
-from cardgen.scenarios.resume import suite_of
+from cardgen.runwriter import suite_of
 from cardgen.schemas.run import RunInfo
 from cardgen.sim.catalog import read_data, resolve
 from cardgen.sim.launch import running_sim
 from cardgen.sim.modelled import ModelledServer
 from cardgen.sim.roofline import list_engines
-from cardgen.sim.served import ServedModel
 from cardgen.suite import Suite
 
 
-def build_measured(model: str, *, url: str | None, launch: str | None, real_time: bool, suite_name: str,
-                   suite: Suite, gpus: Sequence[str], out_dir: Path | None, runs_root: Path, api_key: str | None,
-                   workers: str, remote_workers: bool, master_bind: str, master_port: int, engine: str | None,
-                   engine_args: str, model_config: Path | None, tp: int, gpu_given: bool,
-                   gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool, no_card: bool,
-                   quiet: bool, served: ServedModel | None = None, lora_modules: Sequence[str] = (),
-                   price_per_hour: float | None = None, calibrate: float | None = None) -> None:
-    """``cardgen build`` over HTTP: the server at ``url`` or started with ``launch`` (one GPU type), or with
-    ``real_time`` the virtual server of each GPU on loopback (its model doing what ``served`` says). An engine
-    started with ``launch`` serves ``lora_modules`` (``NAME=PATH``) too. ``calibrate``: the spot checks' tolerance of a
-    calibrated run (:mod:`cardgen.calibrated`), None for a measured one."""
-    if launch and lora_modules:
-        modules = [LoraModule.parse(spec) for spec in lora_modules]
-        check_served(modules, suite_adapters(expand(suite)))
-        engine_args = shlex.join([*shlex.split(engine_args), *get_adapter(launch).lora_args(modules)])
-    common = dict(suite_name=suite_name, suite=suite, runs_root=runs_root, api_key=api_key, workers=workers,
-                  remote_workers=remote_workers, master_bind=master_bind, master_port=master_port,
-                  engine_args=engine_args, model_config=model_config, tp=tp, gpu_metrics_url=gpu_metrics_url,
-                  scrape_interval=scrape_interval, run_saturated=run_saturated, no_card=no_card, quiet=quiet,
-                  price_per_hour=price_per_hour, calibrate=calibrate)
-    if url or launch:
-        if len(gpus) > 1:
+def build_measured(config: BuildConfig, *, api_key: str | None = None) -> None:
+    """``cardgen build`` over HTTP: the server at the config's URL or started with its ``launch`` (one GPU type),
+    or with ``real_time`` the virtual server of each of its GPUs on loopback. An engine cardgen starts serves the
+    config's LoRA modules too. A config with a ``calibrate_tolerance`` makes a calibrated run
+    (:mod:`cardgen.calibrated`). ``api_key``: the server's bearer token (no part of the config: never saved)."""
+    target = config.target
+    if isinstance(target, LaunchTarget) and target.lora_modules:
+        check_served([LoraModule.parse(spec) for spec in target.lora_modules],
+                     suite_adapters(expand(config.parsed_suite)))
+    if not isinstance(target, VirtualTarget):
+        if len(target.gpus) > 1:
             raise UsageError("several --gpu write one modelled run each: a measured server has one GPU type")
-        if real_time:
-            raise UsageError("--real-time is for the virtual server: a server at --url or --launch is measured in "
-                             "real time already")
-        adapter, profile = engine_choice(engine)
-        measure(model, url=url, launch=launch, out_dir=out_dir, engine=adapter, gpu=gpus[0], profile=profile,
-                gpu_given=gpu_given, **common)  # type: ignore[arg-type]
+        adapter, profile = engine_choice(target.engine)
+        measure(config, api_key=api_key, run_dir=config.outputs.out_dir, gpu=target.gpus[0], engine=adapter,
+                profile=profile)
         return
-    servers = [ModelledServer(model=model, gpu=g, tp=tp, model_config=model_config, engine=engine or "vllm",
-                              served=served or ServedModel()) for g in gpus]
+    servers = [ModelledServer.of_build(config, gpu=g) for g in target.gpus]
     for server in servers:
         server.check()
-    for server, run_dir in zip(servers, run_dirs(model, gpus, out_dir=out_dir, runs_root=runs_root), strict=True):
-        measure(model, url=None, launch=None, out_dir=run_dir, engine=None, gpu=server.gpu, profile=server.engine,
-                gpu_given=True, virtual=server, **common)  # type: ignore[arg-type]
+    out = config.outputs
+    for server, run_dir in zip(servers, run_dirs(config.model, target.gpus, out_dir=out.out_dir,
+                                                 runs_root=out.runs_root), strict=True):
+        measure(config, api_key=api_key, run_dir=run_dir, gpu=server.gpu, engine=None, profile=server.engine,
+                virtual=server)
+
+
+def launch_args(target: LaunchTarget) -> str:
+    """The engine's arguments: ``--engine-args``, and those that serve the target's LoRA modules."""
+    if not target.lora_modules:
+        return target.engine_args
+    modules = [LoraModule.parse(spec) for spec in target.lora_modules]
+    return shlex.join([*shlex.split(target.engine_args), *get_adapter(target.launch).lora_args(modules)])
 
 
 def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url: str | None, workers: int | str,
@@ -125,44 +120,49 @@ def profile_of_adapter(adapter: str) -> str:
     return adapter if adapter in list_engines() else "vllm"
 
 
-def measure(model: str, *, url: str | None, launch: str | None, suite_name: str, suite: Suite,
-            out_dir: Path | None, runs_root: Path, api_key: str | None, workers: str, remote_workers: bool,
-            master_bind: str, master_port: int, engine: str | None, engine_args: str, gpu: str,
-            model_config: Path | None, tp: int, profile: str, gpu_given: bool, gpu_metrics_url: str | None,
-            scrape_interval: float, run_saturated: bool, no_card: bool, quiet: bool,
-            virtual: ModelledServer | None = None, price_per_hour: float | None = None,
-            calibrate: float | None = None) -> None:
-    """Measure a server over HTTP with the load engine, in real time: the one at ``url``, one started with
-    ``launch``, or the virtual server ``virtual`` on loopback; then write the card. With ``calibrate`` (the spot
-    checks' tolerance), a calibrated run (:func:`measure_calibrated`)."""
-    count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url, workers=workers,
-                                 scrape_interval=scrape_interval)
-    name = model_name(model)
-    run_dir = out_dir or default_run_dir(name, root=runs_root)
+def measure(config: BuildConfig, *, api_key: str | None, run_dir: Path | None, gpu: str, engine: str | None,
+            profile: str, virtual: ModelledServer | None = None) -> None:
+    """Measure one server of ``config`` over HTTP with the load engine, in real time, into ``run_dir`` (None: a
+    new one under the runs root): the one at its URL, one started with its ``launch``, or the virtual server
+    ``virtual`` on loopback, on ``gpu``; ``engine`` forces the adapter, ``profile`` is the engine profile of its
+    cost plan. Then write the card. With a ``calibrate_tolerance``, a calibrated run (:func:`measure_calibrated`)."""
+    target, load, out = config.target, config.load, config.outputs
+    url = target.url if isinstance(target, UrlTarget) else None
+    launch = target.launch if isinstance(target, LaunchTarget) else None
+    count = check_server_options(url=url, launch=launch, gpu_metrics_url=load.gpu_metrics_url,
+                                 workers="0" if load.workers is None else load.workers,
+                                 scrape_interval=load.scrape_interval_s)
+    name = model_name(config.model)
+    run_dir = run_dir or default_run_dir(name, root=out.runs_root)
     check_run_dir(run_dir)  # before any server starts; missing parents are created with the run directory
-    cfg = LoadConfig(url=url or "", model=name, suite=suite, run_dir=run_dir, api_key=api_key, workers=count,
-                     remote_workers=remote_workers, master_bind_host=master_bind, master_port=master_port,
-                     scrape_interval_s=scrape_interval, quiet=quiet, engine=engine, gpu_metrics_url=gpu_metrics_url,
-                     run_saturated=run_saturated,
-                     gpu={"name": gpu, "name_source": "as given with --gpu"} if gpu_given and virtual is None else {})
-    if calibrate is not None:
-        start = Start(model=model, model_config=model_config, gpu=gpu, tp=tp, profile=profile, tolerance=calibrate)
+    cfg = LoadConfig(url=url or "", model=name, suite=config.parsed_suite, run_dir=run_dir, api_key=api_key,
+                     workers=count, remote_workers=load.remote_workers, master_bind_host=load.master_bind,
+                     master_port=load.master_port, scrape_interval_s=load.scrape_interval_s, quiet=out.quiet,
+                     engine=engine, gpu_metrics_url=load.gpu_metrics_url, run_saturated=load.run_saturated,
+                     gpu={"name": gpu, "name_source": "as given with --gpu"} if target.gpu_given and virtual is None
+                     else {}, build=config)
+    engine_args = launch_args(target) if isinstance(target, LaunchTarget) else ""
+    if config.calibrate_tolerance is not None:
+        start = Start(model=config.model, model_config=target.model_config_path, gpu=gpu, tp=target.tp,
+                      profile=profile, tolerance=config.calibrate_tolerance)
         start.shape()  # a model the virtual server cannot describe fails here, before any server starts
-        with measured_server(cfg, model=model, launch=launch, engine_args=engine_args, virtual=virtual) as cfg:
-            measure_calibrated(cfg, start, quiet=quiet)
+        with measured_server(cfg, model=config.model, launch=launch, engine_args=engine_args,
+                             virtual=virtual) as cfg:
+            measure_calibrated(cfg, start, quiet=out.quiet)
     else:
-        with plan_in_background(suite_name, model=model, gpu=gpu, tp=tp, model_config=model_config,
-                                modelled=virtual is not None, gpu_given=gpu_given, engine=profile) as plan:
-            with measured_server(replace(cfg, plan=plan), model=model, launch=launch, engine_args=engine_args,
-                                 virtual=virtual) as cfg:
+        with plan_in_background(config.suite.name, model=config.model, gpu=gpu, tp=target.tp,
+                                model_config=target.model_config_path, modelled=virtual is not None,
+                                gpu_given=target.gpu_given, engine=profile) as plan:
+            with measured_server(replace(cfg, plan=plan), model=config.model, launch=launch,
+                                 engine_args=engine_args, virtual=virtual) as cfg:
                 result = run_load(cfg)
             planned = plan() if plan is not None else None
-        if planned is not None and not quiet:
-            click.echo(f"cardgen: the load took {duration_text(load_seconds(result.info) * tp)} of GPU time (planned "
-                       f"~{duration_text(planned.gpu_time_s)})", err=True)
-    record_price(run_dir, price_for(price_per_hour, gpu))
-    if not no_card:
-        render_card(run_dir, quiet=quiet)
+        if planned is not None and not out.quiet:
+            click.echo(f"cardgen: the load took {duration_text(load_seconds(result.info) * target.tp)} of GPU time "
+                       f"(planned ~{duration_text(planned.gpu_time_s)})", err=True)
+    record_price(run_dir, price_for(config.price_per_hour, gpu))
+    if not out.no_card:
+        render_card(run_dir, quiet=out.quiet)
     click.echo(str(run_dir))
 
 
@@ -295,18 +295,19 @@ def plan_in_background(suite: str | Suite, *, model: str, gpu: str, tp: int, mod
         plan.close()
 
 
-def resume_measured(run_dir: Path, info: RunInfo, *, url: str | None, api_key: str | None, workers: str | None,
-                    remote_workers: bool, master_bind: str, master_port: int, engine: str | None, launch: str | None,
-                    engine_args: str, model_config: Path | None, gpu_metrics_url: str | None,
-                    scrape_interval: float, run_saturated: bool, no_card: bool, quiet: bool) -> None:
-    """Continue a run measured over HTTP against the server it measured, then write its card."""
-    count = check_server_options(url=url, launch=launch, gpu_metrics_url=gpu_metrics_url,
-                                 workers=info.workers if workers is None else workers, scrape_interval=scrape_interval)
+def resume_measured(info: RunInfo, config: ResumeConfig, *, api_key: str | None = None) -> None:
+    """Continue a run measured over HTTP against the server it measured (or the one ``config`` names), as it was
+    built (``config.load.run_saturated`` holds run.json's), then write its card."""
+    run_dir, load, out = config.run_dir, config.load, config.outputs
+    url, launch, engine_args = config.url, config.launch, config.engine_args
+    count = check_server_options(url=url, launch=launch, gpu_metrics_url=load.gpu_metrics_url,
+                                 workers=info.workers if load.workers is None else load.workers,
+                                 scrape_interval=load.scrape_interval_s)
     virtual = None
     launched = info.server.launch
     if not url and not launch:
         if info.modelled and info.sim is not None:
-            virtual = ModelledServer.of_run(info, model_config=model_config)
+            virtual = ModelledServer.of_run(info, model_config=config.model_config_path)
             virtual.check()
         elif launched is not None and launched.engine:
             launch = launched.engine
@@ -318,10 +319,9 @@ def resume_measured(run_dir: Path, info: RunInfo, *, url: str | None, api_key: s
         else:
             url = info.server.url
     cfg = LoadConfig(url=url or "", model=info.model, suite=suite_of(info), run_dir=run_dir, api_key=api_key,
-                     workers=count, remote_workers=remote_workers, master_bind_host=master_bind,
-                     master_port=master_port, scrape_interval_s=scrape_interval, quiet=quiet, engine=engine,
-                     gpu_metrics_url=gpu_metrics_url,
-                     run_saturated=run_saturated or "--run-saturated" in info.command)  # as the run began
+                     workers=count, remote_workers=load.remote_workers, master_bind_host=load.master_bind,
+                     master_port=load.master_port, scrape_interval_s=load.scrape_interval_s, quiet=out.quiet,
+                     engine=config.engine, gpu_metrics_url=load.gpu_metrics_url, run_saturated=load.run_saturated)
     planning = nullcontext() if virtual is None else plan_in_background(
         cfg.suite, model=virtual.model, gpu=virtual.gpu, tp=virtual.tp, model_config=virtual.model_config,
         modelled=True, gpu_given=True, done=[o.name for o in info.points if o.ended], engine=virtual.engine)
@@ -330,6 +330,6 @@ def resume_measured(run_dir: Path, info: RunInfo, *, url: str | None, api_key: s
                                            launch=launch, engine_args=engine_args, virtual=virtual) as cfg:
         prepared = prepare_resume(cfg, info)
         finish(prepared, execute(prepared))
-    if not no_card:
-        render_card(run_dir, quiet=quiet)
+    if not out.no_card:
+        render_card(run_dir, quiet=out.quiet)
     click.echo(str(run_dir))

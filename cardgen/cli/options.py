@@ -3,11 +3,12 @@ Plain click: importing this imports nothing that a load over HTTP must import af
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import click
 
+from cardgen.buildconfig import LoadOptions
 from cardgen.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,6 +51,15 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
         return f
 
     return apply
+
+
+def parse_load(params: Mapping[str, Any]) -> LoadOptions:
+    """The options of :func:`server_options` that say how the load runs, as ``build`` and ``resume`` share them
+    (checked where the load begins: :func:`cardgen.cli.measure.check_server_options`)."""
+    return LoadOptions(workers=params["workers"], remote_workers=params["remote_workers"],
+                       master_bind=params["master_bind"], master_port=params["master_port"],
+                       scrape_interval_s=params["scrape_interval"], gpu_metrics_url=params["gpu_metrics_url"],
+                       run_saturated=params["run_saturated"])
 
 
 def parse_workers(value: int | str) -> int | str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from cardgen.errors import UsageError
-from cardgen.rundir import RunDir
+from cardgen.runwriter import RunWriter
 from cardgen.schemas.run import PriceDescription
 from cardgen.sim.hardware import is_gpu_file, load_gpu_file
 
@@ -43,7 +43,6 @@ def record_price(run_dir: Path, price: PriceDescription | None) -> None:
     """Write ``price`` into the run's ``run.json`` (nothing when None)."""
     if price is None:
         return
-    rundir = RunDir(run_dir)
-    info = rundir.load_run_info(as_written=True)
-    info.price = price
-    rundir.save_run_info(info)
+    writer = RunWriter.amend(run_dir)
+    writer.info.price = price
+    writer.save()

@@ -11,11 +11,15 @@ as run.json says it was started), or the built-in virtual server started again w
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from cardgen.cli.options import server_options
-from cardgen.scenarios.resume import check_resumable
+from cardgen.buildconfig import Outputs, ResumeConfig
+from cardgen.cli.options import parse_load, server_options
+from cardgen.errors import UsageError
+from cardgen.runwriter import check_resumable
+from cardgen.schemas.run import RunInfo
 
 
 @click.command("resume")
@@ -23,21 +27,29 @@ from cardgen.scenarios.resume import check_resumable
 @click.option("--model-config", type=click.Path(path_type=Path),
               help="Virtual server: the Hugging Face config.json the run modelled, when run.json cannot name it.")
 @server_options(workers_default=None)
-def resume(run_dir: Path, url: str | None, api_key: str | None, workers: str | None, remote_workers: bool,
-           master_bind: str, master_port: int, engine: str | None, launch: str | None, engine_args: str,
-           model_config: Path | None, gpu_metrics_url: str | None, scrape_interval: float, run_saturated: bool,
-           no_card: bool, quiet: bool) -> None:
+@click.pass_context
+def resume(ctx: click.Context, **params: Any) -> None:
     """Continue the run in RUN_DIR where it stopped, and write its card."""
-    info = check_resumable(run_dir)
+    info = check_resumable(params["run_dir"])
+    config = parse_resume(ctx, info)
     if info.clock == "virtual":
         from cardgen.cli.model import resume_in_virtual_time  # noqa: PLC0415  it imports ssl: after the path is chosen
 
-        resume_in_virtual_time(run_dir, info, model_config=model_config, given=url or launch, no_card=no_card,
-                               quiet=quiet)
+        resume_in_virtual_time(info, config)
         return
     from cardgen.cli.measure import resume_measured  # noqa: PLC0415  Locust patches ssl: a load over HTTP imports it first
 
-    resume_measured(run_dir, info, url=url, api_key=api_key, workers=workers, remote_workers=remote_workers,
-                    master_bind=master_bind, master_port=master_port, engine=engine, launch=launch,
-                    engine_args=engine_args, model_config=model_config, gpu_metrics_url=gpu_metrics_url,
-                    scrape_interval=scrape_interval, run_saturated=run_saturated, no_card=no_card, quiet=quiet)
+    resume_measured(info, config, api_key=params["api_key"])
+
+
+def parse_resume(ctx: click.Context, info: RunInfo) -> ResumeConfig:
+    """``resume``'s options as one :class:`ResumeConfig`, with how the run was built read back from ``info``
+    (run.json): ``--run-saturated``, given now or when the run was built. The API key is no part of it."""
+    p = ctx.params
+    if info.clock == "virtual" and (p["url"] or p["launch"]):
+        raise UsageError(f"{p['run_dir']} was modelled in virtual time: resume it without --url or --launch")
+    load = parse_load(p)
+    return ResumeConfig(run_dir=p["run_dir"], url=p["url"], launch=p["launch"], engine_args=p["engine_args"],
+                        engine=p["engine"], model_config_path=p["model_config"],
+                        load=load.model_copy(update={"run_saturated": load.run_saturated or info.ran_saturated()}),
+                        outputs=Outputs(no_card=p["no_card"], quiet=p["quiet"]))

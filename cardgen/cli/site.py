@@ -37,9 +37,9 @@ def _warn(line: str) -> None:
     "--config",
     "config_file",
     type=click.Path(path_type=Path, dir_okay=False),
-    default=Path("mkdocs.yml"),
-    show_default=True,
-    help="MkDocs config; its docs_dir (site_src/) receives the generated pages.",
+    default=None,
+    help="MkDocs config; its docs_dir receives the generated pages.  [default: ./mkdocs.yml when there is one, "
+    "else cardgen's own, with ./site_src/ as docs_dir]",
 )
 @click.option(
     "--from-hub",
@@ -57,7 +57,7 @@ def _warn(line: str) -> None:
     help="Port for --serve (0: any free port).",
 )
 def site(
-    runs_root: Path, site_dir: Path, config_file: Path, from_hub: str | None, serve: bool, port: int
+    runs_root: Path, site_dir: Path, config_file: Path | None, from_hub: str | None, serve: bool, port: int
 ) -> None:
     """Build the report site: a leaderboard, a page per run, model, GPU and comparison, the methodology."""
 

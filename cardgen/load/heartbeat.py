@@ -8,8 +8,7 @@ import time
 import gevent
 from gevent.event import Event
 
-from cardgen.rundir import RunDir
-from cardgen.schemas.run import RunInfo
+from cardgen.runwriter import RunWriter
 
 HEARTBEAT_S = 5.0  # how often run.json is re-signed while the load runs
 
@@ -19,8 +18,8 @@ class Heartbeat:
     ends, so a reader can tell a live run from one killed without a word. The file is written in a thread of
     gevent's pool: an fsync must not stall the event loop that stamps chunk arrivals."""
 
-    def __init__(self, files: RunDir, info: RunInfo) -> None:
-        self.files, self.info = files, info
+    def __init__(self, writer: RunWriter) -> None:
+        self.writer = writer
         self._dirty = False
         self._stopping = False
         self._wake = Event()
@@ -38,7 +37,7 @@ class Heartbeat:
                 return
             if self._dirty or time.monotonic() - last >= HEARTBEAT_S:
                 self._dirty, last = False, time.monotonic()
-                pool.apply(self.files.save_run_info, (self.info.model_copy(deep=True),))
+                pool.apply(self.writer.save, (self.writer.info.model_copy(deep=True),))
 
     def __enter__(self) -> Heartbeat:
         self._greenlet = gevent.spawn(self._loop)

@@ -1,8 +1,8 @@
 # ruff: noqa: I001  (cardgen.load.stage first: it imports Locust, which monkey-patches the standard library)
 """Resuming a measured run (:func:`prepare_resume`): the server is probed again and must be the one the run
-measured; what runs is :func:`cardgen.scenarios.resume.resume_plan`'s. The load stage's
-:func:`~cardgen.load.stage.execute` and :func:`~cardgen.load.stage.finish` then run it as any other, appending
-to the same files."""
+measured; what runs is :func:`cardgen.scenarios.resume.resume_plan`'s, and the run's
+:class:`~cardgen.runwriter.RunWriter` continues its files. The load stage's :func:`~cardgen.load.stage.execute`
+and :func:`~cardgen.load.stage.finish` then run it as any other, appending to the same files."""
 
 from __future__ import annotations
 
@@ -28,11 +28,8 @@ from cardgen.engines import probe
 from cardgen.engines.detect import check_url
 from cardgen.errors import ServerError
 from cardgen.load.messages import Setup
-from cardgen.recorder import set_torn_tail_aside
-from cardgen.rundir import RunDir
-from cardgen.scenarios.resume import resume_plan, suite_of
-from cardgen.runinfo import utc_text
-from cardgen.schemas.run import RUNNING, STALE, RequestDialect, RunInfo
+from cardgen.runwriter import RunWriter, plan_resume, suite_of
+from cardgen.schemas.run import RequestDialect, RunInfo
 
 
 def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
@@ -40,11 +37,10 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
     the server at ``cfg.url``: the same points as the run planned, less those that ended (:func:`has_ended`);
     the point that was cut off runs again as its next attempt, points never reached as they were. The model,
     suite and GPU are the run's, whatever ``cfg`` says. run.json says ``running`` again, signed by this
-    process, with a warning that says what was resumed."""
+    process, with a warning that says what was resumed (:meth:`RunWriter.resume`)."""
     base = check_url(cfg.url)
     resolve_workers(cfg, ())
     run_dir = Path(cfg.run_dir)
-    files = RunDir(run_dir)
     cfg = replace(cfg, model=info.model, suite=suite_of(info), modelled=info.modelled,
                   sim=info.sim.model_dump(by_alias=True) if info.sim is not None else None,
                   gpu=info.gpu.model_dump(exclude_unset=True))
@@ -60,35 +56,21 @@ def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:
                           "the server the run measured (or force the engine with --engine)")
 
     points, _, _ = plan_points(cfg.suite, was)  # the same points as the run planned: run.json's server decided them
-    resumed = resume_plan(info, points)
+    resumed = plan_resume(info, points)
     cfg, workers_choice = resolve_workers(cfg, resumed.to_run)
     book = prompt_book(base, headers, served)
     templates = size_prompts(book, resumed.to_run)
     nonce = random.randrange(10_000)
     to_run, dataset_texts = sample_datasets(book, resumed.to_run, max_model_len(server), nonce=nonce)
 
-    before = info.status
-    info = info.model_copy(deep=True)
-    info.points = resumed.outcomes
-    info.status, info.ended_unix, info.ended_at = RUNNING, None, None
-    info.workers, info.workers_choice = int(cfg.workers), workers_choice
-    if before == STALE:
-        info.warnings.append(f"resumed a run on another host ({info.hostname}) that had not been heard of since "
-                             f"{utc_text(info.heartbeat_unix or info.started_unix)}: its process was taken for dead")
-    for path in (files.requests_jsonl, files.loadgen_jsonl, files.server_metrics_jsonl, files.gpu_metrics_jsonl):
-        moved = set_torn_tail_aside(path)
-        if moved:
-            info.warnings.append(f"{path.name} ended in a line cut short ({moved} bytes, a write the crash "
-                                 f"interrupted): moved to {path.name}.torn before appending")
-    info.warnings.append(resumed.warning(status=before, when=utc_text(time.time())))
-    if max_model_len(server) != max_model_len(was):
-        info.warnings.append(f"the server the run was resumed against serves a context of {max_model_len(server)} "
-                             f"tokens, the one it started with {max_model_len(was)}")
-    files.save_run_info(info)
+    context = [] if max_model_len(server) == max_model_len(was) else [
+        f"the server the run was resumed against serves a context of {max_model_len(server)} tokens, the one it "
+        f"started with {max_model_len(was)}"]
+    info = info.model_copy(update={"workers": int(cfg.workers), "workers_choice": workers_choice})
+    writer = RunWriter.resume(run_dir, info, resumed, when=time.time(), warnings=context)
     dialect = was.dialect or RequestDialect()  # the fields the run's requests carried from its start
     setup = Setup(model=served, engine=was.engine, headers=headers, templates=templates,
                   dataset_texts=dataset_texts, nonce=nonce, length_fields=dialect.length_fields,
                   cold_fields=dialect.cold_fields, id_style=id_style(book, to_run))
-    return Prepared(cfg=cfg, base_url=base, server=was, points=tuple(to_run), setup=setup,
-                    info=info.model_copy(deep=True), attempts=resumed.attempts, resumed=True,
-                    points_done=resumed.done)
+    return Prepared(cfg=cfg, base_url=base, server=was, points=tuple(to_run), setup=setup, writer=writer,
+                    attempts=resumed.attempts, resumed=True, points_done=resumed.done)

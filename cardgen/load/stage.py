@@ -14,7 +14,8 @@
 gives the same prompts (:func:`size_prompts`); the finished points say what a resumed run may skip.
 
 A resumed run is the same run continued, not a new one: ``execute`` appends to the same files and counts
-what the earlier sessions left, ``finish`` writes the tallies of the whole run. Nothing on disk is rewritten:
+what the earlier sessions left, ``finish`` writes the tallies of the whole run (both through the run's
+:class:`~cardgen.runwriter.RunWriter`). Nothing on disk is rewritten:
 a point that was cut off is run again as its next ``attempt``, and its earlier records stay in
 requests.jsonl, superseded (their ``attempt`` is no longer the point's).
 
@@ -39,6 +40,7 @@ from typing import Any
 import requests
 
 from cardgen import __version__
+from cardgen.buildconfig import BuildConfig
 from cardgen.engines.detect import check_url, probe
 from cardgen.engines.registry import get_adapter
 from cardgen.datasets import resolve
@@ -47,7 +49,6 @@ from cardgen.load.clientcheck import judge_client, loadgen_report
 from cardgen.load.heartbeat import Heartbeat
 from cardgen.load.messages import Setup
 from cardgen.load.progress import PlanSource, PointProgress
-from cardgen.recorder import Recorder
 from cardgen.load.runner import RunOutcome, RunPlan, run_plan
 from cardgen.load.scraper import Scraper
 from cardgen.load.telemetry import gpu_telemetry, metrics_available
@@ -55,9 +56,9 @@ from cardgen.load.dialect import agree
 from cardgen.load.sizing import PromptBook
 from cardgen.load.workers import choose_workers
 from cardgen.points import Point, expand, fit_context, left_out
-from cardgen.rundir import RunDir, check_run_dir, make_run_dir
+from cardgen.rundir import check_run_dir
 from cardgen.runinfo import begin_run_info
-from cardgen.schemas.records import LoadgenSample, RequestRecord
+from cardgen.runwriter import RunWriter
 from cardgen.schemas.run import (
     COMPLETE,
     FAILED,
@@ -67,7 +68,6 @@ from cardgen.schemas.run import (
     RequestDialect,
     RunInfo,
     ServerInfo,
-    record_counts,
 )
 from cardgen.suite import Suite
 
@@ -96,6 +96,7 @@ class LoadConfig:
     gpu_metrics_url: str | None = None  # a DCGM exporter's /metrics for a GPU on another host
     plan: PlanSource | None = None  # the cost plan, when known: the progress shows time left against it
     run_saturated: bool = False  # run the parallel counts a saturated point would skip
+    build: BuildConfig | None = None  # how the run was built, for run.json (None: a test's load, or a resume)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,7 +108,7 @@ class Prepared:
     server: ServerInfo  # as probed, with how prompts were sized (``tokenizer``) and the launch
     points: tuple[Point, ...]
     setup: Setup  # what every agent gets: model, headers (the API key: never saved), templates, nonce
-    info: RunInfo  # run.json as first written (resumed: as this session first wrote it)
+    writer: RunWriter  # the run's files: run.json as first written (resumed: as this session first wrote it)
     # which attempt of each point of the run counts (all 0 in a new run); records of another attempt are
     # superseded
     attempts: Mapping[str, int] = field(default_factory=dict)
@@ -118,13 +119,11 @@ class Prepared:
 
 @dataclass(frozen=True, kw_only=True)
 class Executed:
-    """What the load did. ``error`` is what cut it short (a lost worker, Ctrl-C before the points ran...):
+    """What the load did (run.json as it left it, still "running", and its closed recorder are the prepared
+    run's writer's). ``error`` is what cut it short (a lost worker, Ctrl-C before the points ran...):
     :func:`finish` writes run.json first and raises it then."""
 
-    info: RunInfo  # run.json as the load left it (GPU telemetry, warnings), still "running"
     outcome: RunOutcome | None
-    recorder: Recorder  # closed: its tallies are what is on disk
-    points: tuple[PointOutcome, ...]  # run.json's points as the load left them
     error: BaseException | None = None
 
 
@@ -252,7 +251,6 @@ def prepare(cfg: LoadConfig) -> Prepared:
                         "in every style cardgen writes them: prompts may miss their length by that much (the "
                         "records keep the server's count)")
 
-    make_run_dir(run_dir)
     started = time.time()
     runnable = {p.name for p in points}
     outcomes = [PointOutcome(name=p.name, kind=p.kind) if p.name in runnable else  # none reached yet
@@ -260,13 +258,13 @@ def prepare(cfg: LoadConfig) -> Prepared:
                 for p in expand(cfg.suite) if p.name in runnable or p.name in unfit]
     info = begin_run_info(argv=cfg.argv, model=cfg.model, suite=cfg.suite, server=server, started_unix=started,
                           clock="real", modelled=cfg.modelled, gpu=cfg.gpu, sim=cfg.sim, workers=int(cfg.workers),
-                          workers_choice=workers_choice, warnings=warnings, points=outcomes)
-    RunDir(run_dir).save_run_info(info)
+                          workers_choice=workers_choice, warnings=warnings, points=outcomes, build=cfg.build)
+    writer = RunWriter.begin(run_dir, info)
     setup = Setup(model=served, engine=server.engine, headers=headers, templates=templates,
                   dataset_texts=dataset_texts, nonce=nonce, length_fields=dialect.length_fields,
                   cold_fields=dialect.cold_fields, id_style=style)
-    return Prepared(cfg=cfg, base_url=base, server=server, points=tuple(points), setup=setup,
-                    info=info.model_copy(deep=True), attempts={p.name: 0 for p in points})
+    return Prepared(cfg=cfg, base_url=base, server=server, points=tuple(points), setup=setup, writer=writer,
+                    attempts={p.name: 0 for p in points})
 
 
 def with_launch(server: ServerInfo, launch: Mapping[str, Any] | None) -> ServerInfo:
@@ -317,8 +315,8 @@ def execute(prepared: Prepared) -> Executed:
     on disk the moment it ends. Returns what happened, also when it was cut short (see :class:`Executed`)."""
     cfg, base = prepared.cfg, prepared.base_url
     run_dir = Path(cfg.run_dir)
-    files = RunDir(run_dir)
-    info = prepared.info.model_copy(deep=True)
+    writer = prepared.writer
+    files, info = writer.files, writer.info
     progress = PointProgress(quiet=cfg.quiet, plan=cfg.plan, points=[p.name for p in prepared.points])
     server = prepared.server
     engine_txt = f"{server.engine} {server.engine_version or ''}".strip()
@@ -335,19 +333,13 @@ def execute(prepared: Prepared) -> Executed:
     if not scrape:
         info.warnings.append("the server has no Prometheus /metrics: no server-side figures (KV usage, queue)")
 
-    recorder = Recorder(run_dir)
-    if prepared.resumed:
-        _count_earlier(recorder, files, prepared.attempts)
+    recorder = writer.open(prepared.attempts)  # a resumed run's: what earlier sessions left counted first
     recorder.listeners.append(progress.on_record)
-    heartbeat = Heartbeat(files, info)
+    heartbeat = Heartbeat(writer)
 
     def keep_point(outcome: PointOutcome) -> None:
-        """run.json's ``points`` (saved by the heartbeat): the point's entry replaced, or appended."""
-        names = [p.name for p in info.points]
-        if outcome.name in names:
-            info.points[names.index(outcome.name)] = outcome
-        else:
-            info.points.append(outcome)
+        """run.json's ``points``, saved by the heartbeat (off the event loop)."""
+        writer.put_points(outcome, save=False)
         heartbeat.changed()
 
     def point_started(point: Point, outcome: PointOutcome) -> None:
@@ -373,7 +365,7 @@ def execute(prepared: Prepared) -> Executed:
         with ExitStack() as stack:
             info.gpu = stack.enter_context(gpu_telemetry(base, run_dir, gpu=cfg.gpu, modelled=cfg.modelled,
                                                          gpu_metrics_url=cfg.gpu_metrics_url))
-            files.save_run_info(info)
+            writer.save()
             if scrape:
                 stack.enter_context(Scraper(f"{base}/metrics", files.server_metrics_jsonl,
                                             interval_s=cfg.scrape_interval_s, api_key=cfg.api_key))
@@ -383,19 +375,11 @@ def execute(prepared: Prepared) -> Executed:
     except BaseException as exc:  # noqa: BLE001 - finish() writes run.json, then raises it
         error = exc
     try:
-        recorder.close()
+        writer.close()
     except OSError as exc:
         if outcome is not None and outcome.fatal is None:
             outcome.fatal = f"requests.jsonl could not be closed: {exc}"
-    return Executed(info=info, outcome=outcome, recorder=recorder, points=tuple(info.points), error=error)
-
-
-def _count_earlier(recorder: Recorder, files: RunDir, attempts: Mapping[str, int]) -> None:
-    """Tally what the earlier sessions of a resumed run left on disk; a record counts when its attempt is the
-    one its point's counts."""
-    records = files.load_jsonl(files.requests_jsonl.name, RequestRecord) if files.requests_jsonl.exists() else []
-    samples = files.load_jsonl(files.loadgen_jsonl.name, LoadgenSample) if files.loadgen_jsonl.exists() else []
-    recorder.count_earlier(records, samples, counts=lambda rec: record_counts(attempts, rec.scenario, rec.attempt))
+    return Executed(outcome=outcome, error=error)
 
 
 # -- finish --------------------------------------------------------------------------------------------------
@@ -404,11 +388,11 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     """Write the final run.json (status, tallies, the load generator's percentiles, warnings), print the tally,
     and raise when the run failed: what cut it short, a record that could not be written (with the number on
     disk), an interrupt, or no request that succeeded."""
-    files = RunDir(prepared.cfg.run_dir)
+    writer = prepared.writer
+    files, info, recorder = writer.files, writer.info, writer.recorder
     requests_jsonl = files.requests_jsonl
-    recorder, outcome, error = executed.recorder, executed.outcome, executed.error
+    outcome, error = executed.outcome, executed.error
     fatal = outcome.fatal if outcome is not None else None
-    info = executed.info.model_copy(deep=True)
     info.points = [judge_client(recorder, p) for p in info.points]
     info.loadgen, loadgen_warnings = loadgen_report(recorder, info.points)
     info.warnings.extend(loadgen_warnings)
@@ -420,8 +404,7 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
         status = FAILED
     else:
         status = COMPLETE
-    recorder.tally.end(info, ended_unix=time.time(), status=status)
-    files.save_run_info(info)
+    writer.end(status, ended_unix=time.time())
 
     progress = PointProgress(quiet=prepared.cfg.quiet)
     failures = ", ".join(f"{k} {v}" for k, v in sorted(recorder.tally.failures_by_kind.items()))
@@ -440,6 +423,6 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
         raise RunError(f"every request failed ({failures}); see {requests_jsonl}")
     if recorder.total == 0:
         raise RunError("no request was sent")
-    return LoadResult(run_dir=files.path, info=info)
+    return LoadResult(run_dir=files.path, info=info.model_copy(deep=True))
 
 

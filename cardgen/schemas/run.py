@@ -3,10 +3,11 @@ the JSON-lines files the load stage writes next to it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
+from cardgen.buildconfig import BuildConfig
 from cardgen.schemas.calibration import CalibrationReport
 from cardgen.schemas.saved import Saved
 
@@ -45,7 +46,7 @@ REAL, VIRTUAL = "real", "virtual"
 # run.json's ``status`` as written by the load stage ...
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
 # ... and as :func:`cardgen.rundir.effective_status` may read a "running" one: its writer is gone (same host),
-# or has not been heard of for a while (another host). "died" is written only on request (RunDir.mark_died).
+# or has not been heard of for a while (another host). "died" is written only on request (runwriter.mark_died).
 DIED, STALE = "died", "stale"
 
 
@@ -245,6 +246,10 @@ class PriceDescription(Saved):
     source: str
 
 
+def _saved_build(value: Any) -> Any:
+    return BuildConfig.load_saved(value) if isinstance(value, dict) else value
+
+
 class RunInfo(Saved):
     """Everything needed to know where the numbers of a run came from."""
 
@@ -288,6 +293,16 @@ class RunInfo(Saved):
     # a calibrated run (cardgen build --calibrate): ``points`` are the points measured, and this says how every other
     # point of the suite was predicted (cardgen.schemas.calibration)
     calibration: CalibrationReport | None = None
+    # how the run was built (cardgen.buildconfig), as read back from the file: no secret, no parsed suite (that
+    # is ``suite_spec``). None in a run.json written before cardgen saved it, or made by a test's driver
+    build: Annotated[BuildConfig | None, BeforeValidator(_saved_build)] = None
+
+    def ran_saturated(self) -> bool:
+        """Whether the run was built with ``--run-saturated``: its saved build config says; a run.json written
+        before cardgen saved one, its command line."""
+        if self.build is not None:
+            return self.build.load.run_saturated
+        return "--run-saturated" in self.command
 
     @model_validator(mode="after")
     def _clock(self) -> RunInfo:

@@ -44,8 +44,8 @@ from cardgen.datasets import resolve
 from cardgen.engines import get_adapter
 from cardgen.outcome import Outcome
 from cardgen.points import Point, expand, fit_context
-from cardgen.rundir import RunDir
 from cardgen.runinfo import RecordTally, begin_run_info
+from cardgen.runwriter import RunWriter
 from cardgen.saturation import Reading
 from cardgen.scenarios import Judge, Ran, Said, Send, Share, Verdict, record_fields, run_points
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
@@ -629,15 +629,8 @@ def simulate_run(suite: Suite, config: SimConfig, *, perf: PerfModel | None = No
 
 def write_run(run_dir: Path, info: RunInfo, records: Sequence[RequestRecord],
               scrapes: Sequence[MetricSample]) -> Path:
-    """Write a raw run directory as the load stage does, every file atomically: ``requests.jsonl`` (a record a
-    line, in the order requests ended), ``server_metrics.jsonl`` (a scrape a line; none when there is no
+    """Write a raw run directory as the load stage does (:meth:`RunWriter.write_whole`): ``requests.jsonl`` (a
+    record a line, in the order requests ended), ``server_metrics.jsonl`` (a scrape a line; none when there is no
     scrape), then ``run.json``. No ``loadgen.jsonl``: a load generator in virtual time has nothing to measure
     about itself."""
-    rundir = RunDir(run_dir)
-    rundir.path.mkdir(parents=True, exist_ok=True)
-    rundir.write_text(rundir.requests_jsonl.name, "".join(r.model_dump_json() + "\n" for r in records))
-    if scrapes:
-        rundir.write_text(rundir.server_metrics_jsonl.name, "".join(
-            json.dumps(s.model_dump(mode="json", exclude_none=True), separators=(",", ":")) + "\n" for s in scrapes))
-    rundir.save_run_info(info)
-    return rundir.path
+    return RunWriter.write_whole(run_dir, info, records, scrapes)

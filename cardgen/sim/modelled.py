@@ -10,34 +10,24 @@ reads: a full suite in seconds, where measuring the virtual server over HTTP tak
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cardgen.buildconfig import BuildConfig, VirtualTarget
 from cardgen.errors import UsageError
-from cardgen.points import Point, expand, fit_context
-from cardgen.recorder import Recorder, set_torn_tail_aside
-from cardgen.rundir import REQUESTS_JSONL, RunDir
-from cardgen.runinfo import begin_run_info, utc_text
-from cardgen.scenarios.resume import resume_plan, suite_of
-from cardgen.schemas.records import MetricSample, RequestRecord
-from cardgen.schemas.run import (
-    COMPLETE,
-    INTERRUPTED,
-    RUNNING,
-    PointOutcome,
-    RunInfo,
-    point_attempts,
-    record_counts,
-)
+from cardgen.points import Point, expand, fit_context, suite_adapters
+from cardgen.runinfo import begin_run_info
+from cardgen.runwriter import RunWriter, plan_resume, suite_of
+from cardgen.schemas.records import MetricSample
+from cardgen.schemas.run import COMPLETE, INTERRUPTED, PointOutcome, RunInfo
 from cardgen.sim.config import SimConfig, build_perf, max_model_len
 from cardgen.sim.drive import DrivenRequest, DriveOptions, drive, probe_answer
 from cardgen.sim.hardware import is_gpu_file, load_gpu_file
 from cardgen.sim.perf import PerfModel
 from cardgen.sim.roofline import list_engines
 from cardgen.sim.served import ServedModel
-from cardgen.suite import Suite
 
 #: the modelled run's steps vary by this relative standard deviation around the model's: about a steady real
 #: server's noise, so precision targets stop about where they would on one (the plan uses the same)
@@ -109,6 +99,18 @@ class ModelledServer:
         return {"name": self.gpu_name, "count": self.tp, "modelled": True}
 
     @classmethod
+    def of_build(cls, config: BuildConfig, *, gpu: str) -> ModelledServer:
+        """The virtual server ``config`` builds on ``gpu`` (one of its GPUs): its model serving the adapters its
+        suite asks for, doing what its served-model flags say."""
+        target = config.target
+        served = ServedModel()
+        if isinstance(target, VirtualTarget):
+            served = ServedModel.of_options(**target.served.model_dump(),
+                                            adapters=suite_adapters(expand(config.parsed_suite)))
+        return cls(model=config.model, gpu=gpu, tp=target.tp, model_config=target.model_config_path,
+                   engine=target.engine or "vllm", served=served)
+
+    @classmethod
     def of_run(cls, info: RunInfo, *, model_config: Path | None = None) -> ModelledServer:
         """The virtual server a modelled run measured, from run.json's ``sim`` (``model_config`` replaces the
         one it names)."""
@@ -121,41 +123,23 @@ class ModelledServer:
                    engine=sim.engine_profile or "vllm", served=ServedModel.of_described(sim.model_extra or {}))
 
 
-class _RunFiles:
-    """A modelled run's raw files, written as its points end: each point's records (a cut-off point's too) and
-    the scrapes so far through the recorder the load engine writes with, then run.json with the point's outcome.
-    A Ctrl-C keeps every point that ended on disk, and ``cardgen resume`` continues from there."""
+def _appender(writer: RunWriter) -> Callable[[Sequence[DrivenRequest], Sequence[MetricSample]], None]:
+    """Append what the driver has done since the last call: it hands over every request and scrape so far."""
+    written = [0, 0]
 
-    def __init__(self, run_dir: Path, info: RunInfo) -> None:
-        self.files, self.info = RunDir(run_dir), info
-        self.recorder = Recorder(run_dir)
-        self._requests = self._scrapes = 0
+    def append(requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
+        writer.append(records=[d.record for d in requests[written[0]:]], scrapes=scrapes[written[1]:])
+        written[:] = len(requests), len(scrapes)
 
-    def point_ended(self, outcome: PointOutcome, requests: Sequence[DrivenRequest],
-                    scrapes: Sequence[MetricSample]) -> None:
-        self.flush(requests, scrapes)
-        names = [p.name for p in self.info.points]
-        self.info.points[names.index(outcome.name)] = outcome
-        self.files.save_run_info(self.info)
-
-    def flush(self, requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
-        for driven in requests[self._requests:]:
-            self.recorder.record(driven.record)
-        for sample in scrapes[self._scrapes:]:
-            self.recorder.scrape(sample)
-        self._requests, self._scrapes = len(requests), len(scrapes)
-
-    def end(self, status: str, ended_unix: float) -> RunInfo:
-        self.recorder.close()
-        self.recorder.tally.end(self.info, ended_unix=ended_unix, status=status)
-        self.files.save_run_info(self.info)
-        return self.info
+    return append
 
 
-def modelled_run(server: ModelledServer, suite: Suite, run_dir: Path, *, argv: Sequence[str], started_unix: float,
-                 run_saturated: bool = False) -> RunInfo:
-    """``suite`` on ``server``, in virtual time from ``started_unix``, written to ``run_dir`` as it goes
-    (run.json says ``clock: virtual`` and ``modelled``). A Ctrl-C leaves the run ``interrupted``, resumable."""
+def modelled_run(server: ModelledServer, build: BuildConfig, run_dir: Path, *, argv: Sequence[str],
+                 started_unix: float) -> RunInfo:
+    """``build``'s suite on ``server``, in virtual time from ``started_unix``, written to ``run_dir`` as it goes
+    (run.json says ``clock: virtual`` and ``modelled``, and keeps ``build``). A Ctrl-C leaves the run
+    ``interrupted``, resumable."""
+    suite = build.parsed_suite
     config = server.config()
     perf = build_perf(config)
     answer = probe_answer(config, perf, started_unix=started_unix)
@@ -167,49 +151,44 @@ def modelled_run(server: ModelledServer, suite: Suite, run_dir: Path, *, argv: S
                           clock="virtual", modelled=True, gpu=server.gpu_info(),
                           sim={**answer.extra["sim"], **server.describe({}), "clock": "virtual",
                                "drive": modelled_options(start_unix=started_unix).described()}, warnings=warnings,
-                          points=[PointOutcome(name=p.name, kind=p.kind) for p in points])
-    RunDir(run_dir).save_run_info(info)
-    return _run(config, perf, info, run_dir, points, started_unix=started_unix, run_saturated=run_saturated)
+                          points=[PointOutcome(name=p.name, kind=p.kind) for p in points], build=build)
+    return _run(config, perf, RunWriter.begin(run_dir, info), points, started_unix=started_unix,
+                run_saturated=build.load.run_saturated)
 
 
 def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
                     model_config: Path | None = None) -> RunInfo:
     """Continue the modelled run in ``run_dir`` (``clock: virtual``) that was cut off: its points that did not end,
-    in virtual time from ``started_unix`` on a virtual server started afresh, appended to the same files."""
+    in virtual time from ``started_unix`` on a virtual server started afresh, appended to the same files, as the
+    run was built (run.json's ``build``: ``--run-saturated``)."""
     server = ModelledServer.of_run(info, model_config=model_config)
     server.check()
     config = server.config()
     perf = build_perf(config)
     points, _ = fit_context(expand(suite_of(info)), max_model_len(config, perf))
-    resumed = resume_plan(info, points)
-    before = info.status
-    info = info.model_copy(deep=True)
-    info.points = resumed.outcomes
-    info.status, info.ended_unix, info.ended_at = RUNNING, None, None
-    for path in (RunDir(run_dir).requests_jsonl, RunDir(run_dir).server_metrics_jsonl):
-        moved = set_torn_tail_aside(path)
-        if moved:
-            info.warnings.append(f"{path.name} ended in a line cut short ({moved} bytes): moved to {path.name}.torn "
-                                 "before appending")
-    info.warnings.append(resumed.warning(status=before, when=utc_text(started_unix)))
-    RunDir(run_dir).save_run_info(info)
-    return _run(config, perf, info, run_dir, resumed.to_run, started_unix=started_unix,
-                run_saturated="--run-saturated" in info.command, attempts=resumed.attempts)
+    resumed = plan_resume(info, points)
+    writer = RunWriter.resume(run_dir, info, resumed, when=started_unix)
+    return _run(config, perf, writer, resumed.to_run, started_unix=started_unix,
+                run_saturated=info.ran_saturated(), attempts=resumed.attempts)
 
 
-def _run(config: SimConfig, perf: PerfModel, info: RunInfo, run_dir: Path, points: Sequence[Point], *,
-         started_unix: float, run_saturated: bool, attempts: Mapping[str, int] | None = None) -> RunInfo:
-    files = _RunFiles(run_dir, info)
-    if attempts is not None:  # a resumed run's tallies are those of the whole run: count what is on disk
-        counts = point_attempts(info.points)
-        files.recorder.count_earlier(RunDir(run_dir).load_jsonl(REQUESTS_JSONL, RequestRecord), (),
-                                     counts=lambda rec: record_counts(counts, rec.scenario, rec.attempt))
+def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence[Point], *, started_unix: float,
+         run_saturated: bool, attempts: Mapping[str, int] | None = None) -> RunInfo:
+    """Drive ``points``, written as each ends (a cut-off point's records too) with run.json's outcome: a Ctrl-C
+    keeps every point that ended on disk, and ``cardgen resume`` continues from there."""
+    writer.open(attempts or {})  # a resumed run's tallies are the whole run's: what is on disk is counted first
+    append = _appender(writer)
+
+    def point_ended(outcome: PointOutcome, requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
+        append(requests, scrapes)
+        writer.put_points(outcome)
+
     try:
         run = drive(points, config, perf=perf, options=modelled_options(start_unix=started_unix),
-                    run_saturated=run_saturated, attempts=attempts, on_point_end=files.point_ended)
+                    run_saturated=run_saturated, attempts=attempts, on_point_end=point_ended)
     except KeyboardInterrupt:
-        reached = [p.ended_unix or p.started_unix for p in info.points if p.started_unix is not None]
-        files.end(INTERRUPTED, ended_unix=max(reached, default=started_unix))  # type: ignore[type-var]
+        reached = [p.ended_unix or p.started_unix for p in writer.info.points if p.started_unix is not None]
+        writer.end(INTERRUPTED, ended_unix=max(reached, default=started_unix))  # type: ignore[type-var]
         raise
-    files.flush(run.requests, run.scrapes)
-    return files.end(COMPLETE, ended_unix=run.ended_unix)
+    append(run.requests, run.scrapes)
+    return writer.end(COMPLETE, ended_unix=run.ended_unix)

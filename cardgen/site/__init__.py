@@ -1,5 +1,6 @@
 """The report site: every run's card, a leaderboard, per-model and per-GPU pages, comparisons and the
-methodology, built with MkDocs Material from ``mkdocs.yml`` (docs dir ``site_src/``).
+methodology, built with MkDocs Material from ``mkdocs.yml`` (docs dir ``site_src/``): the project's, else
+cardgen's own (config.py: the package carries the checkout's, so an installed cardgen builds from any directory).
 
     gather_runs (runs.py) → plan_site (plan.py) → write_docs (build.py: pages.py, compare.py + charts.py; the
     run, model, GPU and comparison pages rendered on every core by pagerender.py) → run_mkdocs → link_assets

@@ -32,6 +32,7 @@ from cardgen.diff import saved_sample
 from cardgen.errors import CardgenError, UsageError
 from cardgen.rundir import FIGURES_DIR, REQUESTS_JSONL, RUN_JSON, SUMMARY_JSON, TABLES_DIR, RunDir
 from cardgen.site import charts, compare, pages
+from cardgen.site.config import choose_config, put_assets
 from cardgen.site.mdtext import alerts_to_admonitions, localize_links, split_front_matter
 from cardgen.site.pagerender import (
     ENTITY_DIRS,
@@ -77,10 +78,11 @@ def build_site(
     runs_root: Path,
     *,
     site_dir: Path = Path("site"),
-    config_file: Path = Path("mkdocs.yml"),
+    config_file: Path | None = None,
     warn: Warn = _ignore,
 ) -> SiteBuild:
-    """Build the site from every run under ``runs_root``; broken runs are skipped with a ``warn`` line.
+    """Build the site from every run under ``runs_root``; broken runs are skipped with a ``warn`` line. The MkDocs
+    config is ``config_file``, else ``./mkdocs.yml``, else cardgen's own (:mod:`cardgen.site.config`).
 
     Raises :class:`~cardgen.errors.UsageError` when there is no run (or no config), and
     :class:`~cardgen.errors.CardgenError` when MkDocs fails (its warnings go to ``warn`` first).
@@ -105,9 +107,12 @@ def build_site(
             " measure one with 'cardgen build MODEL' first"
         )
     _check_out_dir(site_dir)
-    config = load_mkdocs_config(config_file, site_dir=site_dir)
+    chosen = choose_config(config_file)
+    if chosen.docs_dir is not None:
+        put_assets(chosen.file, chosen.docs_dir)
+    config = load_mkdocs_config(chosen.file, site_dir=site_dir, docs_dir=chosen.docs_dir)
     docs_dir = Path(config["docs_dir"])
-    stamp = _stamp(config_file, docs_dir)
+    stamp = _stamp(chosen.file, docs_dir)
     incremental = _previous_stamp(site_dir) == stamp
     (site_dir / STAMP).unlink(missing_ok=True)  # a build that fails half-way leaves no claim to be reused
     done("gather")
@@ -438,13 +443,14 @@ class _MkDocsLog:
         self.logger.propagate = self.propagate
 
 
-def load_mkdocs_config(config_file: Path, *, site_dir: Path) -> Any:
-    """The MkDocs config from ``config_file`` with ``site_dir`` and strict mode; a bad config is one line."""
+def load_mkdocs_config(config_file: Path, *, site_dir: Path, docs_dir: Path | None = None) -> Any:
+    """The MkDocs config from ``config_file`` with ``site_dir`` and strict mode (and ``docs_dir`` in place of the
+    file's own, when given); a bad config is one line."""
     config_file = Path(config_file)
     if not config_file.is_file():
         raise UsageError(
-            f"no MkDocs config at {config_file}: run 'cardgen site' from the cardgen checkout or "
-            "pass --config"
+            f"no MkDocs config at {config_file}: pass an existing file to --config, or leave it out to use "
+            "./mkdocs.yml or else cardgen's own"
         )
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
     from mkdocs.config import load_config
@@ -453,7 +459,8 @@ def load_mkdocs_config(config_file: Path, *, site_dir: Path) -> Any:
     with _MkDocsLog() as log:
         try:
             return load_config(
-                config_file=str(config_file), site_dir=str(Path(site_dir).resolve()), strict=True
+                config_file=str(config_file), site_dir=str(Path(site_dir).resolve()), strict=True,
+                docs_dir=None if docs_dir is None else str(Path(docs_dir).resolve()),
             )
         except MkDocsException as exc:
             detail = log.lines[0] if log.lines else str(exc)

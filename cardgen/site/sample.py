@@ -26,6 +26,7 @@ from cardgen.schemas.summary import Summary
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions, simulate_run
 from cardgen.sim.perf import FixedPerf
+from cardgen.site.config import put_assets
 from cardgen.suite import Suite, parse_suite
 
 SAMPLE_PAIRS = ((1024, 128), (32, 16))
@@ -138,11 +139,9 @@ def isolated_config(config_file: Path, workdir: Path) -> Path:
 
     config_file = Path(config_file).resolve()
     data = yaml.safe_load(config_file.read_text("utf-8"))
-    original_docs = config_file.parent / data.get("docs_dir", "docs")
     docs = Path(workdir).resolve() / "site_src"
     docs.mkdir(parents=True, exist_ok=True)
-    if (original_docs / "assets").is_dir():
-        shutil.copytree(original_docs / "assets", docs / "assets", dirs_exist_ok=True)
+    put_assets(config_file, docs)
     data["docs_dir"] = str(docs)
     out = Path(workdir) / "mkdocs.yml"
     out.write_text(yaml.safe_dump(data, sort_keys=False), "utf-8")

@@ -113,4 +113,4 @@ def test_engine_can_be_forced(replay_server, data_dir):
 def test_an_unreachable_server_is_one_line_server_error():
     with pytest.raises(ServerError, match="cannot connect") as err:
         probe(f"http://127.0.0.1:{free_port()}", timeout_s=1)
-    assert "\n" not in str(err.value.format_message())
+    assert "\n" not in err.value.message

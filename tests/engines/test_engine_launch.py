@@ -71,7 +71,7 @@ def test_engine_that_dies_at_start_reports_its_log(fake, tmp_path):
     with pytest.raises(ServerError) as err:
         with launched_engine(fake, "m", engine_args="--die 3", log_path=tmp_path / "server.log"):
             pytest.fail("must not get here")
-    message = err.value.format_message()
+    message = err.value.message
     assert "exited with code 3 before it was ready" in message and "\n" not in message
     assert "| fake engine: boom, cannot load the model" in message and "# cardgen: starting fake" in message
     assert err.value.log_tail.splitlines()[-1] == "fake engine: boom, cannot load the model"
@@ -131,7 +131,7 @@ def test_missing_engines_say_how_to_install_them(tmp_path, monkeypatch):
         with pytest.raises(ServerError) as err:
             with launched_engine(engine, "m", log_path=tmp_path / "server.log"):
                 pytest.fail("must not get here")
-        message = err.value.format_message()
+        message = err.value.message
         assert hint in message and "\n" not in message
     monkeypatch.setenv("CARDGEN_LLAMA_SERVER", str(tmp_path / "nope"))
     with pytest.raises(ServerError, match="CARDGEN_LLAMA_SERVER"):

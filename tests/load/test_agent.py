@@ -16,6 +16,7 @@ def run_in_load_process(code: str) -> None:
 def test_the_wave_watcher_reads_preemptions_through_the_engine_adapter():
     run_in_load_process("""
         from cardgen.load.agent import _SaturationWatcher
+        from cardgen.scenarios import WatchState
 
         TEXT = ("# TYPE vllm:num_preemptions_total counter\\nvllm:num_preemptions_total 3\\n"
                 "# TYPE sglang:num_retracted_requests_total counter\\nsglang:num_retracted_requests_total 2\\n")
@@ -24,9 +25,9 @@ def test_the_wave_watcher_reads_preemptions_through_the_engine_adapter():
             status_code, text = 200, TEXT
 
         def poll(engine):
-            w = _SaturationWatcher("http://127.0.0.1:9", {}, engine)
+            w = _SaturationWatcher("http://127.0.0.1:9", {}, engine, WatchState())
             w.session.get = lambda url, timeout: Resp()
-            return w._poll()["preempted"]
+            return w._read()[0]
 
         assert poll("vllm") == 3.0 and poll("cardgen-sim") == 3.0
         assert poll("sglang") == 2.0  # its own name for a preempted request

@@ -1,7 +1,7 @@
 """The layers are checked, not just written down: ``make lint`` runs ruff (no import inside a function but a
 heavy or order-bound one that says why) and import-linter (pyproject.toml's contracts: no import up the layers,
-no two modules or packages importing each other). Each check is shown to fail on a deliberately wrong import, in
-a copy of the package."""
+no two modules or packages importing each other, no click in the error tree). Each check is shown to fail on a
+deliberately wrong import, in a copy of the package."""
 
 from __future__ import annotations
 
@@ -58,8 +58,17 @@ def test_make_lint_passes_on_the_tree_as_it_is(copy):
     # an import up the layers: the core importing the command line
     ("cardgen/points.py", "from cardgen.cli import main as _main  # noqa: F401\n",
      "cardgen.points is not allowed to import cardgen.cli"),
+    # the clock-free scenario rules reaching for the run directory (a sibling in the core layer: only the
+    # forbidden contract stops it)
+    ("cardgen/scenarios/resume.py", "from cardgen.rundir import RunDir as _RunDir  # noqa: F401\n",
+     "cardgen.scenarios is not allowed to import cardgen.rundir"),
+    # ... or for the clock (the same contract: its programs are told the time, they never read it)
+    ("cardgen/scenarios/waves.py", "import time as _time  # noqa: F401\n",
+     "cardgen.scenarios is not allowed to import time"),
     # two modules of one layer importing each other
     ("cardgen/precision.py", "import cardgen.scenarios.closed  # noqa: F401\n", "No cycles are allowed"),
+    # the error tree importing the command line's library (pyproject's "errors-without-click" contract)
+    ("cardgen/errors.py", "import click  # noqa: F401\n", "cardgen.errors is not allowed to import click"),
     # an import inside a function that does not say why
     ("cardgen/suite.py", "\n\ndef _late() -> None:\n    import json  # noqa: F401\n", "PLC0415"),
 ])

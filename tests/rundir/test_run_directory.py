@@ -23,6 +23,7 @@ from cardgen.rundir import (
     RunDir,
     effective_status,
 )
+from cardgen.runwriter import mark_died
 from cardgen.schemas import RUN_SCHEMA_VERSION, SUMMARY_SCHEMA_VERSION, RunInfo, ServerInfo, Summary
 
 # A process that starts a run (status "running"), says so, and waits to be killed.
@@ -174,7 +175,7 @@ def test_a_run_killed_with_sigkill_reads_died_and_only_mark_died_writes_it(tmp_p
     assert rd.load_run_info().status == "died"
     assert rd.load_run_info(as_written=True).status == "running"
     assert rd.run_json.read_bytes() == before  # reading never rewrites the file
-    marked = rd.mark_died()
+    marked = mark_died(tmp_path)  # what cardgen resume does first
     assert marked.status == "died" and any(f"pid {child.pid}" in w for w in marked.warnings)
     assert json.loads(rd.run_json.read_text())["status"] == "died"
 

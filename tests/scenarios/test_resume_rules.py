@@ -2,7 +2,8 @@
 disk; ``cardgen resume`` continues it where it stopped. Nothing that was on disk is lost or rewritten, no finished
 point is sent again, the cut-off point runs again as its next attempt (its earlier records kept, superseded), and
 the run ends complete with its card. The rules are the controller's (``cardgen.scenarios.resume``), the same for
-a measured run; the load stage's crash test (``kill -9``) is in tests/load/test_resume.py."""
+a measured run, and the run writer (``cardgen.runwriter``) does their file work; the load stage's crash test
+(``kill -9``) is in tests/load/test_resume.py."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from pathlib import Path
 import pytest
 from clirun import cardgen
 
+from cardgen.buildconfig import BuildConfig, SuiteChoice, VirtualTarget
 from cardgen.errors import UsageError
 from cardgen.points import expand
 from cardgen.rundir import RunDir
 from cardgen.runinfo import begin_run_info
-from cardgen.scenarios.resume import check_resumable, resume_plan
+from cardgen.runwriter import check_resumable, plan_resume
+from cardgen.scenarios.resume import refusal, resume_plan
 from cardgen.schemas.run import PointOutcome, ServerInfo
 from cardgen.sim import drive as drive_module
 from cardgen.sim.modelled import ModelledServer, modelled_run, resume_modelled
@@ -28,6 +31,7 @@ scenarios:
 - {kind: open, name: poisson, prompt_tokens: 64, output_tokens: 32, rates: [8], num_requests: 12}
 """, source="test")
 SERVER = ModelledServer(model="CodeLlama-7b", gpu="A100-80GB")
+BUILD = BuildConfig(model="CodeLlama-7b", suite=SuiteChoice(name="resumable", spec=SUITE), target=VirtualTarget())
 T0 = 1_800_000_000.0
 
 
@@ -49,7 +53,7 @@ def cut_off_run(out: Path, monkeypatch: pytest.MonkeyPatch, *, after: int) -> No
     with monkeypatch.context() as patch:
         patch.setattr(drive_module.VirtualInterpreter, "_complete", interrupted)
         with pytest.raises(KeyboardInterrupt):
-            modelled_run(SERVER, SUITE, out, argv=["cardgen", "build", "CodeLlama-7b"], started_unix=T0)
+            modelled_run(SERVER, BUILD, out, argv=["cardgen", "build", "CodeLlama-7b"], started_unix=T0)
 
 
 def test_ctrl_c_mid_point_then_resume_completes_with_nothing_lost_and_nothing_repeated(tmp_path, monkeypatch):
@@ -94,7 +98,7 @@ def test_ctrl_c_mid_point_then_resume_completes_with_nothing_lost_and_nothing_re
 
 
 def test_a_resumed_run_ends_with_the_points_an_uninterrupted_run_has(tmp_path, monkeypatch):
-    whole = modelled_run(SERVER, SUITE, tmp_path / "whole", argv=["cardgen"], started_unix=T0)
+    whole = modelled_run(SERVER, BUILD, tmp_path / "whole", argv=["cardgen"], started_unix=T0)
     cut_off_run(tmp_path / "cut", monkeypatch, after=40)
     resumed = resume_modelled(tmp_path / "cut", check_resumable(tmp_path / "cut"), started_unix=T0 + 3600)
     assert [(p.name, p.stop, p.requests) for p in resumed.points] == [
@@ -119,8 +123,19 @@ def test_the_resume_plan_reruns_the_cut_off_point_and_skips_what_ended():
     plan = resume_plan(info, points)
     assert [p.name for p in plan.to_run] == [points[1].name, points[3].name] and plan.done == 2
     assert plan.attempts == {points[0].name: 0, points[1].name: 2, points[2].name: 0, points[3].name: 0}
+    assert plan.unknown == () and refusal(info, "interrupted") is None
+    stranger = modelled_info(points, [PointOutcome(name="closed-in9-out9-p9", kind="closed")])
+    assert resume_plan(stranger, points).unknown == ("closed-in9-out9-p9",)  # the rule says; the writer refuses
     with pytest.raises(UsageError, match="names points this cardgen does not plan"):
-        resume_plan(modelled_info(points, [PointOutcome(name="closed-in9-out9-p9", kind="closed")]), points)
+        plan_resume(stranger, points)
+
+
+def test_which_runs_may_be_resumed_is_a_rule_on_run_json_alone():
+    points = expand(SUITE)
+    info = modelled_info(points, [PointOutcome(name=points[0].name, kind="closed")])
+    assert [refusal(info, s) for s in ("running", "complete", "died", "interrupted", "stale")] == [
+        "running", "complete", None, None, None]
+    assert refusal(modelled_info(points, []), "died") == "unrecorded"
 
 
 def modelled_info(points, outcomes):  # noqa: ANN001, ANN201

@@ -92,7 +92,7 @@ def test_model_names_resolve(name: str, expected: str) -> None:
 def test_unknown_model_lists_known_names() -> None:
     with pytest.raises(UsageError) as err:
         find_model("gpt-5-ultra")
-    msg = err.value.format_message()
+    msg = err.value.message
     assert "gpt-5-ultra" in msg and "CodeLlama-7b" in msg and "Mixtral-8x7B" in msg and "\n" not in msg
 
 

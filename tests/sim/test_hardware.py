@@ -38,7 +38,7 @@ def test_a_70b_model_fits_one_large_gpu_and_runs_faster_on_more_bandwidth() -> N
 def test_unknown_gpu_is_one_line_listing_the_known_ones() -> None:
     with pytest.raises(UsageError) as err:
         find_gpu("TPU-v5")
-    msg = err.value.format_message()
+    msg = err.value.message
     assert "\n" not in msg and all(n in msg for n in list_gpus()) and ".yaml" in msg
 
 
@@ -70,7 +70,7 @@ def test_bad_gpu_files_are_one_line_errors(tmp_path, text: str, words: list[str]
     path.write_text(text)
     with pytest.raises(UsageError) as err:
         find_gpu(str(path))
-    msg = err.value.format_message()
+    msg = err.value.message
     assert "\n" not in msg and all(w in msg for w in words), msg
     with pytest.raises(UsageError, match="does not exist"):
         find_gpu(str(tmp_path / "none.yaml"))

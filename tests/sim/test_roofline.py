@@ -262,7 +262,7 @@ def test_model_config_path(tmp_path) -> None:
 def test_unknown_names_are_usage_errors_listing_known(kwargs: dict, names: list[str]) -> None:
     with pytest.raises(UsageError) as err:
         build_perf_model(model_config=None, **kwargs)
-    msg = err.value.format_message()
+    msg = err.value.message
     assert all(n in msg for n in names) and "\n" not in msg
 
 
