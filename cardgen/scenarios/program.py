@@ -58,6 +58,9 @@ class Send:
     conversation: int | None = None
     turn: int | None = None
     adapter: str | None = None  # the LoRA adapter it asks for (the model name it sends); None: the base model
+    # the program's own number for this send, told back with its outcome (the interpreter hands back the Send it
+    # was given, but a program keys on this, not on the object's identity); not recorded
+    tag: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,7 +114,7 @@ class _Probe:
     def __init__(self, program: SloProgram, number: int, load: float, cap: int) -> None:
         self.program, self.number, self.load, self.cap = program, number, load, cap
         self.judge = ProbeJudge(program.targets, min_requests=program.point.min_requests, cap=cap)
-        self.order: dict[int, int] = {}  # id of a send under way -> its position among the probe's sends
+        self.order: dict[int | None, int] = {}  # a send under way's tag -> its position among the probe's sends
         self.sends = 0
         self.in_flight = 0
         self.stopped = False  # sends no more
@@ -122,12 +122,13 @@ class _Probe:
 
     def new_send(self, **fields: object) -> Send:
         program = self.program
+        tag = program.drawn  # unique over the search: every probe draws from it
         if program.point.dataset is not None:
-            send = program.item(program.drawn % len(program.point.items), repeat=self.number, **fields)
+            send = program.item(program.drawn % len(program.point.items), repeat=self.number, tag=tag, **fields)
         else:
-            send = program.send(repeat=self.number, **fields)
+            send = program.send(repeat=self.number, tag=tag, **fields)
         program.drawn += 1
-        self.order[id(send)] = self.sends
+        self.order[tag] = self.sends
         self.sends += 1
         self.in_flight += 1
         if self.sends >= self.cap:
@@ -142,7 +143,7 @@ class _Probe:
         raise NotImplementedError
 
     def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
-        order = self.order.pop(id(send))
+        order = self.order.pop(send.tag)
         self.in_flight -= 1
         if self.judge.add(order, outcome, warmup=send.warmup, late=send.phase == LATE) is not None:
             self.stopped = True

@@ -16,6 +16,7 @@ server runs the same programs request by request, step by step: tests/scenarios/
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import math
@@ -126,8 +127,10 @@ class Ended:
                              output_tokens=o.output_tokens, prompt_tokens=send.prompt_tokens, status=200)
 
 
-def run_search(point: Point, server: MD1 | Lockstep) -> tuple[SloProgram, list[Ended]]:
-    """The SLO search of ``point`` against ``server``, in virtual time: the program and what ended, in order."""
+def run_search(point: Point, server: MD1 | Lockstep, *, copies: bool = False) -> tuple[SloProgram, list[Ended]]:
+    """The SLO search of ``point`` against ``server``, in virtual time: the program and what ended, in order.
+    ``copies``: tell the program of each ended request with a copy of its send (an equal, not the same, object),
+    as an interpreter that sends its commands across processes would."""
     program = SloProgram(point)
     events: list[tuple[float, int, int, object]] = []  # (time, 0 end | 1 arrive, order, what): ends first
     order = itertools.count()
@@ -152,5 +155,5 @@ def run_search(point: Point, server: MD1 | Lockstep) -> tuple[SloProgram, list[E
         outcome = Outcome(ok=True, sent_at=sent, first_token_at=first, end_at=end, prompt_tokens=send.prompt_tokens,
                           output_tokens=send.output_tokens, chunk_times=(first, end))  # no ITL targets here
         records.append(Ended(send, outcome))
-        take(program.ended(send, outcome, end), end)
+        take(program.ended(dataclasses.replace(send) if copies else send, outcome, end), end)
     return program, records

@@ -216,6 +216,18 @@ def lockstep_search(seed: int, budget: int):
     return program.search, server.limit(o["tpot_p99_s"], 0.99)
 
 
+def test_the_search_keys_its_requests_on_their_tags_not_on_the_objects_handed_back():
+    o = MD1_P99
+    (point,) = expand(_suite(f"{{kind: slo, load: rate, prompt_tokens: 1, output_tokens: 20, slo: {{ttft_p99_s: "
+                             f"{o['ttft_p99_s']}}}, seed: 5, max_requests: 3000}}"))
+    same, _ = run_search(point, MD1(o["service_s"], o["first_s"]))
+    copied, ended = run_search(point, MD1(o["service_s"], o["first_s"]), copies=True)
+    assert len({e.send.tag for e in ended}) == len(ended)  # every send has its own
+    assert [p.load for p in copied.search.probes] == [p.load for p in same.search.probes]
+    assert (copied.search.low, copied.search.high, copied.search.spent) == (same.search.low, same.search.high,
+                                                                           same.search.spent)
+
+
 def covers(search, limit: float) -> bool:
     return (search.low is None or search.low <= limit) and (search.high is None or search.high > limit)
 
