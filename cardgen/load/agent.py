@@ -39,6 +39,7 @@ from cardgen.points import Point
 from cardgen.prompts import PromptTemplate, request_id
 from cardgen.promtext import parse_metrics
 from cardgen.scenarios import Said, Send, Share, Verdict, WatchState, record_fields
+from cardgen.scenarios.chat import Conversations
 from cardgen.schemas.records import LoadgenSample, RequestRecord
 from cardgen.schemas.run import STOP_INTERRUPTED
 
@@ -184,7 +185,7 @@ class _PointContext:
         self.slots: dict[int, Connection] = {}
         self._free: list[Connection] = []
         self._opened: list[Connection] = []
-        self.chats: dict[int, list[dict[str, str]]] = {}  # conversation -> its messages so far
+        self.chats: Conversations[dict[str, str]] = Conversations(fresh=point.fresh_history)
         self.watcher: _SaturationWatcher | None = None
         self.waiting: set[gevent.Greenlet] = set()  # timed requests not sent yet
 
@@ -298,34 +299,29 @@ class _PointContext:
         payload = build_payload(endpoint=point.endpoint, model=send.adapter or setup.model, prompt=prompt,
                                 output_tokens=send.output_tokens, length_fields=setup.length_fields,
                                 extra=setup.cold_fields if point.measures_prefill else None)
-        history = self._history(send) if send.conversation is not None else None
+        chat = send.conversation is not None
         reply: list[str] = []
-        if history is not None:
-            payload["messages"] = [*history, {"role": "user", "content": prompt}]
+        if chat:
+            payload["messages"] = self.chats.ask(send, {"role": "user", "content": prompt}, renew=self._renew)
         record = record_fields(point, send, worker=agent.worker, index=n, attempt=self.attempt, scheduled_at=scheduled_at)
         conn = self._connection(send.slot)
         agent.in_flight += 1
         try:
             rec = stream_once(conn, endpoint=point.endpoint, payload=payload, record=record,
                               timeout_s=point.timeout_s, report=self.report,
-                              on_text=reply.append if history is not None else None, wait=wait)
+                              on_text=reply.append if chat else None, wait=wait)
         finally:
             agent.in_flight -= 1
             if send.slot is None:
                 self._free.append(conn)
-        if history is not None and rec is not None and rec.ok:
-            self.chats[send.conversation or 0] = [*history, {"role": "user", "content": prompt},
-                                                  {"role": "assistant", "content": "".join(reply)}]
+        if chat:
+            ok = rec is not None and rec.ok
+            self.chats.answered(send, {"role": "assistant", "content": "".join(reply)} if ok else None)
         return rec
 
-    def _history(self, send: Send) -> list[dict[str, str]]:
-        """A chat turn's conversation so far (none for its first turn); with ``fresh_history``, a new id at its
-        head every turn, so the server has no prefix to reuse."""
-        history = self.chats.get(send.conversation or 0, []) if (send.turn or 1) > 1 else []
-        if self.point.fresh_history and history:
-            fresh = self.agent.next_request_id()
-            history = [{**history[0], "content": f"{fresh} {history[0]['content']}"}, *history[1:]]
-        return history
+    def _renew(self, message: dict[str, str]) -> dict[str, str]:
+        """A chat history's first message with a new request id at its head (``fresh_history``)."""
+        return {**message, "content": f"{self.agent.next_request_id()} {message['content']}"}
 
 
 class _SaturationWatcher:

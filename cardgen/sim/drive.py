@@ -48,6 +48,7 @@ from cardgen.runinfo import RecordTally, begin_run_info
 from cardgen.runwriter import RunWriter
 from cardgen.saturation import Reading
 from cardgen.scenarios import Judge, Ran, Said, Send, Share, Verdict, record_fields, run_points
+from cardgen.scenarios.chat import Conversations
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
 from cardgen.schemas.records import EngineTimings
 from cardgen.schemas.run import COMPLETE, STOP_SKIPPED
@@ -296,9 +297,10 @@ class _PointRun:
     issued: int = 0
     clock_now: float = 0.0  # the virtual time of the event being handled (Unix seconds)
     done: list[DrivenRequest] = field(default_factory=list)
-    chats: dict[int, list[tuple[str, int]]] = field(default_factory=dict)  # conversation -> (role, words)
+    chats: Conversations[tuple[str, int]] = field(init=False)  # (role, words) messages
 
     def __post_init__(self) -> None:
+        self.chats = Conversations(fresh=self.point.fresh_history)
         self.share = Share(self.point, self, index=self.index, parts=self.parts)
         self.clock_now = self.t0
 
@@ -423,10 +425,9 @@ class VirtualInterpreter:
         chat template's overhead), each message framed as the virtual server's template frames it
         (``cardgen.sim.tokenizer.count_chat``); the model's replies are ``output_tokens`` words."""
         point, conversation, turn = run.point, send.conversation or 0, send.turn or 1
-        messages = run.chats[conversation] = [] if turn == 1 else run.chats[conversation]
-        messages.append(("user", max(1, send.prompt_tokens - CHAT_OVERHEAD)))
-        if point.fresh_history and turn > 1:  # a new id at the head of the history: one more word
-            messages[0] = ("user", messages[0][1] + 1)
+        # a new id at the head of a fresh history: one more word
+        messages = run.chats.ask(send, ("user", max(1, send.prompt_tokens - CHAT_OVERHEAD)),
+                                 renew=lambda m: (m[0], m[1] + 1))
         salt = turn if point.fresh_history else 0  # a fresh history shares no block with the last turn's
         ids: list[int] = []
         for i, (role, words) in enumerate(messages):
@@ -463,9 +464,9 @@ class VirtualInterpreter:
                                    engine_timings=EngineTimings.of_response({"source": "metrics",
                                                                              **served.engine_metrics()}),
                                    **self._reasoning(run.point.endpoint == "chat", served, chunks))
-        if send.conversation is not None and record.ok:  # the reply goes back without its reasoning, as a client's
+        if send.conversation is not None:  # the reply goes back without its reasoning, as a client's
             answer = send.output_tokens - (record.reasoning_tokens or 0)
-            run.chats[send.conversation].append(("assistant", answer))
+            run.chats.answered(send, ("assistant", answer) if record.ok else None)
         driven = DrivenRequest(record, served)
         self.requests.append(driven)
         run.done.append(driven)

@@ -10,7 +10,7 @@ import pytest
 from cardgen.points import Point
 from cardgen.scenarios import EndWatch, Send, Verdict, Watch, judge_for, program_for, runs_on
 from cardgen.scenarios.batch import BatchProgram
-from cardgen.scenarios.chat import ChatProgram
+from cardgen.scenarios.chat import ChatProgram, Conversations
 from cardgen.scenarios.closed import ClosedProgram
 from cardgen.scenarios.ingest import IngestProgram
 from cardgen.scenarios.openloop import OpenProgram
@@ -285,3 +285,21 @@ def test_every_kind_has_a_program_and_a_judge():
     for kind in ("closed", "open", "waves", "ingest", "batch", "prefix", "chat"):
         point = _point(kind=kind, lengths=[16, 32], prefixes=1, conversations=1, turns=1, parallel=1)
         assert program_for(point).kind == kind and judge_for(point).point is point
+
+
+def test_one_chat_history_rule_for_both_interpreters():
+    def turn(conversation: int, n: int) -> Send:
+        return Send(prompt_tokens=10, output_tokens=5, conversation=conversation, turn=n)
+
+    chats: Conversations[str] = Conversations(fresh=False)
+    assert chats.ask(turn(0, 1), "q1", renew=str.upper) == ["q1"]
+    chats.answered(turn(0, 1), "a1")
+    assert chats.ask(turn(0, 2), "q2", renew=str.upper) == ["q1", "a1", "q2"]
+    chats.answered(turn(0, 2), None)  # failed: nothing goes on the history
+    assert chats.ask(turn(0, 3), "q3", renew=str.upper) == ["q1", "a1", "q3"]
+    assert chats.ask(turn(1, 1), "other", renew=str.upper) == ["other"]  # conversations apart
+    assert chats.ask(turn(0, 1), "again", renew=str.upper) == ["again"]  # a first turn starts afresh
+    fresh: Conversations[str] = Conversations(fresh=True)
+    fresh.ask(turn(0, 1), "q1", renew=lambda m: "id " + m)
+    fresh.answered(turn(0, 1), "a1")
+    assert fresh.ask(turn(0, 2), "q2", renew=lambda m: "id " + m) == ["id q1", "a1", "q2"]
