@@ -51,9 +51,16 @@ PYTEST := $(BIN)/python -m pytest -q
 XDIST ?= -n 2
 UNTIMED := not sockets and not engine
 
+# The session's vLLM servers start while the untimed tests run (tests/engines/servers.py; the fixtures take them
+# from $$CARDGEN_TEST_SERVERS, or start their own), and stop when the timed tests are done, however they end.
+SERVERS := $(abspath $(VENV))/test-servers
+
 test: install-engine browser-deps lint
-	$(PYTEST) $(XDIST) -m "$(UNTIMED)"
-	$(PYTEST) -m "sockets or engine"
+	@$(BIN)/python tests/engines/servers.py start $(SERVERS) $(abspath $(VENV))/cardgen-cache
+	@$(PYTEST) $(XDIST) -m "$(UNTIMED)"; untimed=$$?; \
+	CARDGEN_TEST_SERVERS=$(SERVERS) $(PYTEST) -m "sockets or engine"; timed=$$?; \
+	$(BIN)/python tests/engines/servers.py stop $(SERVERS); \
+	test $$untimed -eq 0 -a $$timed -eq 0
 
 test-browser: install browser-deps
 	$(BIN)/python -m pytest -q -m browser

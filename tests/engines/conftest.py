@@ -13,15 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import servers
 from engine_helpers import (
-    LORA_ADAPTERS,
-    SPEC_CONFIG,
     TINY_MAX_POSITIONS,
-    VLLM_ARGS,
     FakeAdapter,
     ReplayServer,
     Route,
-    make_lora_adapter,
     vllm_env,
 )
 
@@ -78,29 +75,45 @@ class VllmServer:
         self.lock = threading.Lock()  # tests that compare counter deltas hold it
 
 
-@pytest.fixture(scope="session")
-def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    """One vLLM server for the whole session (start-up takes 30-50 s on two cores)."""
+class _Ahead:
+    """A server started ahead (``servers.py``), as a launched engine's handle."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.url, self.launch_info = state["url"], state["launch_info"]
+
+
+def _vllm(name: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """The session's vLLM server ``name`` (``servers.RECIPES``): the one ``make test`` started ahead while the
+    untimed tests ran, or one started here."""
     from cardgen.engines import get_adapter, launched_engine
 
     missing = get_adapter("vllm").check_installed()
     if missing:
         pytest.fail(f"{missing} (make test-engine does this)", pytrace=False)
-    tmp = tmp_path_factory.mktemp("vllm")
+    ahead = servers.started_ahead(name)
+    if ahead is not None:
+        yield VllmServer(_Ahead(ahead), ahead["start_s"], Path(ahead["tmp"]))
+        return
+    tmp = tmp_path_factory.mktemp(name)
     started = time.monotonic()
-    added, _ = get_adapter("vllm").launch_defaults([], VLLM_ARGS.split())  # as --launch vllm: per-request metrics
-    with launched_engine("vllm", str(tiny_model), engine_args=[*VLLM_ARGS.split(), *added],
+    recipe = servers.RECIPES[name]
+    with launched_engine(recipe.engine, str(tiny_model), engine_args=recipe.args(tiny_model),
                          log_path=tmp / "server.log", env=vllm_env(tmp), startup_timeout_s=240) as handle:
         yield VllmServer(handle, time.monotonic() - started, tmp)
-    print(f"\nvLLM server: ready after {handle.launch_info['ready_after_s']} s; {handle.launch_info['stopped']}",
+    print(f"\n{name} server: ready after {handle.launch_info['ready_after_s']} s; {handle.launch_info['stopped']}",
           file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """One vLLM server for the whole session (start-up takes 30-50 s on two cores)."""
+    yield from _vllm("vllm", tiny_model, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def lora_adapters(tiny_model: Path) -> dict[str, Path]:
     """The tiny model's LoRA adapters (``engine_helpers.LORA_ADAPTERS``), by name."""
-    return {name: make_lora_adapter(tiny_model, tiny_model.parent / f"{tiny_model.name}-lora-{name}", rank=rank,
-                                    targets=targets, seed=seed) for name, rank, targets, seed in LORA_ADAPTERS}
+    return servers.lora_adapters(tiny_model)
 
 
 @pytest.fixture(scope="session")
@@ -109,22 +122,7 @@ def vllm_features_server(tiny_model: Path, lora_adapters: dict[str, Path],
     """One more vLLM for the session, for every test of what servers run in 2026: the tiny model with its two LoRA
     adapters (the flags ``cardgen build --launch vllm --lora-module`` passes), ngram speculative decoding, and a
     reasoning parser (``granite``: it writes ``"reasoning": null`` in every delta and counts reasoning in usage)."""
-    from cardgen.engines import get_adapter, launched_engine
-    from cardgen.engines.lora import LoraModule
-
-    missing = get_adapter("vllm").check_installed()
-    if missing:
-        pytest.fail(f"{missing} (make test-engine does this)", pytrace=False)
-    modules = [LoraModule.parse(f"{name}={path}") for name, path in lora_adapters.items()]
-    args = [*VLLM_ARGS.split(), *get_adapter("vllm").lora_args(modules), "--speculative-config", SPEC_CONFIG,
-            "--reasoning-parser", "granite"]
-    tmp = tmp_path_factory.mktemp("vllm-features")
-    started = time.monotonic()
-    with launched_engine("vllm", str(tiny_model), engine_args=args, log_path=tmp / "server.log", env=vllm_env(tmp),
-                         startup_timeout_s=240) as handle:
-        yield VllmServer(handle, time.monotonic() - started, tmp)
-    print(f"\nvLLM (LoRA, speculation, reasoning parser): ready after {handle.launch_info['ready_after_s']} s",
-          file=sys.stderr)
+    yield from _vllm("vllm-features", tiny_model, tmp_path_factory)
 
 
 @pytest.fixture

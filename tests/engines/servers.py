@@ -1,0 +1,181 @@
+"""The session's real engine servers, started ahead of the tests that use them.
+
+``make test`` starts them while the untimed tests run (``python tests/engines/servers.py start DIR``: a process of
+its own starts each server, writes ``DIR/NAME.json`` once it is healthy, and keeps it until ``stop`` or its
+lifetime ends) and stops them afterwards (``stop DIR``). The session fixtures (``conftest.py``) take a server from
+``$CARDGEN_TEST_SERVERS`` when one is there and healthy, and start their own otherwise, so a test run alone, or a
+server that failed to start ahead, still gets one.
+
+Each server is what its fixture would start (:data:`RECIPES`): the same engine, model, flags and environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # engine_helpers, run as a script
+
+from engine_helpers import (  # noqa: E402
+    LORA_ADAPTERS,
+    SPEC_CONFIG,
+    TINY_MAX_POSITIONS,
+    VLLM_ARGS,
+    make_lora_adapter,
+    vllm_env,
+)
+
+LIFETIME_S = 45 * 60  # a server started ahead never outlives a test run, even if nobody stops it
+WAIT_S = 300  # how long a fixture waits for a server still starting
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one of the session's servers is started: ``args(model, tmp)`` its engine arguments."""
+
+    engine: str
+    args: Callable[[Path], list[str]]
+
+
+def _plain(model: Path) -> list[str]:
+    from cardgen.engines import get_adapter
+
+    added, _ = get_adapter("vllm").launch_defaults([], VLLM_ARGS.split())  # as --launch vllm: per-request metrics
+    return [*VLLM_ARGS.split(), *added]
+
+
+def _features(model: Path) -> list[str]:
+    from cardgen.engines import get_adapter
+    from cardgen.engines.lora import LoraModule
+
+    adapters = lora_adapters(model)
+    modules = [LoraModule.parse(f"{name}={path}") for name, path in adapters.items()]
+    return [*VLLM_ARGS.split(), *get_adapter("vllm").lora_args(modules), "--speculative-config", SPEC_CONFIG,
+            "--reasoning-parser", "granite"]
+
+
+RECIPES = {"vllm": Recipe("vllm", _plain), "vllm-features": Recipe("vllm", _features)}
+
+
+def lora_adapters(model: Path) -> dict[str, Path]:
+    """The tiny model's LoRA adapters (``engine_helpers.LORA_ADAPTERS``), by name; made once, beside it."""
+    return {name: make_lora_adapter(model, model.parent / f"{model.name}-lora-{name}", rank=rank, targets=targets,
+                                    seed=seed) for name, rank, targets, seed in LORA_ADAPTERS}
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def serving(where: Path) -> bool:
+    """Whether the process that starts and keeps the servers is alive."""
+    try:
+        os.kill(int((where / "pid").read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def started_ahead(name: str) -> dict[str, Any] | None:
+    """The server ``name`` started ahead (``url``, ``launch_info``, ``start_s``, ``tmp``), waiting while it is
+    still starting; None when there is none, it failed, or it does not answer."""
+    where = os.environ.get("CARDGEN_TEST_SERVERS")
+    if not where:
+        return None
+    ready, failed = Path(where) / f"{name}.json", Path(where) / f"{name}.failed"
+    deadline = time.monotonic() + WAIT_S
+    while not ready.is_file():
+        if failed.is_file() or not serving(Path(where)) or time.monotonic() > deadline:
+            return None
+        time.sleep(0.5)
+    state = json.loads(ready.read_text())
+    return state if healthy(state["url"]) else None
+
+
+def serve(where: Path, cache: Path) -> None:
+    """Start every recipe's server (one after another), say each is ready, and keep them until told to stop."""
+    from cardgen.engines import launched_engine  # here: the script's other commands need none of cardgen
+    from cardgen.engines.tinymodel import make_tiny_model  # the same
+
+    stop = where / "stop"
+    signal.signal(signal.SIGTERM, lambda *_: stop.touch())
+    born = time.monotonic()
+    model = make_tiny_model(cache, max_positions=TINY_MAX_POSITIONS)
+    with contextlib.ExitStack() as servers:
+        for name, recipe in RECIPES.items():
+            if stop.exists():
+                break
+            tmp = where / name
+            tmp.mkdir(parents=True, exist_ok=True)
+            started = time.monotonic()
+            try:
+                handle = servers.enter_context(launched_engine(
+                    recipe.engine, str(model), engine_args=recipe.args(model), log_path=tmp / "server.log",
+                    env=vllm_env(tmp), startup_timeout_s=240))
+            except Exception as exc:  # the fixture starts its own, and says why in its failure if that fails too
+                (where / f"{name}.failed").write_text(f"{type(exc).__name__}: {exc}")
+                continue
+            state = {"url": handle.url, "launch_info": handle.launch_info, "start_s": time.monotonic() - started,
+                     "tmp": str(tmp)}
+            (where / f"{name}.json.part").write_text(json.dumps(state, default=str))
+            (where / f"{name}.json.part").rename(where / f"{name}.json")
+        while not stop.exists() and time.monotonic() - born < LIFETIME_S:
+            time.sleep(0.5)
+
+
+def start(where: Path, cache: Path) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    for old in where.glob("*"):
+        if old.is_file():
+            old.unlink()
+    log = (where / "servers.log").open("w")
+    proc = subprocess.Popen([sys.executable, __file__, "serve", str(where), str(cache)], stdout=log, stderr=log,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    (where / "pid").write_text(str(proc.pid))
+    print(f"engine servers starting ahead in {where} (pid {proc.pid})")
+
+
+def stop(where: Path) -> None:
+    pid_file = where / "pid"
+    if not pid_file.is_file():
+        return
+    pid = int(pid_file.read_text())
+    (where / "stop").touch()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.5)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    pid_file.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    command, where = sys.argv[1], Path(sys.argv[2])
+    if command == "start":
+        start(where, Path(sys.argv[3]))
+    elif command == "serve":
+        serve(where, Path(sys.argv[3]))
+    elif command == "stop":
+        stop(where)
+    else:
+        sys.exit(f"usage: {sys.argv[0]} start|serve|stop DIR [CACHE]")
