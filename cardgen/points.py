@@ -1,8 +1,10 @@
 """Points: a suite's expansion into runs, and their names.
 
 A point is one run of fixed parameters (e.g. the closed loop at 10 parallel users). :func:`expand` turns a
-suite into points and names them; :func:`fit_context` leaves out what the server's context cannot hold. How
-each kind of point sends its requests and when it stops is its program's (:mod:`cardgen.scenarios`).
+suite into points (each entry names its own: ``point_fields`` of :mod:`cardgen.suite`'s entries);
+:func:`fit_context` leaves out what the server's context cannot hold. What a point's kind is (its traits, its
+rules) is :mod:`cardgen.kinds`'; how it sends its requests and when it stops, its program's
+(:mod:`cardgen.scenarios`).
 
 A point is plain data (a dict-able dataclass) so it can travel to Locust workers.
 """
