@@ -39,6 +39,7 @@ from importlib import resources
 from pathlib import Path
 
 from cardgen.errors import UsageError
+from cardgen.kinds import kind_of
 from cardgen.points import Point
 from cardgen.prompts import dataset_template, id_tokens, prefix_templates, trace_templates
 from cardgen.suite import SHAREGPT, check_source
@@ -211,7 +212,7 @@ def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
     items: dict[str, list[tuple[int, int]]] = {}
     out: list[Point] = []
     for point in points:
-        if point.kind == "prefix":
+        if kind_of(point).shared_prefix:
             made = prefix_templates(prefixes=point.prefixes, prefix_tokens=point.prefix_tokens,
                                     suffix_tokens=point.suffix_tokens, count=counter(point.endpoint), tag=tag,
                                     salt=point.name, style=style)

@@ -1,8 +1,10 @@
 """Points: a suite's expansion into runs, and their names.
 
 A point is one run of fixed parameters (e.g. the closed loop at 10 parallel users). :func:`expand` turns a
-suite into points and names them; :func:`fit_context` leaves out what the server's context cannot hold. How
-each kind of point sends its requests and when it stops is its program's (:mod:`cardgen.scenarios`).
+suite into points (each entry names its own: ``point_fields`` of :mod:`cardgen.suite`'s entries);
+:func:`fit_context` leaves out what the server's context cannot hold. What a point's kind is (its traits, its
+rules) is :mod:`cardgen.kinds`'; how it sends its requests and when it stops, its program's
+(:mod:`cardgen.scenarios`).
 
 A point is plain data (a dict-able dataclass) so it can travel to Locust workers.
 """
@@ -10,24 +12,11 @@ A point is plain data (a dict-able dataclass) so it can travel to Locust workers
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from cardgen.slo import parse_targets
-from cardgen.suite import (
-    SHAREGPT,
-    BatchSweep,
-    Chat,
-    ClosedLoop,
-    Ingest,
-    OpenLoop,
-    SharedPrefix,
-    SloSearch,
-    Suite,
-    Waves,
-)
+from cardgen.kinds import kind_of
+from cardgen.suite import Suite
 
 
 @dataclass(frozen=True)
@@ -35,7 +24,7 @@ class Point:
     """One point: plain, frozen data (what changes makes a new point: ``dataclasses.replace``)."""
 
     name: str
-    kind: str  # closed | open | waves | ingest | batch
+    kind: str  # one of cardgen.kinds.KINDS: what the rest of cardgen asks of the point's kind is there
     group: str
     endpoint: str
     timeout_s: float
@@ -128,32 +117,14 @@ class Point:
 
     def expected_requests(self) -> int:
         """How many requests the point sends at least (for progress bars)."""
-        if self.kind == "closed":
-            return self.min_requests
-        if self.kind == "open":
-            return self.num_requests
-        if self.kind == "waves":
-            return sum(range(1, self.max_wave + 1, self.step))
-        if self.kind == "ingest":
-            return len(self.lengths) * self.repeats
-        if self.kind == "batch":
-            return (self.parallel or 1) * (self.warmups + self.runs)
-        if self.kind == "prefix":
-            return self.prefixes * (1 + self.warm_rounds)
-        if self.kind == "chat":
-            return self.conversations * self.turns
-        if self.kind == "slo":
-            return self.min_requests
-        return 0
+        return kind_of(self).expected_requests(self)
 
     def longest_request(self) -> int:
         """The most tokens one of the point's requests holds (prompt + output): what a server's context per request
         must take (a chat turn carries its conversation so far)."""
-        if self.kind == "prefix":
-            return self.prefix_tokens + self.suffix_tokens + self.output_tokens
-        if self.kind == "chat":
-            return self.prompt_tokens + max(0, self.turns - 1) * (self.message_tokens + self.output_tokens) \
-                + self.output_tokens
+        longest = kind_of(self).longest_request
+        if longest is not None:
+            return longest(self)
         if self.items:
             return max(p + o for p, o in self.items)
         return max(self.lengths or (self.prompt_tokens,)) + self.output_tokens
@@ -161,29 +132,26 @@ class Point:
     def users(self) -> int:
         """How many requests the point keeps in flight at once by design (a closed loop's users, a batch); 1 for
         the kinds whose load is a rate or a search (open loops, waves, SLO searches)."""
-        if self.kind in ("closed", "batch", "chat"):
-            return self.parallel or 1
-        return 1
+        return kind_of(self).users(self)
 
     @property
     def measures_prefill(self) -> bool:
         """Whether the point measures the engine computing whole prompts (an ingestion sweep): its requests ask the
         server not to take any of the prompt from its cache, where the engine has such a switch."""
-        return self.kind == "ingest"
+        return kind_of(self).prefill_sweep
 
     @property
     def brings_prompts(self) -> bool:
         """Whether the point sends prompts of its own (a dataset's sample, shared prefixes), sampled before it
         runs (``cardgen.datasets.resolve``), rather than sized templates."""
-        return self.dataset is not None or self.kind == "prefix"
+        return self.dataset is not None or kind_of(self).shared_prefix
 
     def prompt_lengths(self) -> list[int]:
         """The lengths of the sized prompt templates the point sends (none for a dataset's own prompts)."""
         if self.brings_prompts:
             return []
-        if self.kind == "chat":
-            return sorted({self.prompt_tokens, self.message_tokens})
-        return list(self.lengths) if self.kind == "ingest" else [self.prompt_tokens]
+        lengths = kind_of(self).prompt_lengths
+        return lengths(self) if lengths is not None else [self.prompt_tokens]
 
     # -- dataset requests ------------------------------------------------------------------------------------
     def dataset_key(self) -> str:
@@ -206,93 +174,17 @@ class Point:
         return int(prompt), int(output)
 
 
-def slug(source: str) -> str:
-    """The dataset's short name in point names: ``sharegpt``, or the file's stem."""
-    if source == SHAREGPT:
-        return SHAREGPT
-    return re.sub(r"[^a-z0-9]+", "-", Path(source).stem.lower()).strip("-") or "dataset"
-
-
-def _rate_label(rate: float) -> str:
-    return "inf" if math.isinf(rate) else f"{rate:g}"
-
-
 def expand(suite: Suite) -> list[Point]:
-    """Every point of the suite, in order. Names are unique within the suite."""
+    """Every point of the suite, in order: each entry's (:meth:`cardgen.suite.ClosedLoop.point_fields` ...) in
+    its group, with the suite's endpoint and timeout where the entry gives none. Names are unique within the suite."""
     points: list[Point] = []
     for n, entry in enumerate(suite.scenarios):
-        first = len(points)  # the entry's points start here
-        common = {
-            "endpoint": entry.endpoint or suite.endpoint,
-            "timeout_s": entry.timeout_s or suite.timeout_s,
-        }
+        common = {"endpoint": entry.endpoint or suite.endpoint, "timeout_s": entry.timeout_s or suite.timeout_s}
         group = entry.name or f"{entry.kind}-{n + 1}"
-        if isinstance(entry, ClosedLoop):
-            for p in entry.prompt_tokens:
-                for o in entry.output_tokens:
-                    for par in entry.parallel:
-                        points.append(Point(
-                            name=f"closed-in{p}-out{o}-p{par}", kind="closed", group=group, prompt_tokens=p,
-                            output_tokens=o, parallel=par, min_requests=max(entry.min_requests, par * entry.min_rounds),
-                            min_duration_s=entry.min_duration_s, max_duration_s=entry.max_duration_s,
-                            max_requests=entry.max_requests, target_ci=entry.target_ci,
-                            stop_at_saturation=entry.stop_at_saturation, **common))
-        elif isinstance(entry, SharedPrefix):
-            points.append(Point(
-                name=f"prefix-n{entry.prefixes}-in{entry.prefix_tokens}+{entry.suffix_tokens}-out{entry.output_tokens}",
-                kind="prefix", group=group, prompt_tokens=entry.prefix_tokens + entry.suffix_tokens,
-                output_tokens=entry.output_tokens, prefixes=entry.prefixes, prefix_tokens=entry.prefix_tokens,
-                suffix_tokens=entry.suffix_tokens, warm_rounds=entry.warm_rounds, **common))
-        elif isinstance(entry, Chat):
-            conversations = entry.conversations or entry.users
-            base = (f"chat-u{entry.users}-t{entry.turns}-in{entry.first_tokens}+{entry.message_tokens}"
-                    f"-out{entry.output_tokens}")
-            for fresh in (False, True) if entry.compare_no_cache else (False,):
-                points.append(Point(
-                    name=base + ("-nocache" if fresh else ""), kind="chat", group=group,
-                    prompt_tokens=entry.first_tokens, output_tokens=entry.output_tokens,
-                    parallel=min(entry.users, conversations), conversations=conversations, turns=entry.turns,
-                    message_tokens=entry.message_tokens, think_time_s=entry.think_time_s, fresh_history=fresh,
-                    **{**common, "endpoint": "chat"}))
-        elif isinstance(entry, OpenLoop) and entry.replay:
-            points.append(Point(
-                name=f"{entry.name or 'replay'}-{slug(entry.dataset or '')}-x{entry.speedup:g}", kind="open",
-                group=group, dataset=entry.dataset, num_requests=entry.max_requests or 0, replay=True,
-                speedup=entry.speedup, **common))
-        elif isinstance(entry, OpenLoop) and entry.dataset is not None:
-            for rate in entry.rates or ():
-                points.append(Point(
-                    name=f"open-{slug(entry.dataset)}-r{_rate_label(rate)}", kind="open", group=group,
-                    dataset=entry.dataset, rate_rps=rate, num_requests=entry.num_requests, seed=entry.seed,
-                    **common))
-        elif isinstance(entry, OpenLoop):
-            for rate in entry.rates or ():
-                points.append(Point(
-                    name=f"open-in{entry.prompt_tokens}-out{entry.output_tokens}-r{_rate_label(rate)}", kind="open",
-                    group=group, prompt_tokens=entry.prompt_tokens, output_tokens=entry.output_tokens,
-                    rate_rps=rate, num_requests=entry.num_requests, seed=entry.seed, **common))
-        elif isinstance(entry, Waves):
-            points.append(Point(
-                name=f"waves-in{entry.prompt_tokens}-out{entry.output_tokens}", kind="waves", group=group,
-                prompt_tokens=entry.prompt_tokens, output_tokens=entry.output_tokens, max_wave=entry.max_wave,
-                step=entry.step, stop_at_saturation=entry.stop_at_saturation, search=entry.search,
-                resolution=entry.resolution, **common))
-        elif isinstance(entry, Ingest):
-            points.append(Point(
-                name="ingest", kind="ingest", group=group,
-                output_tokens=entry.output_tokens, lengths=entry.lengths(), repeats=entry.repeats,
-                target_ci=entry.target_ci, **common))
-        elif isinstance(entry, BatchSweep):
-            for b in entry.batch_sizes:
-                points.append(Point(
-                    name=f"batch-in{entry.prompt_tokens}-out{entry.output_tokens}-b{b}", kind="batch", group=group,
-                    prompt_tokens=entry.prompt_tokens, output_tokens=entry.output_tokens, parallel=b,
-                    warmups=entry.warmups, runs=entry.runs, target_ci=entry.target_ci,
-                    max_runs=entry.max_runs, **common))
-        elif isinstance(entry, SloSearch):
-            points.append(slo_point(entry, group=group, common=common))
+        mine = [Point(group=group, **{**common, **fields}) for fields in entry.point_fields()]
         if entry.adapters:
-            points[first:] = with_adapters(points[first:], entry.adapters, entry.adapter_counts, entry.adapter_pick)
+            mine = with_adapters(mine, entry.adapters, entry.adapter_counts, entry.adapter_pick)
+        points += mine
     seen: dict[str, int] = {}
     for i, point in enumerate(points):  # make names unique when two entries expand to the same parameters
         if point.name in seen:
@@ -317,15 +209,6 @@ def with_adapters(points: list[Point], adapters: list[str], counts: list[int] | 
 def suite_adapters(points: list[Point]) -> tuple[str, ...]:
     """Every adapter the points ask for, in the order they first appear."""
     return tuple(dict.fromkeys(a for p in points for a in p.adapters))
-def slo_point(entry: SloSearch, *, group: str, common: dict[str, Any]) -> Point:
-    """The one point of an SLO search: its probes are its program's (``cardgen.scenarios.slosearch``)."""
-    what = (f"in{entry.prompt_tokens}-out{entry.output_tokens}" if entry.dataset is None else slug(entry.dataset))
-    return Point(name=f"slo-{entry.load}-{what}", kind="slo", group=group, prompt_tokens=entry.prompt_tokens or 0,
-                 output_tokens=entry.output_tokens or 1, dataset=entry.dataset,
-                 num_requests=entry.num_requests if entry.dataset is not None else 0, seed=entry.seed,
-                 min_requests=entry.min_requests, max_requests=entry.max_requests, load=entry.load,
-                 slo=tuple(t.as_tuple() for t in parse_targets(entry.slo)), slo_resolution=entry.resolution,
-                 start_load=entry.start_load, min_load=entry.lowest, max_load=entry.highest, **common)
 
 
 def fit_context(points: list[Point], max_model_len: int | None) -> tuple[list[Point], list[str]]:
@@ -336,7 +219,7 @@ def fit_context(points: list[Point], max_model_len: int | None) -> tuple[list[Po
     kept: list[Point] = []
     warnings: list[str] = []
     for point in points:
-        if point.kind == "ingest":
+        if point.measures_prefill:
             lengths = [n for n in point.lengths if n + point.output_tokens <= max_model_len]
             if len(lengths) < len(point.lengths):
                 warnings.append(f"{point.name}: prompts over {max_model_len - point.output_tokens} tokens left out "

@@ -9,9 +9,10 @@ Input models forbid unknown keys, so a typo in a suite file is an error that nam
 from __future__ import annotations
 
 import math
+import re
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -25,6 +26,7 @@ from pydantic import (
 )
 
 from cardgen.errors import UsageError
+from cardgen.kinds import KINDS
 from cardgen.slo import parse_targets
 
 BUILTIN_SUITES = ("quick", "standard", "full", "sharegpt")
@@ -63,6 +65,20 @@ def lengths_or_dataset(prompt_tokens: int | None, output_tokens: int | None, dat
         raise ValueError("give 'prompt_tokens' and 'output_tokens', or a 'dataset'")
 
 
+def slug(source: str) -> str:
+    """The dataset's short name in point names: ``sharegpt``, or the file's stem."""
+    if source == SHAREGPT:
+        return SHAREGPT
+    return re.sub(r"[^a-z0-9]+", "-", Path(source).stem.lower()).strip("-") or "dataset"
+
+
+def _rate_label(rate: float) -> str:
+    return "inf" if math.isinf(rate) else f"{rate:g}"
+
+
+PointFields = dict[str, Any]  # a point's own fields (cardgen.points.Point's), as an entry expands into them
+
+
 class _Entry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -75,6 +91,11 @@ class _Entry(BaseModel):
     adapters: list[str] | None = Field(default=None, min_length=1)
     adapter_counts: list[int] | None = Field(default=None, min_length=1)
     adapter_pick: Literal["round-robin", "random", "per-user"] = "round-robin"
+
+    def point_fields(self) -> list[PointFields]:
+        """The entry's points in order, each as its own fields: its name, kind and parameters
+        (:func:`cardgen.points.expand` adds the group, the suite's endpoint and timeout, the adapters)."""
+        raise NotImplementedError
 
     @model_validator(mode="after")
     def _adapter_counts(self) -> _Entry:
@@ -110,6 +131,14 @@ class ClosedLoop(_Entry):
     _as_list = field_validator("prompt_tokens", "output_tokens", "parallel", mode="before")(
         lambda v: v if isinstance(v, list) else [v]
     )
+
+    def point_fields(self) -> list[PointFields]:
+        return [dict(name=f"closed-in{p}-out{o}-p{par}", kind=self.kind, prompt_tokens=p, output_tokens=o,
+                     parallel=par, min_requests=max(self.min_requests, par * self.min_rounds),
+                     min_duration_s=self.min_duration_s, max_duration_s=self.max_duration_s,
+                     max_requests=self.max_requests, target_ci=self.target_ci,
+                     stop_at_saturation=self.stop_at_saturation)
+                for p in self.prompt_tokens for o in self.output_tokens for par in self.parallel]
 
 
 class OpenLoop(_Entry):
@@ -159,6 +188,18 @@ class OpenLoop(_Entry):
     def _rates_out(self, rates: list[float] | None) -> list[float | str] | None:
         return None if rates is None else ["inf" if math.isinf(r) else r for r in rates]
 
+    def point_fields(self) -> list[PointFields]:
+        """One point per rate (a dataset's sample, or sized prompts), or one replaying the trace."""
+        if self.replay:
+            return [dict(name=f"{self.name or 'replay'}-{slug(self.dataset or '')}-x{self.speedup:g}", kind=self.kind,
+                         dataset=self.dataset, num_requests=self.max_requests or 0, replay=True, speedup=self.speedup)]
+        if self.dataset is not None:
+            return [dict(name=f"open-{slug(self.dataset)}-r{_rate_label(rate)}", kind=self.kind, dataset=self.dataset,
+                         rate_rps=rate, num_requests=self.num_requests, seed=self.seed) for rate in self.rates or ()]
+        return [dict(name=f"open-in{self.prompt_tokens}-out{self.output_tokens}-r{_rate_label(rate)}", kind=self.kind,
+                     prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens, rate_rps=rate,
+                     num_requests=self.num_requests, seed=self.seed) for rate in self.rates or ()]
+
 
 class Waves(_Entry):
     """1 request, then 2 at once, then 3 ... up to ``max_wave`` (or until the server queues or preempts when
@@ -174,6 +215,12 @@ class Waves(_Entry):
     # step: 1, 1 + step, 1 + 2 step ... up to max_wave
     search: Literal["bisect", "step"] = "bisect"
     resolution: int = Field(default=1, ge=1)  # bisect: how many requests apart the bracket may end
+
+    def point_fields(self) -> list[PointFields]:
+        return [dict(name=f"waves-in{self.prompt_tokens}-out{self.output_tokens}", kind=self.kind,
+                     prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens, max_wave=self.max_wave,
+                     step=self.step, stop_at_saturation=self.stop_at_saturation, search=self.search,
+                     resolution=self.resolution)]
 
 
 class Ingest(_Entry):
@@ -197,6 +244,10 @@ class Ingest(_Entry):
         lo, hi, n = self.min_prompt_tokens, self.max_prompt_tokens, self.points
         return sorted({round(lo + (hi - lo) * i / (n - 1)) for i in range(n)})
 
+    def point_fields(self) -> list[PointFields]:
+        return [dict(name="ingest", kind=self.kind, output_tokens=self.output_tokens, lengths=self.lengths(),
+                     repeats=self.repeats, target_ci=self.target_ci)]
+
 
 class BatchSweep(_Entry):
     """B simultaneous requests of fixed lengths, ``warmups`` unrecorded-in-figures runs, then ``runs`` repeats
@@ -213,6 +264,12 @@ class BatchSweep(_Entry):
     target_ci: float | None = Field(default=None, gt=0, lt=1)
     max_runs: int | None = Field(default=None, ge=1)
 
+    def point_fields(self) -> list[PointFields]:
+        return [dict(name=f"batch-in{self.prompt_tokens}-out{self.output_tokens}-b{b}", kind=self.kind,
+                     prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens, parallel=b,
+                     warmups=self.warmups, runs=self.runs, target_ci=self.target_ci, max_runs=self.max_runs)
+                for b in self.batch_sizes]
+
 
 class SharedPrefix(_Entry):
     """``prefixes`` distinct prefixes of ``prefix_tokens`` tokens; every request is one prefix and a unique
@@ -226,6 +283,12 @@ class SharedPrefix(_Entry):
     suffix_tokens: int = Field(default=64, ge=1)
     output_tokens: int = Field(default=16, ge=1)
     warm_rounds: int = Field(default=2, ge=1)
+
+    def point_fields(self) -> list[PointFields]:
+        return [dict(name=f"prefix-n{self.prefixes}-in{self.prefix_tokens}+{self.suffix_tokens}-out{self.output_tokens}",
+                     kind=self.kind, prompt_tokens=self.prefix_tokens + self.suffix_tokens,
+                     output_tokens=self.output_tokens, prefixes=self.prefixes, prefix_tokens=self.prefix_tokens,
+                     suffix_tokens=self.suffix_tokens, warm_rounds=self.warm_rounds)]
 
 
 class Chat(_Entry):
@@ -247,6 +310,17 @@ class Chat(_Entry):
     # also run the same conversations with the cache defeated (the history starts with a new id every turn),
     # so the card can say what the prefix cache saves per turn, measured
     compare_no_cache: bool = True
+
+    def point_fields(self) -> list[PointFields]:
+        """The conversations, then (``compare_no_cache``) the same with a new history every turn; always on the
+        chat endpoint."""
+        conversations = self.conversations or self.users
+        base = f"chat-u{self.users}-t{self.turns}-in{self.first_tokens}+{self.message_tokens}-out{self.output_tokens}"
+        return [dict(name=base + ("-nocache" if fresh else ""), kind=self.kind, endpoint="chat",
+                     prompt_tokens=self.first_tokens, output_tokens=self.output_tokens,
+                     parallel=min(self.users, conversations), conversations=conversations, turns=self.turns,
+                     message_tokens=self.message_tokens, think_time_s=self.think_time_s, fresh_history=fresh)
+                for fresh in ((False, True) if self.compare_no_cache else (False,))]
 
 
 class SloSearch(_Entry):
@@ -288,6 +362,16 @@ class SloSearch(_Entry):
             raise ValueError("min_requests must not exceed max_requests")
         return self
 
+    def point_fields(self) -> list[PointFields]:
+        """The search's one point: its probes are its program's (``cardgen.scenarios.slosearch``)."""
+        what = f"in{self.prompt_tokens}-out{self.output_tokens}" if self.dataset is None else slug(self.dataset)
+        return [dict(name=f"slo-{self.load}-{what}", kind=self.kind, prompt_tokens=self.prompt_tokens or 0,
+                     output_tokens=self.output_tokens or 1, dataset=self.dataset,
+                     num_requests=self.num_requests if self.dataset is not None else 0, seed=self.seed,
+                     min_requests=self.min_requests, max_requests=self.max_requests, load=self.load,
+                     slo=tuple(t.as_tuple() for t in parse_targets(self.slo)), slo_resolution=self.resolution,
+                     start_load=self.start_load, min_load=self.lowest, max_load=self.highest)]
+
     @property
     def start_load(self) -> float:
         return self.start if self.start is not None else 1.0
@@ -321,8 +405,7 @@ class Suite(BaseModel):
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in
-                                                        ("closed", "open", "waves", "ingest", "batch", "prefix", "chat", "slo")))
+    where = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in KINDS))
     if first["type"] == "extra_forbidden":
         return f"{source}: unknown key '{where}'; remove it or fix its spelling"
     return f"{source}: {where or 'suite'}: {first['msg']}"

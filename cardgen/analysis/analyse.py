@@ -33,6 +33,7 @@ from cardgen.analysis.timebudget import time_budgets
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
 from cardgen.engines import kv_unknown, slot_limit
+from cardgen.kinds import kind_of, kinds_where
 from cardgen.points import Point
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir, torn_line_warning
 from cardgen.schemas.run import RunInfo, point_attempts, record_counts
@@ -88,7 +89,7 @@ def modelled_by(info: RunInfo) -> str | None:
 
 def _headline_point(scenarios: list[ScenarioSummary]) -> ScenarioSummary | None:
     for s in scenarios:
-        if (s.kind == "closed" and s.parallel == HEADLINE_POINT["parallel"]
+        if (kind_of(s).closed_loop and s.parallel == HEADLINE_POINT["parallel"]
                 and s.prompt_tokens == HEADLINE_POINT["prompt_tokens"]
                 and s.output_tokens == HEADLINE_POINT["output_tokens"] and s.requests - s.failed > 0):
             return s
@@ -182,12 +183,12 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     ingestion = fit_ingestion(*ingestion_points(requests)) if not requests.empty else None
     batches = batch_precision(requests)
     for scenario in scenarios:
-        if scenario.kind == "ingest" and scenario.requests and ingestion is not None:
+        if kind_of(scenario).prefill_sweep and scenario.requests and ingestion is not None:
             scenario.precision = PointPrecision(method="slope t interval", slope=ingestion.fit.slope_ci_relative,
                                                 batches=ingestion.fit.n_used)
-        elif scenario.kind == "batch" and scenario.scenario in batches:
+        elif kind_of(scenario).batched and scenario.scenario in batches:
             scenario.precision = batches[scenario.scenario]
-    if requests.empty or not (requests["kind"] == "ingest").any():
+    if requests.empty or not requests["kind"].isin(kinds_where(lambda k: k.prefill_sweep)).any():
         missing.append("no prompt-ingestion sweep (ingest scenario): prompt ingestion speed not measured")
     elif ingestion is None:
         missing.append("the ingestion sweep has fewer than 3 distinct prompt lengths that succeeded: "
@@ -199,7 +200,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     point = _headline_point(scenarios)
     generation = None
     if point is None:
-        silent = next((x for x in scenarios if x.kind == "closed" and x.requests == 0 and x.stop == "skipped"
+        silent = next((x for x in scenarios if kind_of(x).closed_loop and x.requests == 0 and x.stop == "skipped"
                        and x.parallel == HEADLINE_POINT["parallel"]
                        and x.prompt_tokens == HEADLINE_POINT["prompt_tokens"]
                        and x.output_tokens == HEADLINE_POINT["output_tokens"]), None)
@@ -225,12 +226,12 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         else:
             missing.append(f"KV cache capacity not measured ({why})")
 
-    kinds = {s.kind for s in scenarios if s.requests}  # points that sent no request measure nothing
-    if "open" not in kinds:
+    kinds = [kind_of(s) for s in scenarios if s.requests]  # points that sent no request measure nothing
+    if not any(k.rate_driven for k in kinds):
         missing.append("no open-loop rates: no serving table")
-    if "batch" not in kinds:
+    if not any(k.batched for k in kinds):
         missing.append("no batch sweep: no batch table")
-    if "closed" not in kinds:
+    if not any(k.closed_loop for k in kinds):
         missing.append("no closed-loop points: no generation speed or throughput against parallel requests")
 
     capacity = capacity_thresholds(scenarios, min_speed_tok_s=options.min_speed_tok_s,

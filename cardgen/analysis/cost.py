@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from cardgen.gpu import summarize_gpu
+from cardgen.kinds import kind_of
 from cardgen.schemas.run import PriceDescription
 from cardgen.schemas.summary import GpuTelemetry, ScenarioSummary
 
@@ -32,7 +33,7 @@ def price_points(scenarios: Sequence[ScenarioSummary], price: PriceDescription |
     if price is None:
         return
     for s in scenarios:
-        if s.kind in ("closed", "open"):
+        if kind_of(s).serving_load:
             s.usd_per_million_output_tokens = usd_per_million(price.usd_per_gpu_hour, gpus, s.output_tok_s)
             s.usd_per_million_tokens = usd_per_million(price.usd_per_gpu_hour, gpus, s.total_tok_s)
 
@@ -54,7 +55,7 @@ def point_energy(scenarios: Sequence[ScenarioSummary], gpu_records: Sequence[Map
     if not gpu_records or requests.empty:
         return
     for s in scenarios:
-        if s.kind not in ("closed", "open") or s.started_unix is None or s.ended_unix is None:
+        if not kind_of(s).serving_load or s.started_unix is None or s.ended_unix is None:
             continue
         rows = requests[(requests["scenario"] == s.scenario) & requests["ok"]]
         tokens = int(rows["output_tokens"].fillna(0).sum())

@@ -29,6 +29,7 @@ import pandas as pd
 
 from cardgen.analysis.stats import finite
 from cardgen.engines import counter, histogram, histogram_delta, histogram_quantile, metric_candidates
+from cardgen.kinds import kind_of
 from cardgen.rundir import SERVER_METRICS_JSONL
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.summary import (
@@ -226,7 +227,7 @@ def server_vs_client(metrics: Sequence[MetricSample], requests: pd.DataFrame, sc
     if len(scrapes) < 2:
         return ServerVsClient(reason="only one successful scrape of /metrics: no increase to compare")
     run = _window("run", scrapes[0], scrapes[-1], requests, names)
-    points = list(point_windows(scrapes, requests, [s for s in scenarios if s.kind == "closed"], names).values())
+    points = list(point_windows(scrapes, requests, [s for s in scenarios if kind_of(s).closed_loop], names).values())
     return ServerVsClient(available=True, run=run, points=points)
 
 

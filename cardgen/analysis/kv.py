@@ -27,6 +27,7 @@ import pandas as pd
 
 from cardgen.analysis.timeseries import counter_increase, window
 from cardgen.engines import kv_config
+from cardgen.kinds import kinds_where
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.summary import KVCapacity, KVEstimate, WaveResult
 
@@ -151,7 +152,7 @@ def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: in
                      slots: int | None = None) -> tuple[KVEstimate | None, list[WaveResult], str | None]:
     """(estimate, the waves, a note when the probe could not give a figure). ``slots``: the most requests the
     server runs at once (llama.cpp's slots): a wave larger than that queues for a slot, whatever its KV cache."""
-    rows = requests[(requests["kind"] == "waves") & ~requests["warmup"] & requests["wave"].notna()]
+    rows = requests[requests["kind"].isin(kinds_where(lambda k: k.capacity_probe)) & ~requests["warmup"] & requests["wave"].notna()]
     if rows.empty:
         return None, [], None
     has_load = not ts.empty and not ts[["waiting", "preemptions", "running"]].isna().all().all()

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
+from cardgen.kinds import LARGEST_WAVE, NO_PARALLEL, kind_of
 from cardgen.points import Point, expand
 from cardgen.schemas.run import PointOutcome, RunInfo, point_attempts
 from cardgen.schemas.summary import ScenarioSummary
@@ -55,10 +56,16 @@ def silent_summary(outcome: PointOutcome, point: Point | None) -> ScenarioSummar
         scenario=outcome.name, kind=outcome.kind, group=point.group if point else "",
         endpoint=point.endpoint if point else "completions",
         prompt_tokens=point.prompt_tokens if point else 0, output_tokens=point.output_tokens if point else 0,
-        parallel=point.parallel if point and outcome.kind in ("closed", "batch") else
-        (point.max_wave if point and outcome.kind == "waves" else None),
-        rate_rps=rate if rate is not None and math.isfinite(rate) else None,
-        all_at_once=outcome.kind == "open" and rate is not None and math.isinf(rate))
+        parallel=_parallel(outcome, point), rate_rps=rate if rate is not None and math.isfinite(rate) else None,
+        all_at_once=kind_of(outcome).rate_driven and rate is not None and math.isinf(rate))
+
+
+def _parallel(outcome: PointOutcome, point: Point | None) -> int | None:
+    """A point's parallel count as a row says it: its users (closed loop, batch, chat), its largest wave."""
+    what = kind_of(outcome).parallel
+    if point is None or what == NO_PARALLEL:
+        return None
+    return point.max_wave if what == LARGEST_WAVE else point.parallel
 
 
 def with_outcomes(scenarios: Sequence[ScenarioSummary], info: RunInfo, *,

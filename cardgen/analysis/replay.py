@@ -118,7 +118,7 @@ def replays(points: Sequence[Point], requests: pd.DataFrame, ts: pd.DataFrame, m
     """Every replayed trace of the suite (``points``: the suite's, in order)."""
     out = []
     for p in points:
-        if p.kind == "open" and p.replay:
+        if p.replay:  # a replayed trace: an open loop at the trace's own times
             rows = requests[requests["scenario"] == p.name] if not requests.empty else requests
             out.append(replay(p, rows, ts, metrics, engine=engine, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s))
     return out

@@ -34,6 +34,7 @@ from cardgen.analysis.reasoning import reasoning_figures
 from cardgen.analysis.requests import chunk_gaps
 from cardgen.analysis.stats import describe
 from cardgen.analysis.timeseries import counter_increase, window
+from cardgen.kinds import kind_of
 from cardgen.precision import MedianInterval, median_interval, steady_mask, warmup_requests
 from cardgen.schemas.summary import PointPrecision, ScenarioSummary
 
@@ -113,12 +114,12 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
     warm = frame[frame["warmup"]]
     rows = frame[~frame["warmup"]]
     ok = rows[rows["ok"]]
-    kind = str(first["kind"])
+    kind = kind_of(str(first["kind"]))
     parallel = rows["parallel"].max() if rows["parallel"].notna().any() else math.nan
     rate = float(first["rate_rps"])
-    all_at_once = kind == "open" and (math.isinf(rate) or (math.isnan(rate) and _sent_together(frame)))
+    all_at_once = kind.rate_driven and (math.isinf(rate) or (math.isnan(rate) and _sent_together(frame)))
     summary = ScenarioSummary(
-        scenario=str(first["scenario"]), kind=kind, group=str(first["group"]), endpoint=str(first["endpoint"]),
+        scenario=str(first["scenario"]), kind=str(first["kind"]), group=str(first["group"]), endpoint=str(first["endpoint"]),
         prompt_tokens=int(first["prompt_tokens_target"]), output_tokens=int(first["output_tokens_target"]),
         parallel=int(parallel) if math.isfinite(parallel) else None,
         rate_rps=rate if math.isfinite(rate) else None, all_at_once=all_at_once,
@@ -136,7 +137,7 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
     summary.started_unix, summary.ended_unix, summary.duration_s = start, end, duration
     every_ok = ok
     settled_from = None
-    if kind == "closed":
+    if kind.closed_loop:
         ok, settled_from = _steady(summary, ok)
     summary.prompt_tokens_mean = _opt(ok["prompt_tokens"].mean()) if len(ok) else None
     summary.output_tokens_mean = _opt(ok["output_tokens"].mean()) if len(ok) else None
@@ -171,7 +172,7 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
     summary.speed_from_start_tok_s = describe(ok["speed_from_start_tok_s"])
     reasoning_figures(summary, ok)
     adapter_figures(summary, ok, rows)
-    if kind == "open":
+    if kind.rate_driven:
         summary.send_lag_s = describe(rows["send_lag_s"], ci=False)
     win = window(ts, start, end)
     if not win.empty:
@@ -198,6 +199,6 @@ def closed_pairs(scenarios: Sequence[ScenarioSummary]) -> dict[tuple[int, int], 
     ordered by parallel count."""
     pairs: dict[tuple[int, int], list[ScenarioSummary]] = {}
     for s in scenarios:
-        if s.kind == "closed" and s.parallel is not None and s.requests > 0:
+        if kind_of(s).closed_loop and s.parallel is not None and s.requests > 0:
             pairs.setdefault((s.prompt_tokens, s.output_tokens), []).append(s)
     return {k: sorted(v, key=lambda s: s.parallel or 0) for k, v in sorted(pairs.items())}

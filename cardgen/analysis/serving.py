@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
+from cardgen.kinds import kind_of
 from cardgen.points import expand
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import ScenarioSummary
@@ -60,7 +61,7 @@ def dataset_groups(info: RunInfo) -> list[DatasetGroup]:
         return []
     groups: dict[str, list] = {}
     for point in expand(suite):
-        if point.dataset is not None and point.kind == "open" and not point.replay:
+        if point.dataset is not None and kind_of(point).rate_driven and not point.replay:
             groups.setdefault(point.group, []).append(point)
     return [DatasetGroup(group=g, dataset=ps[0].dataset, num_requests=ps[0].num_requests, seed=ps[0].seed,
                          endpoint=ps[0].endpoint, points=tuple(p.name for p in ps),

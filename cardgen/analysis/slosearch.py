@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cardgen.analysis.cost import usd_per_million
+from cardgen.kinds import kind_of
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.scenarios.slosearch import LATE, answer_words, new_search, probed, unit
@@ -98,4 +99,4 @@ def slo_searches(points: Sequence[Point], records: Sequence[RequestRecord], *, g
     mine: dict[str, list[RequestRecord]] = {}
     for r in records:
         mine.setdefault(r.scenario, []).append(r)
-    return [slo_search(p, mine.get(p.name, []), gpus=gpus, price=price) for p in points if p.kind == "slo"]
+    return [slo_search(p, mine.get(p.name, []), gpus=gpus, price=price) for p in points if kind_of(p).slo_search]

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cardgen.kinds import kind_of, kinds_where
 from cardgen.precision import mean_interval
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.summary import Distribution, PointPrecision, ScenarioSummary
@@ -41,7 +42,7 @@ def serving_table(scenarios: Sequence[ScenarioSummary], *, gpu: str | None) -> p
     """vLLM's serving table: one row per open-loop scenario."""
     rows = []
     for s in scenarios:
-        if s.kind != "open" or s.requests == 0:
+        if not kind_of(s).rate_driven or s.requests == 0:
             continue
         row: dict[str, object] = {
             "Test name": s.scenario, "GPU": gpu or "", "Rate (req/s)": s.rate_label,
@@ -62,7 +63,7 @@ def batch_runs(requests: pd.DataFrame) -> pd.DataFrame:
     """One row per run of the batch sweep (batch size, repeat): its prefill and decode figures."""
     if requests.empty:
         return pd.DataFrame()
-    rows = requests[(requests["kind"] == "batch") & ~requests["warmup"] & requests["ok"]]
+    rows = requests[requests["kind"].isin(kinds_where(lambda k: k.batched)) & ~requests["warmup"] & requests["ok"]]
     runs = []
     for (scenario, _repeat), g in rows.groupby(["scenario", "repeat"], sort=False, dropna=False):
         prefill_s = float(g["first_token_at"].max() - g["sent_at"].min())
@@ -131,12 +132,13 @@ def fastgen_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
     """DeepSpeed-FastGen's view: throughput, effective throughput and latency percentiles per load point."""
     rows = []
     for s in scenarios:
-        if s.kind not in ("closed", "open") or s.requests == 0:
+        kind = kind_of(s)
+        if not kind.serving_load or s.requests == 0:
             continue
         rows.append({
             "Scenario": s.scenario, "Kind": s.kind, "Prompt tokens": s.prompt_tokens,
-            "Output tokens": s.output_tokens, "Clients": s.parallel if s.kind == "closed" else None,
-            "Rate (req/s)": s.rate_label if s.kind == "open" else "",
+            "Output tokens": s.output_tokens, "Clients": s.parallel if kind.closed_loop else None,
+            "Rate (req/s)": s.rate_label if kind.rate_driven else "",
             "Throughput (req/s)": s.req_s, "Effective throughput (req/s)": s.goodput_req_s,
             "SLO met (%)": None if s.goodput_fraction is None else 100 * s.goodput_fraction,
             "E2E p50 (s)": s.e2e_s.p50, "E2E p90 (s)": s.e2e_s.p90, "E2E p95 (s)": s.e2e_s.p95,
@@ -150,7 +152,7 @@ def fastgen_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
 
 def scale_table(scenarios: Sequence[ScenarioSummary], *, kv_cache_tokens: float | None) -> pd.DataFrame:
     """FlexGen's scale table: closed-loop points ordered by pair then parallel count."""
-    points = sorted((s for s in scenarios if s.kind == "closed" and s.requests > 0),
+    points = sorted((s for s in scenarios if kind_of(s).closed_loop and s.requests > 0),
                     key=lambda s: (s.prompt_tokens, s.output_tokens, s.parallel or 0))
     rows = []
     for s in points:

@@ -22,6 +22,7 @@ from cardgen.analysis.serving import (
     nightly_serving_table,
     sent_lengths,
 )
+from cardgen.kinds import kind_of
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import RunInfo
@@ -45,10 +46,10 @@ def workloads(info: RunInfo, scenarios: Sequence[ScenarioSummary], requests: pd.
     points = list(suite_points(info).values())
     chat = chat_turns(requests, metrics, engine=info.server.engine,
                       points=[(p.name, p.group, p.fresh_history, p.parallel or 1, p.conversations, p.think_time_s)
-                              for p in points if p.kind == "chat"])
+                              for p in points if kind_of(p).conversation])
     prefix = prefix_cache(requests, metrics, engine=info.server.engine,
                           points=[(p.name, p.prefixes, p.prefix_tokens, p.suffix_tokens) for p in points
-                                  if p.kind == "prefix"])
+                                  if kind_of(p).shared_prefix])
     groups = dataset_groups(info)
     lengths = {}
     for g in groups:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from cardgen import numbers
 from cardgen.calibrated.figures import as_values, errors, figure_values
+from cardgen.kinds import kind_of
 from cardgen.schemas.calibration import FIGURES, PREDICTED, FigureValues
 from cardgen.schemas.summary import Summary
 
@@ -73,16 +74,15 @@ def accuracy(calibrated: Summary, measured: Summary) -> Accuracy:
     """Every point ``calibrated`` predicted against the same point in ``measured`` (a point-by-point run of the
     same suite on the same server)."""
     return _compare({s.scenario: (s.requests > 0, figure_values(s)) for s in calibrated.scenarios
-                     if s.basis == PREDICTED and s.kind not in ("waves", "ingest")}, measured)
+                     if s.basis == PREDICTED and kind_of(s).fitted_figures}, measured)
 
 
 def model_accuracy(predicted: Mapping[str, Mapping[str, float]], measured: Summary) -> Accuracy:
     """The fitted server's prediction of every point (``figures_of_records`` of a calibrated run's
     ``predicted.jsonl``), whether the card kept it or measured the point instead after a spot check missed:
     the model's own error, before the checks protect the card from it."""
-    kinds = {s.scenario: s.kind for s in measured.scenarios}
-    return _compare({name: (True, as_values(f)) for name, f in predicted.items()
-                     if kinds.get(name) not in (None, "waves", "ingest")}, measured)
+    fitted = {s.scenario for s in measured.scenarios if kind_of(s).fitted_figures}
+    return _compare({name: (True, as_values(f)) for name, f in predicted.items() if name in fitted}, measured)
 
 
 def format_accuracy(acc: Accuracy, *, title: str) -> str:

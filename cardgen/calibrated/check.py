@@ -21,12 +21,11 @@ from dataclasses import dataclass
 
 from cardgen.calibrated.figures import errors, worst
 from cardgen.calibrated.predict import Prediction, pair_of
+from cardgen.kinds import kind_of
 from cardgen.points import Point
 from cardgen.scenarios import skips_after_saturation
 from cardgen.schemas.calibration import FigureValues, SpotCheck
 from cardgen.schemas.run import STOP_SKIPPED
-
-CHECKED_KINDS = ("closed", "batch", "open")
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ class Check:
 
 
 def _load(point: Point) -> float:
-    if point.kind == "open":
+    if kind_of(point).rate_driven:
         return point.rate_rps if point.rate_rps is not None else 0.0
     return float(point.parallel or 1)
 
@@ -53,20 +52,16 @@ def _interval_width(prediction: Prediction, name: str) -> float:
 
 def choose(points: Sequence[Point], prediction: Prediction, measured: Collection[str]) -> list[Check]:
     """The spot checks (see the module docstring), in suite order."""
-    ran = [p for p in points if p.kind in CHECKED_KINDS and prediction.outcomes.get(p.name) is not None
+    ran = [p for p in points if kind_of(p).spot_check is not None and prediction.outcomes.get(p.name) is not None
            and prediction.outcomes[p.name].stop != STOP_SKIPPED]
     predicted = [p for p in ran if p.name not in measured]
     chosen: dict[str, Check] = {}
     for pair in dict.fromkeys(pair_of(p) for p in predicted):
         in_pair = [p for p in predicted if pair_of(p) == pair]
-        for kind in CHECKED_KINDS:
-            of_kind = [p for p in in_pair if p.kind == kind]
-            if of_kind:
-                top = max(of_kind, key=_load)
-                what = {"closed": "parallel count", "batch": "batch", "open": "rate"}[kind]
-                chosen[top.name] = Check(top, pair or "", f"the largest {what} of {pair} the prediction ran: "
-                                         "nearest saturation, where the model is least sure")
-                break
+        preferred = min(kind_of(p).spot_check or 0 for p in in_pair)  # the kind checked first (closed, batch, open)
+        top = max((p for p in in_pair if kind_of(p).spot_check == preferred), key=_load)
+        chosen[top.name] = Check(top, pair or "", f"the largest {kind_of(top).check_load} of {pair} the prediction "
+                                 "ran: nearest saturation, where the model is least sure")
     budget = max((prediction.duration_s(c.point.name) for c in chosen.values()), default=0.0)
     rest = [p for p in predicted if p.name not in chosen]
     if rest:
@@ -104,7 +99,7 @@ def pair_points(points: Sequence[Point], pair: str, measured: Collection[str],
     measured points that saturated the server) is not run."""
     run, skipped = [], []
     for p in points:
-        if pair_of(p) != pair or p.kind == "ingest" or p.name in measured:
+        if pair_of(p) != pair or p.measures_prefill or p.name in measured:
             continue
         by = [s for s in saturated if skips_after_saturation(s, p)]
         if by:

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cardgen.analysis.analyse import HEADLINE_POINT
+from cardgen.kinds import kind_of
 from cardgen.points import Point
 from cardgen.schemas.calibration import IdentifyPoint
 
@@ -76,7 +77,7 @@ def probe_ingest(points: Sequence[Point], max_model_len: int) -> Point:
 def choose(points: Sequence[Point], *, kv_declared: bool, max_model_len: int) -> list[Chosen]:
     """The points to measure first (see the module docstring), in suite order (a probe first)."""
     chosen: dict[str, Chosen] = {}
-    ingest = next((p for p in points if p.kind == "ingest"), None)
+    ingest = next((p for p in points if p.measures_prefill), None)
     why_ingest = ("prompt ingestion: TTFT against prompt tokens; its slope is the compute rate, its intercept the "
                   "fixed cost of a step and one read of the weights")
     probe = None
@@ -85,7 +86,7 @@ def choose(points: Sequence[Point], *, kv_declared: bool, max_model_len: int) ->
     elif points:
         probe = Chosen(probe_ingest(points, max_model_len), why_ingest + " (a sweep the suite does not have)",
                        in_suite=False)
-    closed = [p for p in points if p.kind == "closed" and p.parallel]
+    closed = [p for p in points if kind_of(p).closed_loop and p.parallel]
     if closed:
         out = _decode_output(sorted({p.output_tokens for p in closed}))
         with_out = [p for p in closed if p.output_tokens == out]
@@ -112,7 +113,7 @@ def choose(points: Sequence[Point], *, kv_declared: bool, max_model_len: int) ->
                      and p.output_tokens == HEADLINE_POINT["output_tokens"]), None)
     if headline is not None and headline.name not in chosen:
         chosen[headline.name] = Chosen(headline, "the card's headline point: measured, never predicted")
-    waves = next((p for p in points if p.kind == "waves"), None)
+    waves = next((p for p in points if kind_of(p).capacity_probe), None)
     if waves is not None and not kv_declared:
         chosen[waves.name] = Chosen(waves, "the KV cache's capacity: the server does not declare it, and the fit "
                                            "reads it rather than fitting it")

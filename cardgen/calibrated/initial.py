@@ -27,6 +27,7 @@ import numpy as np
 from cardgen.calibrated.figures import INGEST_FIGURE
 from cardgen.calibrated.perf import NAMES, Constants, FittedPerf
 from cardgen.calibrated.settings import ServerSettings
+from cardgen.kinds import kind_of
 from cardgen.points import Point
 from cardgen.sim.perf import SeqWork
 from cardgen.sim.roofline import RooflinePerf
@@ -52,13 +53,13 @@ def initial_constants(shape: RooflinePerf, start: Constants, settings: ServerSet
     """``start`` scaled to the measurements (see the module docstring), once per split of the decode step in
     :data:`MEMORY_SHARES`; a measurement missing leaves its constants as they were."""
     values = dict(zip(NAMES, start.values, strict=True))
-    ingest = next((p for p in points if p.kind == "ingest" and p.name in measured), None)
+    ingest = next((p for p in points if p.measures_prefill and p.name in measured), None)
     fitted = ingest_slope(measured[ingest.name]) if ingest is not None else None
     if fitted is not None:
         slope, length, intercept = fitted
         n = max(1, int(length))
         values["compute_flop_s"] = shape.cost([SeqWork(n, 0)], []).flops / n / slope
-    closed = sorted((p for p in points if p.kind == "closed" and p.name in measured
+    closed = sorted((p for p in points if kind_of(p).closed_loop and p.name in measured
                      and measured[p.name].get("speed_from_start_tok_s")),
                     key=lambda p: (p.parallel or 1, p.prompt_tokens))
     candidates = [dict(values)]

@@ -24,6 +24,7 @@ from cardgen.calibrated.fit import STEP, Z95, Fit
 from cardgen.calibrated.perf import Constants, FittedPerf
 from cardgen.calibrated.replay import network_s, replay, virtual_config
 from cardgen.calibrated.settings import ServerSettings
+from cardgen.kinds import kind_of
 from cardgen.points import Point
 from cardgen.schemas.calibration import FIGURES, FigureValues, PointPrediction
 from cardgen.schemas.records import MetricSample, RequestRecord
@@ -51,7 +52,7 @@ class Prediction:
 
 def pair_of(point: Point) -> str | None:
     """The prompt / output pair a point belongs to (``1024/128``); None for an ingestion sweep."""
-    return None if point.kind == "ingest" else f"{point.prompt_tokens}/{point.output_tokens}"
+    return None if point.measures_prefill else f"{point.prompt_tokens}/{point.output_tokens}"
 
 
 def _sensitivities(points: Sequence[Point], shape: RooflinePerf, fit: Fit,
@@ -102,6 +103,6 @@ def predict(points: Sequence[Point], shape: RooflinePerf, fit: Fit, settings: Se
                                               low=FigureValues(**low), high=FigureValues(**high),
                                               requests=o.requests, seconds=round(o.duration_s, 3),
                                               stop=o.stop, detail=o.detail,
-                                              saturation=o.saturated if o.kind == "closed" else None)
+                                              saturation=o.saturated if kind_of(o).closed_loop else None)
     return Prediction(records=run.records, scrapes=run.scrapes, outcomes={p.name: p.outcome() for p in run.points},
                       points=predictions, seconds=round(time.perf_counter() - began, 2))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from cardgen.calibrated.figures import figures_of_records
 from cardgen.calibrated.settings import ServerSettings
+from cardgen.kinds import kind_of
 from cardgen.points import Point
 from cardgen.schemas.run import PointOutcome
 from cardgen.sim.config import SimConfig
@@ -25,7 +26,6 @@ from cardgen.sim.perf import PerfModel
 ROUNDS = 6
 SEED = 7919  # every replay draws the same step jitter: common random numbers, so differences are the constants'
 MIN_REQUESTS = 8
-REPLAYED_KINDS = ("closed", "open", "ingest", "batch")  # waves, prefix and chat points are not replayed
 
 
 def virtual_config(settings: ServerSettings, *, served_model: str = "calibrated") -> SimConfig:
@@ -42,13 +42,14 @@ def network_s(perf: PerfModel) -> float:
 def cheap(point: Point, requests: int | None = None) -> Point:
     """``point`` with a fixed, small number of requests (see the module docstring); a closed loop with
     ``requests`` when given (a measured point replayed as it ran)."""
-    if point.kind == "closed":
+    kind = kind_of(point)
+    if kind.closed_loop:
         n = requests or max(MIN_REQUESTS, (point.parallel or 1) * ROUNDS)
         return replace(point, min_requests=n, max_requests=n, min_duration_s=0.0, max_duration_s=None,
                        target_ci=None)
-    if point.kind == "ingest":
+    if kind.prefill_sweep:
         return replace(point, repeats=1, target_ci=None)
-    if point.kind == "batch":
+    if kind.batched:
         return replace(point, warmups=min(point.warmups, 1), runs=2, max_runs=None, target_ci=None)
     return point
 
@@ -63,11 +64,11 @@ class Replayed:
 
 def replay(points: Sequence[Point], perf: PerfModel, settings: ServerSettings, *, run_saturated: bool = True,
            requests: Mapping[str, int] | None = None) -> Replayed:
-    """``points`` (those of :data:`REPLAYED_KINDS`) on ``perf`` in virtual time, each :func:`cheap` (a closed
+    """``points`` (those of a kind ``replayed``: :mod:`cardgen.kinds`) on ``perf`` in virtual time, each :func:`cheap` (a closed
     loop with ``requests[name]`` requests when given); with ``run_saturated`` False, the larger counts of a pair
     that saturated are skipped, as the suite would."""
     requests = requests or {}
-    pts = [cheap(p, requests.get(p.name)) for p in points if p.kind in REPLAYED_KINDS]
+    pts = [cheap(p, requests.get(p.name)) for p in points if kind_of(p).replayed]
     if not pts:
         return Replayed({}, {})
     run = drive(pts, virtual_config(settings), perf=perf,

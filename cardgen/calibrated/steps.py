@@ -29,6 +29,7 @@ from cardgen.calibrated.predict import Prediction, pair_of, predict
 from cardgen.calibrated.replay import replay
 from cardgen.calibrated.settings import ServerSettings, read_settings
 from cardgen.errors import UsageError
+from cardgen.kinds import kind_of
 from cardgen.points import Point
 from cardgen.rundir import PREDICTED_JSONL, PREDICTED_METRICS_JSONL, RunDir
 from cardgen.schemas.calibration import CalibrationReport, PointPrediction, SpotCheck
@@ -79,7 +80,7 @@ def _measured(analysis: Analysis) -> dict[str, dict[str, float]]:
 
 def _saturated(info: RunInfo, name: str) -> bool | None:
     outcome = next((p for p in info.points if p.name == name), None)
-    return None if outcome is None or outcome.kind != "closed" else bool(outcome.saturation)
+    return None if outcome is None or not kind_of(outcome).closed_loop else bool(outcome.saturation)
 
 
 STREAMING = ("ttft_s", "decode_tok_s")  # what a stream delivered in bursts times: the server's streaming
@@ -176,7 +177,7 @@ def calibrate(measurer: Measurer, start: Start, *, say: Callable[[str], None] = 
     measured = _measured(analysis)
     spot = [check.judge(c, prediction.points[c.point.name].value, as_values(measured.get(c.point.name, {})),
                         tolerance=start.tolerance, saturated_predicted=bool(prediction.points[c.point.name].saturation)
-                        if c.point.kind == "closed" else None, saturated_measured=_saturated(analysis.info, c.point.name))
+                        if kind_of(c.point).closed_loop else None, saturated_measured=_saturated(analysis.info, c.point.name))
             for c in checks]
     missed = [s.pair for s in spot if not s.passed]
     done = {p.name for p in analysis.info.points}

@@ -136,5 +136,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         slo=slo_sections(s), cost=cost_table(s), replays=replay_sections(s),
         calibration=calibration_view(s, analysis.info),
         time_budget=time_budget_table(s.time_budget), time_notes=dominant_notes(s.time_budget),
-        engine_ingestion=engine_ingestion(s.time_budget, s.ingestion),
+        engine_ingestion=engine_ingestion(s.time_budget, s.ingestion, s.scenarios),
     )

@@ -104,7 +104,7 @@ def _verdict(figure: Figure, ratio: float | None, low: float | None, high: float
     if ratio is None or low is None or high is None:
         return None, CANNOT_TELL
     better_word, worse_word = _WORDS.get(figure.unit, (FASTER, SLOWER))
-    if figure.spread.kind == EXACT and ratio == 1:
+    if figure.spread.method == EXACT and ratio == 1:
         return False, NO_CHANGE
     significant = low > 1 or high < 1
     if not significant:
@@ -114,9 +114,9 @@ def _verdict(figure: Figure, ratio: float | None, low: float | None, high: float
 
 def _range(f: Figure) -> tuple[float, float] | None:
     """Hard bounds of an exact or bracketed figure."""
-    if f.spread.kind == EXACT:
+    if f.spread.method == EXACT:
         return f.value, f.value
-    if f.spread.kind == BOUNDS and f.spread.low is not None and f.spread.high is not None:
+    if f.spread.method == BOUNDS and f.spread.low is not None and f.spread.high is not None:
         return f.spread.low, f.spread.high
     return None
 
@@ -134,10 +134,10 @@ def figure_diff(a: Figure, b: Figure) -> FigureDiff:
     ratio = b.value / a.value if a.value else None
     low = high = None
     note = ""
-    kinds = {a.spread.kind, b.spread.kind}
+    methods = {a.spread.method, b.spread.method}
     if ratio is None:
         note = "A is 0: no ratio"
-    elif kinds == {BOOTSTRAP}:
+    elif methods == {BOOTSTRAP}:
         interval = resample.ratio_interval(a.spread.digest, b.spread.digest)  # type: ignore[arg-type]
         if interval is not None:
             low, high = interval
@@ -147,10 +147,10 @@ def figure_diff(a: Figure, b: Figure) -> FigureDiff:
             low, high = rb_[0] / ra_[1], rb_[1] / ra_[0]
         note = _notes(a, b)
     significant, verdict = _verdict(a, ratio, low, high)
-    kind = "+".join(sorted(kinds)) if low is not None else "none"
+    interval = "+".join(sorted(methods)) if low is not None else "none"
     predicted = " and ".join(side for side, f in (("A", a), ("B", b)) if f.predicted)
     return FigureDiff(key=a.key, name=a.label, unit=a.unit, better=a.better, a=a.value, b=b.value, ratio=ratio,
-                      ci_low=low, ci_high=high, interval=kind, significant=significant, verdict=verdict, note=note,
+                      ci_low=low, ci_high=high, interval=interval, significant=significant, verdict=verdict, note=note,
                       predicted=predicted)
 
 

@@ -30,6 +30,7 @@ import pandas as pd
 from cardgen.analysis.analyse import HEADLINE_POINT, Analysis
 from cardgen.analysis.scenarios import steady_requests
 from cardgen.diff import resample
+from cardgen.kinds import KINDS, kind_of
 from cardgen.schemas.run import STOP_SKIPPED
 from cardgen.schemas.summary import ScenarioSummary, Summary, TimeBudget
 
@@ -49,7 +50,6 @@ STATS = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
 # the server's own counters over a point (speculative decoding): one number, no request-level spread
 ACCEPTANCE = ("acceptance_rate", "speculative acceptance rate", "fraction", HIGHER)
 THROUGHPUT = ("output_tok_s", "total output throughput", "tok/s", HIGHER)
-POINT_KINDS = ("closed", "open", "batch")  # serving points; ingestion and waves feed the headline figures
 
 # where a point's mean TTFT went (summary.json time_budget): the parts, which way is better (lower), their labels
 PART_KEY = "ttft_part/{}"
@@ -88,7 +88,7 @@ class Spread:
     """How well a figure is known: a bootstrap ``digest`` (:func:`cardgen.diff.resample.digest`), ``exact``, hard
     ``bounds`` (``low``, ``high``), or ``none``; ``note`` says why there is no interval."""
 
-    kind: str
+    method: str
     digest: np.ndarray | None = None
     low: float | None = None
     high: float | None = None
@@ -131,9 +131,10 @@ def point_label(key: PointKey) -> str:
 
 
 def point_sort_value(key: PointKey) -> tuple:
-    """Points in a stable order: closed, open, batch (then any other kind), each by its numbers."""
-    kind = dict(key).get("kind")
-    rank = POINT_KINDS.index(kind) if kind in POINT_KINDS else len(POINT_KINDS)
+    """Points in a stable order: by their kind's ``diff_rank`` (closed, open, batch, then any other kind), each by
+    its numbers."""
+    rank = kind_of(dict(key).get("kind")).diff_rank
+    rank = rank if rank is not None else len(KINDS)
     return (rank, *((name, value if isinstance(value, int | float) else float("inf"), str(value))
                     for name, value in key))
 
@@ -170,18 +171,20 @@ class RunSample:
 
 
 def measured_points(summary: Summary) -> Iterator[ScenarioSummary]:
-    """The serving points that sent at least one successful request, first of each identity."""
+    """The serving points that sent at least one successful request, first of each identity (those of a kind with
+    a ``diff_rank``: ingestion and waves feed the headline figures)."""
     seen: set[PointKey] = set()
     for s in summary.scenarios:
         key = scenario_key(s)
-        if s.kind in POINT_KINDS and s.stop != STOP_SKIPPED and s.requests > s.failed and key not in seen:
+        if kind_of(s).diff_rank is not None and s.stop != STOP_SKIPPED and s.requests > s.failed and key not in seen:
             seen.add(key)
             yield s
 
 
 def _unit(s: ScenarioSummary) -> str:
     """What a point's resampling unit is, in words."""
-    return "rounds" if s.kind == "batch" or (s.kind == "closed" and (s.parallel or 1) > 1) else "requests"
+    kind = kind_of(s)
+    return "rounds" if kind.batched or (kind.closed_loop and (s.parallel or 1) > 1) else "requests"
 
 
 def figure_id(scenario: str, key: str) -> str:
@@ -196,11 +199,12 @@ def _point_requests(analysis: Analysis, s: ScenarioSummary) -> tuple[pd.DataFram
     """The requests a point's figures come from, in send order, and their resampling units."""
     frame = analysis.requests
     rows = frame[(frame["scenario"] == s.scenario) & ~frame["warmup"] & frame["ok"]]
-    if s.kind == "closed":
+    kind = kind_of(s)
+    if kind.closed_loop:
         users = s.parallel or 1
         rows = steady_requests(rows, parallel=users)[0] if s.steady_state else rows.sort_values("sent_at")
         return rows, resample.rounds(len(rows), users)
-    if s.kind == "batch":
+    if kind.batched:
         return rows, rows["repeat"].fillna(-1).to_numpy()
     return rows, np.arange(len(rows))
 
@@ -217,7 +221,7 @@ def _point_digests(analysis: Analysis, s: ScenarioSummary) -> dict[str, np.ndarr
         reps = resample.quantile_replicates(rows[metric].to_numpy(dtype=float), labels, [q for _, q in STATS])
         for j, (stat, _) in enumerate(STATS):
             out[figure_id(s.scenario, f"{metric}/{stat}")] = resample.digest(None if reps is None else reps[j])
-    if s.kind == "closed" and s.steady_state and s.output_tok_s:
+    if kind_of(s).closed_loop and s.steady_state and s.output_tok_s:
         tokens = rows["output_tokens"].to_numpy(dtype=float)
         e2e = rows["e2e_s"].to_numpy(dtype=float)
         keep = np.isfinite(tokens) & np.isfinite(e2e)
@@ -322,9 +326,9 @@ def _point(s: ScenarioSummary, digests: Mapping[str, np.ndarray | None] | None,
     key, label, unit, better = THROUGHPUT
     value = resample.finite_or_none(s.output_tok_s)
     if value is not None:
-        if s.kind == "closed" and s.steady_state:
+        if kind_of(s).closed_loop and s.steady_state:
             spread = _bootstrap(digests, figure_id(s.scenario, key), few)
-        elif s.kind == "closed":
+        elif kind_of(s).closed_loop:
             spread = Spread(NONE, note="too short for a steady state: no interval")
         else:
             spread = Spread(NONE, note=f"{s.kind} point: its throughput follows the offered load, not a sample "

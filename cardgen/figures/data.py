@@ -11,6 +11,7 @@ import pandas as pd
 from cardgen import numbers
 from cardgen.analysis.ingestion import IngestionResult
 from cardgen.analysis.scenarios import closed_pairs
+from cardgen.kinds import kind_of
 from cardgen.schemas.summary import ScenarioSummary
 
 
@@ -116,7 +117,7 @@ def throughput_latency(scenarios: Sequence[ScenarioSummary]) -> list[Line]:
                                 _arr([s.e2e_s.p50 for s in pts])))
     open_pairs: dict[tuple[int, int], list[ScenarioSummary]] = {}
     for s in scenarios:
-        if s.kind == "open" and s.requests > s.failed and not s.replay:  # a replay has its own timeline
+        if kind_of(s).rate_driven and s.requests > s.failed and not s.replay:  # a replay has its own timeline
             open_pairs.setdefault((s.prompt_tokens, s.output_tokens), []).append(s)
     for pair, pts in sorted(open_pairs.items()):
         pts = sorted(pts, key=lambda s: np.inf if s.all_at_once else (s.rate_rps or 0))
@@ -134,21 +135,22 @@ class PercentileBars:
     p50: np.ndarray
     p90: np.ndarray
     p95: np.ndarray
+    xlabel: str  # what the groups' load points are: parallel requests, or a rate
 
 
 def latency_percentiles(scenarios: Sequence[ScenarioSummary]) -> list[PercentileBars]:
-    groups: list[tuple[str, list[tuple[str, ScenarioSummary]]]] = []
+    groups: list[tuple[str, str, list[tuple[str, ScenarioSummary]]]] = []  # (title, x label, points)
     for pair, pts in closed_pairs(scenarios).items():
-        groups.append((f"{pair_name(pair)}, closed loop", [(f"{s.parallel}", s) for s in pts]))
-    open_pts = [s for s in scenarios if s.kind == "open" and s.requests > s.failed and not s.replay]
+        groups.append((f"{pair_name(pair)}, closed loop", "parallel requests", [(f"{s.parallel}", s) for s in pts]))
+    open_pts = [s for s in scenarios if kind_of(s).rate_driven and s.requests > s.failed and not s.replay]
     for pair in sorted({(s.prompt_tokens, s.output_tokens) for s in open_pts}):
         pts = sorted((s for s in open_pts if (s.prompt_tokens, s.output_tokens) == pair),
                      key=lambda s: np.inf if s.all_at_once else (s.rate_rps or 0))
-        groups.append((f"{pair_name(pair)}, open loop",
+        groups.append((f"{pair_name(pair)}, open loop", "rate",
                        [(s.rate_label if s.all_at_once else f"{s.rate_label}/s", s) for s in pts]))
     return [PercentileBars(title, [lab for lab, _ in pts], _arr([s.e2e_s.p50 for _, s in pts]),
-                           _arr([s.e2e_s.p90 for _, s in pts]), _arr([s.e2e_s.p95 for _, s in pts]))
-            for title, pts in groups]
+                           _arr([s.e2e_s.p90 for _, s in pts]), _arr([s.e2e_s.p95 for _, s in pts]), xlabel)
+            for title, xlabel, pts in groups]
 
 
 def pareto_front(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, x_higher: bool = True,

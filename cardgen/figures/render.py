@@ -103,7 +103,7 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
             rows = math.ceil(len(bars) / cols)
             fig, axes = _figure(4 * cols, 3.5 * rows, rows, cols)
             for ax, group in zip(axes, bars, strict=False):
-                draw_percentile_bars(ax, group, xlabel="rate" if "open" in group.title else "parallel requests")
+                draw_percentile_bars(ax, group, xlabel=group.xlabel)
             for ax in axes[len(bars):]:
                 ax.set_visible(False)
             return fig

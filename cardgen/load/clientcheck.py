@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from cardgen.kinds import kind_of
 from cardgen.load.workers import CPU_LIMIT_PERCENT, LOOP_LAG_LIMIT_S, SEND_LAG_LIMIT_S, client_verdict
 from cardgen.recorder import Recorder
 from cardgen.schemas.run import PointOutcome
@@ -26,7 +27,7 @@ def _pct(values: list[float], q: float) -> float | None:
 def _judged(point: PointOutcome) -> bool:
     """Whether the client's timings matter to ``point``: it ran, and it is no wave (waves probe the KV cache by
     what the server says: queueing, preemption)."""
-    return point.kind != "waves" and point.started_unix is not None
+    return not kind_of(point).capacity_probe and point.started_unix is not None
 
 
 def _during(point: PointOutcome, times: Sequence[float], values: Sequence[float]) -> list[float]:

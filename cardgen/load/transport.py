@@ -376,8 +376,8 @@ class _Body:
 
 def _kernel_time(anc: list[tuple[int, int, bytes]]) -> float | None:
     """The arrival time in a read's ancillary data (SO_TIMESTAMPNS), or None."""
-    for level, kind, data in anc:
-        if level == _stdsocket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+    for level, ctype, data in anc:
+        if level == _stdsocket.SOL_SOCKET and ctype == SO_TIMESTAMPNS and len(data) >= 16:
             sec, nsec = _TIMESPEC(data)
             return sec + nsec * 1e-9
     return None

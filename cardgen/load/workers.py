@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cardgen.kinds import kind_of
 from cardgen.points import Point
 from cardgen.scenarios import runs_on
 
@@ -48,9 +49,10 @@ def peak_streams(point: Point) -> int:
     """The most streams ``point`` keeps open at once over all processes (0 for the kinds that never split)."""
     if not runs_on(point, 1):  # a barrier kind: never split
         return 0
-    if point.kind == "closed":
+    kind = kind_of(point)
+    if kind.closed_loop:
         return point.parallel or 1
-    if point.kind == "open":
+    if kind.rate_driven:
         rate = point.rate_rps or 0.0
         if math.isinf(rate):
             return point.num_requests

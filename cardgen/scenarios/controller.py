@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cardgen.errors import one_line
+from cardgen.kinds import kind_of
 from cardgen.points import Point
 from cardgen.saturation import Reading, closed_load_seen, point_saturation, skip_words
 from cardgen.scenarios.kinds import judge_for
@@ -81,7 +82,8 @@ def skips_after_saturation(point: Point, later: Point) -> bool:
     """Whether ``later`` is not run once closed-loop ``point`` saturated the server (when ``point`` has
     ``stop_at_saturation``): a closed-loop point of the same suite entry and prompt/output pair with more
     parallel users, which would measure only queueing."""
-    return (point.kind == later.kind == "closed" and point.stop_at_saturation and point.group == later.group
+    return (kind_of(point).closed_loop and kind_of(later).closed_loop and point.stop_at_saturation
+            and point.group == later.group
             and point.endpoint == later.endpoint and point.prompt_tokens == later.prompt_tokens
             and point.output_tokens == later.output_tokens and (later.parallel or 1) > (point.parallel or 1))
 
@@ -152,7 +154,7 @@ def point_outcome(point: Point, judge: Judge, ran: Ran, begun: PointOutcome,
     stop = said.stop if said is not None and said.stop is not None else STOP_COMPLETE
     detail = judge.detail(stop, said.detail if said is not None else None)
     saturation = None
-    if point.kind == "closed":
+    if kind_of(point).closed_loop:
         seen = closed_load_seen(interpreter.readings(ran.started_unix, ran.ended_unix), started=ran.started_unix,
                                 ended=ran.ended_unix, first_round_end=judge.first_round_end,
                                 median_speed_tok_s=judge.median_speed_tok_s())

@@ -1,4 +1,5 @@
-"""Every scenario kind's program and judge, by the kind's name (``Point.kind``)."""
+"""Every scenario kind's program and judge, by the kind's name (``Point.kind``; the kinds themselves, and what
+the rest of cardgen asks of them, are :mod:`cardgen.kinds`')."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from cardgen.scenarios.waves import WavesProgram
 
 PROGRAMS: dict[str, type[Program]] = {p.kind: p for p in (
     ClosedProgram, OpenProgram, WavesProgram, IngestProgram, BatchProgram, PrefixProgram, ChatProgram, SloProgram)}
-JUDGES: dict[str, type[Judge]] = {"closed": ClosedJudge}
+JUDGES: dict[str, type[Judge]] = {ClosedProgram.kind: ClosedJudge}
 
 
 def program_for(point: Point, *, index: int = 0, parts: int = 1) -> Program:

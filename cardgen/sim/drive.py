@@ -42,6 +42,7 @@ from typing import Any
 
 from cardgen.datasets import resolve
 from cardgen.engines import get_adapter
+from cardgen.kinds import kind_of
 from cardgen.outcome import Outcome
 from cardgen.points import Point, expand, fit_context
 from cardgen.runinfo import RecordTally, begin_run_info
@@ -121,7 +122,7 @@ class PointRun:
         """What ``run.json`` says of the point."""
         return PointOutcome(name=self.name, kind=self.kind, started_unix=self.started_unix,
                             ended_unix=self.ended_unix, requests=self.requests, stop=self.stop, detail=self.detail,
-                            saturation=self.saturated if self.kind == "closed" else None, attempt=self.attempt)
+                            saturation=self.saturated if kind_of(self).closed_loop else None, attempt=self.attempt)
 
     @property
     def duration_s(self) -> float:
@@ -411,7 +412,7 @@ class VirtualInterpreter:
             unique = next(self.clock.order)
             ids += [hash(("request", unique, j)) for j in range(max(0, send.prompt_tokens - len(ids)))]
             return send.prompt_tokens, block_hashes(ids, size)
-        if point.kind != "prefix" or send.prefix is None:
+        if not kind_of(point).shared_prefix or send.prefix is None:
             return send.prompt_tokens, ()
         shared = min(point.prefix_tokens, send.prompt_tokens)
         unique = next(self.clock.order)

@@ -36,7 +36,7 @@ FAULT_KINDS: tuple[str, ...] = ("http500", "drop", "error_event", "malformed", "
 
 @dataclass(frozen=True)
 class FaultPlan:
-    """Which requests get which fault: ``every[kind] = N`` faults every N-th request."""
+    """Which requests get which fault: ``every[fault] = N`` faults every N-th request."""
 
     every: dict[str, int] = field(default_factory=dict)
     after_tokens: int = 3
@@ -44,11 +44,11 @@ class FaultPlan:
     stall_s: float = 60.0
 
     def __post_init__(self) -> None:
-        for kind, n in self.every.items():
-            if kind not in FAULT_KINDS:
-                raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(FAULT_KINDS)}")
+        for fault, n in self.every.items():
+            if fault not in FAULT_KINDS:
+                raise ValueError(f"unknown fault kind {fault!r}; known: {', '.join(FAULT_KINDS)}")
             if not isinstance(n, int) or n < 1:
-                raise ValueError(f"fault {kind}: the period must be a whole number >= 1, not {n!r}")
+                raise ValueError(f"fault {fault}: the period must be a whole number >= 1, not {n!r}")
         if self.after_tokens < 0 or self.slow_first_s < 0 or self.stall_s < 0:
             raise ValueError("fault timings must not be negative")
 
@@ -60,12 +60,12 @@ class FaultPlan:
             item = item.strip()
             if not item:
                 continue
-            kind, eq, period = item.partition("=")
-            kind = kind.strip()
+            fault, eq, period = item.partition("=")
+            fault = fault.strip()
             if not eq:
                 raise ValueError(f"fault {item!r}: write KIND=N, e.g. drop=11")
             try:
-                every[kind] = int(period)
+                every[fault] = int(period)
             except ValueError:
                 raise ValueError(f"fault {item!r}: N must be a whole number") from None
         return cls(every=every, **timings)  # type: ignore[arg-type]
@@ -75,10 +75,10 @@ class FaultPlan:
 
     def fault_for(self, index: int) -> str | None:
         """The fault of the ``index``-th generation request (1-based), or None."""
-        for kind in FAULT_KINDS:
-            n = self.every.get(kind)
+        for fault in FAULT_KINDS:
+            n = self.every.get(fault)
             if n and index % n == 0:
-                return kind
+                return fault
         return None
 
     def fault_token(self, max_tokens: int) -> int:

@@ -202,7 +202,7 @@ class Docs:
 
 @dataclass(frozen=True)
 class _Job:
-    kind: str  # run | model | gpu | compare
+    page: str  # run | model | gpu | compare
     index: int  # into the plan's runs, models, gpus or compared models
 
 
@@ -273,17 +273,17 @@ def _entity_page(job: _Job) -> _Done:
     plan, problems = ctx.plan, []
     assets: Assets = {}
     parts = None
-    if job.kind == "run":
+    if job.page == "run":
         run = plan.runs[job.index]
         rel = f"{run.page_dir}/index.md"
         parts, files = _run_page(run, problems.append)
         text = parts.text()
         assets = {f"{run.page_dir}/{f}": run.run.run_dir / f for f in files}
-    elif job.kind == "model":
+    elif job.page == "model":
         group = plan.models[job.index]
         rel = f"{group.page_dir}/index.md"
         text = pages.group_page(group, what="model", chart_html=_curves(group.runs, group.page_dir))
-    elif job.kind == "gpu":
+    elif job.page == "gpu":
         group = plan.gpus[job.index]
         rel, text = f"{group.page_dir}/index.md", pages.group_page(group, what="gpu")
     else:

@@ -14,10 +14,10 @@ from cardgen import numbers
 from cardgen.diff import FigureDiff, RunSample, figure_diff
 from cardgen.diff.sample import HEADLINES, Figure, PointKey, point_label, point_sort_value
 from cardgen.figures.data import InteractivityCurve, pair_name, throughput_interactivity
+from cardgen.kinds import kind_of
 from cardgen.schemas import Summary
 from cardgen.site import charts
 
-TABLE_KINDS = ("closed", "open")  # scenario tables compare serving points; ingestion and waves feed the headline
 SCENARIO_METRICS = (  # (diff figure key, table title)
     ("output_tok_s", "Total output throughput (tok/s)"),
     ("speed_from_start_tok_s/p50", "Speed from start per request, median (tok/s)"),
@@ -65,7 +65,8 @@ def headline_table(samples: Sequence[RunSample]) -> ScaleTable:
 
 def scenario_tables(samples: Sequence[RunSample]) -> list[ScaleTable]:
     """One table per figure of :data:`SCENARIO_METRICS`, over the points at least two runs measured."""
-    keys: set[PointKey] = {k for s in samples for k in s.points if dict(k).get("kind") in TABLE_KINDS}
+    # serving points (cardgen.kinds.Kind.serving_load); ingestion and waves feed the headline
+    keys: set[PointKey] = {k for s in samples for k in s.points if kind_of(dict(k).get("kind")).serving_load}
     tables = []
     for metric, title in SCENARIO_METRICS:
         rows, cells = [], []

@@ -202,7 +202,7 @@ def test_saved_digests_give_the_same_comparison(runs, slow, tmp_path):
         assert fresh.verdict == kept.verdict
         assert kept.ci_low == pytest.approx(fresh.ci_low, rel=1e-4)
     no_file = saved_sample(tmp_path / "nowhere", samples[0].summary)
-    assert all(f.spread.kind in (NONE, EXACT) for f in no_file.headlines.values())
+    assert all(f.spread.method in (NONE, EXACT) for f in no_file.headlines.values())
 
 
 def test_a_point_is_the_same_point_whatever_it_measured(runs):

@@ -4,14 +4,16 @@ GPU-hour (:mod:`cardgen.analysis.cost`), and the energy per output token where t
 from __future__ import annotations
 
 from cardgen import numbers as fmt
+from cardgen.card.sections.point_text import load_text
 from cardgen.card.table import TableView
+from cardgen.kinds import kind_of
 from cardgen.schemas.summary import Summary
 
 
 def cost_table(s: Summary) -> TableView | None:
     """Per closed- and open-loop point that ran: throughput, cost per million tokens (with a price) and energy per
     output token (where measured); None when the run has neither."""
-    points = [x for x in s.scenarios if x.kind in ("closed", "open") and x.requests]
+    points = [x for x in s.scenarios if kind_of(x).serving_load and x.requests]
     priced = s.price_per_gpu_hour is not None
     energy = any(x.j_per_output_token is not None for x in points)
     if not points or not (priced or energy):
@@ -21,9 +23,7 @@ def cost_table(s: Summary) -> TableView | None:
     columns += ["J / output token", "Output tokens / J"] if energy else []
     rows = []
     for x in points:
-        load = (f"{x.parallel} parallel" if x.kind == "closed" else "all at once" if x.all_at_once else
-                "trace replay" if x.replay else f"{x.rate_label} req/s")
-        row = [x.scenario, load, fmt.sig(x.output_tok_s), fmt.sig(x.total_tok_s)]
+        row = [x.scenario, load_text(x), fmt.sig(x.output_tok_s), fmt.sig(x.total_tok_s)]
         if priced:
             row += [fmt.usd(x.usd_per_million_output_tokens), fmt.usd(x.usd_per_million_tokens)]
         if energy:

@@ -15,6 +15,7 @@ from cardgen.card.sections.point_text import basis_mark, precision_text, steady_
 from cardgen.card.sections.time_budget import PART_LABELS, duration
 from cardgen.card.table import TableView
 from cardgen.figures.names import pair_figure_name
+from cardgen.kinds import kind_of
 from cardgen.schemas.summary import ScenarioSummary, Summary
 
 
@@ -55,12 +56,12 @@ def _not_run(s: Summary, pair: tuple[int, int]) -> list[str]:
     parallel: the server saturated at 4 parallel (KV cache 97% full)"."""
     why: dict[str, list[str]] = {}
     for x in s.scenarios:
-        if x.kind == "closed" and x.requests == 0 and (x.prompt_tokens, x.output_tokens) == pair:
+        if kind_of(x).closed_loop and x.requests == 0 and (x.prompt_tokens, x.output_tokens) == pair:
             reason = stop_text(x, s.scenarios).removeprefix("not run").removeprefix(": ")
             why.setdefault(reason, []).append(str(x.parallel))
     lines = [f"{', '.join(counts)} parallel" + (f": {reason}" if reason else "") for reason, counts in why.items()]
     slow = any("slow per request" in reason for reason in why)
-    ran = [x for x in s.scenarios if x.kind == "closed" and x.requests and (x.prompt_tokens, x.output_tokens) == pair]
+    ran = [x for x in s.scenarios if kind_of(x).closed_loop and x.requests and (x.prompt_tokens, x.output_tokens) == pair]
     budget = s.time_budget.of(min(ran, key=lambda x: x.parallel or 0).scenario) if slow and ran else None
     if budget is not None:
         parts = ", ".join(f"{PART_LABELS[p.part].lower()} {duration(p.seconds)} ({fmt.pct(p.share)})"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cardgen import numbers as fmt
+from cardgen.kinds import kind_of
 from cardgen.saturation import saturation_words, skip_words
 from cardgen.schemas.summary import ScenarioSummary
 
@@ -13,26 +14,25 @@ from cardgen.schemas.summary import ScenarioSummary
 def precision_text(x: ScenarioSummary) -> str:
     """The precision a point reached, e.g. ``±1.8 % / ±2.4 %`` (closed loop: speed from start / TTFT),
     ``±0.9 % (slope)``, ``±0.5 % (mean decode)``; with its target when it had one."""
-    p = x.precision
-    if p is None:
-        text = fmt.DASH
-    elif x.kind == "closed":
-        text = (f"{fmt.half_width(p.speed_from_start)} / {fmt.half_width(p.ttft)}"
-                if p.speed_from_start is not None or p.ttft is not None else fmt.DASH)
-    elif x.kind == "ingest":
-        text = f"{fmt.half_width(p.slope)} (slope)" if p.slope is not None else fmt.DASH
-    elif x.kind == "batch":
-        text = f"{fmt.half_width(p.decode)} (mean decode)" if p.decode is not None else fmt.DASH
-    else:
-        text = fmt.DASH
+    kind = kind_of(x)
+    reached = [getattr(x.precision, f) for f in kind.precision] if x.precision is not None else []
+    text = (" / ".join(fmt.half_width(r) for r in reached) + kind.precision_note
+            if any(r is not None for r in reached) else fmt.DASH)
     if x.target_ci is not None:
         text += f"; target {fmt.half_width(x.target_ci)}"
     return text
 
 
+def load_text(x: ScenarioSummary) -> str:
+    """A point's load in words: ``10 parallel``, ``2 req/s``, ``all at once``, ``waves up to 32``, ``one at a
+    time`` (:attr:`cardgen.kinds.Kind.load_words`)."""
+    rate = "all at once" if x.all_at_once else "trace replay" if x.replay else f"{x.rate_label} req/s"
+    return kind_of(x).load_words.format(parallel=x.parallel, rate=rate)
+
+
 def _saturated_by(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary]) -> ScenarioSummary | None:
     """The closed-loop point of the same suite entry and pair, with fewer users, that saturated the server."""
-    smaller = [o for o in scenarios if o.kind == "closed" and o.saturation and o.group == x.group
+    smaller = [o for o in scenarios if kind_of(o).closed_loop and o.saturation and o.group == x.group
                and (o.prompt_tokens, o.output_tokens) == (x.prompt_tokens, x.output_tokens)
                and (o.parallel or 0) < (x.parallel or 0)]
     return min(smaller, key=lambda o: o.parallel or 0) if smaller else None
@@ -40,7 +40,7 @@ def _saturated_by(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary]) -> S
 
 def _first_of_pair(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary]) -> bool:
     """Whether no closed-loop point of the same entry and pair with fewer users ran before ``x``."""
-    return not any(o.kind == "closed" and o.requests and o.group == x.group and (o.parallel or 0) < (x.parallel or 0)
+    return not any(kind_of(o).closed_loop and o.requests and o.group == x.group and (o.parallel or 0) < (x.parallel or 0)
                    and (o.prompt_tokens, o.output_tokens) == (x.prompt_tokens, x.output_tokens) for o in scenarios)
 
 

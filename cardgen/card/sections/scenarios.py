@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cardgen import numbers as fmt
-from cardgen.card.sections.point_text import basis_mark, precision_text, ramp_drain_text, stop_text
+from cardgen.card.sections.point_text import basis_mark, load_text, precision_text, ramp_drain_text, stop_text
 from cardgen.card.table import TableView
 from cardgen.schemas.summary import Summary
 
@@ -13,10 +13,7 @@ def scenarios_table(s: Summary) -> TableView | None:
         return None
     rows = []
     for x in s.scenarios:
-        load = (f"{x.parallel} parallel" if x.kind in ("closed", "batch", "chat") else
-                ("all at once" if x.all_at_once else "trace replay" if x.replay else f"{x.rate_label} req/s")
-                if x.kind == "open" else
-                (f"waves up to {x.parallel}" if x.kind == "waves" else "one at a time"))
+        load = load_text(x)
         ran = x.requests > 0
         rows.append([x.scenario + basis_mark(x), x.kind, f"{x.prompt_tokens} / {x.output_tokens}", load, str(x.requests),
                      ramp_drain_text(x) if ran else fmt.DASH, fmt.pct(x.failure_rate) if ran else fmt.DASH,

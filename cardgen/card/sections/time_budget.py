@@ -3,9 +3,12 @@ token beside the client's, and a note for a part other than prompt compute that 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cardgen import numbers as fmt
 from cardgen.card.table import TableView
-from cardgen.schemas.summary import IngestionFit, TimeBudget, TimeBudgets
+from cardgen.kinds import kind_of
+from cardgen.schemas.summary import IngestionFit, ScenarioSummary, TimeBudget, TimeBudgets
 
 PART_LABELS = {
     "queue": "Queue",
@@ -64,10 +67,11 @@ def dominant_notes(tb: TimeBudgets) -> list[str]:
     return notes
 
 
-def engine_ingestion(tb: TimeBudgets, fit: IngestionFit | None) -> str | None:
+def engine_ingestion(tb: TimeBudgets, fit: IngestionFit | None, scenarios: Sequence[ScenarioSummary]) -> str | None:
     """The ingestion speed both ways, where the engine gives its prompt time: the client's (1 / slope of TTFT) and
-    the engine's (prompt tokens / prompt compute), with their ratio."""
-    ingest = next((b for b in tb.points if b.scope.startswith("ingest") and b.engine_prompt_tok_s), None)
+    the engine's (prompt tokens / prompt compute, over the ingestion sweep of ``scenarios``), with their ratio."""
+    sweeps = {x.scenario for x in scenarios if kind_of(x).prefill_sweep}
+    ingest = next((b for b in tb.points if b.scope in sweeps and b.engine_prompt_tok_s), None)
     if ingest is None or ingest.engine_prompt_tok_s is None:
         return None
     text = f"The engine's own ingestion speed: {fmt.tok_s(ingest.engine_prompt_tok_s)} (prompt tokens it " \
