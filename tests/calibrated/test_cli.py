@@ -7,6 +7,8 @@ import json
 import pytest
 from clirun import cardgen
 
+from cardgen.calibrated.plan import CalibratedPlan, PhasePoint, format_calibrated_plan
+
 
 def run(*argv: str) -> tuple[int, str, str]:
     """The command's exit code, output and errors (``clirun.cardgen``: in a process of its own)."""
@@ -31,14 +33,18 @@ def test_what_cannot_work_is_one_line(tmp_path, argv, says):
 
 
 def test_the_calibrated_plan_lists_what_a_calibrated_build_measures():
-    code, out, _ = run("plan", "CodeLlama-7b", "--suite", "quick", "--calibrate")
-    assert code == 0
-    assert "Calibrated plan for CodeLlama-7b on 1x A100-80GB, suite 'quick'" in out
-    assert "1. identify: 4 points" in out and "closed-in1024-out128-p10" in out
-    assert "fit and prediction: the server waits" in out and "of GPU time" in out and "point by point" in out
+    # one calibration in virtual time (about a minute on two cores): the JSON from the command line, the text
+    # from the same plan by the function the command prints it with
     code, out, _ = run("plan", "CodeLlama-7b", "--suite", "quick", "--calibrate", "--json")
+    assert code == 0
     plan = json.loads(out)
     assert [p["name"] for p in plan["identify"]] == ["ingest", "closed-in1024-out128-p1", "closed-in1024-out128-p4",
                                                      "closed-in1024-out128-p10"]
     assert plan["gpu_time_s"] >= sum(p["seconds"] for p in plan["identify"] + plan["spot_checks"])
+    phases = {k: [PhasePoint(**p) for p in plan[k]] for k in ("identify", "spot_checks", "pairs")}
+    fields = {k: v for k, v in plan.items() if k in CalibratedPlan.__dataclass_fields__}
+    text = format_calibrated_plan(CalibratedPlan(**{**fields, **phases}))
+    assert "Calibrated plan for CodeLlama-7b on 1x A100-80GB, suite 'quick'" in text
+    assert "1. identify: 4 points" in text and "closed-in1024-out128-p10" in text
+    assert "fit and prediction: the server waits" in text and "of GPU time" in text and "point by point" in text
     assert plan["goal_gpu_time_s"] == 1800
