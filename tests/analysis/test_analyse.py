@@ -12,6 +12,8 @@ from cardgen.errors import RenderError
 from cardgen.rundir import REQUESTS_JSONL, RUN_JSON, SERVER_METRICS_JSONL
 from cardgen.schemas.records import ErrorKind, RequestRecord
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 HEADLINE = "closed-in1024-out128-p10"
 REQUIRED_KEYS = {"schema_version", "model", "gpu", "engine", "modelled", "prompt_ingestion_tok_s", "kv_cache_tokens",
                  "kv_cache_method", "requests_total", "requests_failed", "headline", "scenarios"}

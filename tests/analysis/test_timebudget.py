@@ -22,6 +22,8 @@ from cardgen.sim.drive import DriveOptions, simulate_run
 from cardgen.sim.served import ServedModel
 from cardgen.suite import parse_suite
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 # the H100 run: ~10 s outside compute for a 1,024-token prompt, then ~6 ms a token of decode
 HOST_S_PER_TOKEN = 0.01
 SUITE = """name: h100-pattern

@@ -9,6 +9,8 @@ from clirun import cardgen
 
 from cardgen.calibrated.plan import CalibratedPlan, PhasePoint, format_calibrated_plan
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 
 def run(*argv: str) -> tuple[int, str, str]:
     """The command's exit code, output and errors (``clirun.cardgen``: in a process of its own)."""

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from cardgen.diff import format_diff
 from cardgen.diff.compute import diff_samples
 from cardgen.diff.format import diff_json
 from cardgen.diff.sample import bootstrap_digests, run_sample
 from cardgen.site import charts
 from cardgen.site.compare import interactivity_charts, run_curves
+
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
 
 
 def _sample(analysis, path):

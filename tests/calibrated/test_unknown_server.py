@@ -3,6 +3,8 @@ measured point by point on the same server (virtual time, in process; see unknow
 
 from __future__ import annotations
 
+import pytest
+
 from cardgen.analysis.rundata import load_run
 from cardgen.calibrated.accuracy import (
     MEDIAN_GOAL,
@@ -16,6 +18,8 @@ from cardgen.calibrated.figures import figures_of_records
 from cardgen.card import render_run
 from cardgen.rundir import PREDICTED_JSONL
 from cardgen.schemas.calibration import FIGURES
+
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
 
 
 def test_every_predicted_figure_is_within_the_goals_of_the_point_measured(unknown):

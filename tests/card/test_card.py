@@ -22,6 +22,8 @@ from cardgen.errors import RenderError
 from cardgen.rundir import CARD_MD, REQUESTS_JSONL, SERVER_METRICS_JSONL, SUMMARY_JSON
 from cardgen.schemas.records import ErrorKind
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE.parent / "data" / "run_small"
 GOLDEN = HERE / "golden" / "run_small.README.md"

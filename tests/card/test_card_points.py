@@ -14,6 +14,8 @@ from cardgen.card.sections.point_text import precision_text, stop_text
 from cardgen.rundir import CARD_MD, REQUESTS_JSONL, RUN_JSON, SUMMARY_JSON
 from cardgen.schemas.summary import PointPrecision, ScenarioSummary
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "run_small"
 SATURATING, SKIPPED, RERUN = "closed-in128-out32-p4", "closed-in128-out32-p10", "closed-in1024-out128-p4"
 

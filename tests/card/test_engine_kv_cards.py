@@ -25,6 +25,8 @@ from cardgen.engines.base import Fetch
 from cardgen.promtext import parse_metrics
 from cardgen.rundir import CARD_MD, RUN_JSON, SERVER_METRICS_JSONL, SUMMARY_JSON
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 ENGINE_DATA = DATA / "engines"
 FIXTURE = DATA / "run_small"

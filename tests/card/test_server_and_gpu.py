@@ -16,6 +16,8 @@ from cardgen.analysis import RunData, analyse
 from cardgen.card import render_card, render_run
 from cardgen.rundir import CARD_MD, GPU_METRICS_JSONL, RUN_JSON, SUMMARY_JSON
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 SUITE = """
 name: sections
 scenarios:

@@ -7,6 +7,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 FALSE_ALARMS = ("recorder failed", "closed file", "Traceback", "error", "Uncaught exception")
 
 

@@ -16,6 +16,8 @@ from cardgen.points import expand
 from cardgen.sim.launch import running_sim
 from cardgen.suite import parse_suite
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 SUITE = ("name: tiny\nscenarios:\n- {kind: closed, prompt_tokens: 64, output_tokens: 16, parallel: [1, 2], "
          "min_requests: 4}\n")
 PLAN_LINE = re.compile(r"^plan: 2 points, ~\d+ s of GPU time \(modelled(.*)\)$", re.MULTILINE)

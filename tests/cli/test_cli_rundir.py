@@ -18,6 +18,8 @@ from cardgen.errors import NewerSchemaError
 from cardgen.rundir import CARD_MD, RUN_JSON, SUMMARY_JSON, RunDir
 from cardgen.schemas import Summary
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "run_small"
 CARDGEN = [sys.executable, "-m", "cardgen"]
 

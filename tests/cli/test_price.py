@@ -18,6 +18,8 @@ from cardgen.rundir import CARD_MD, RUN_JSON, SUMMARY_JSON
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "card"))
 from test_server_and_gpu import write_gpu_run  # noqa: E402  the card tests' run with NVML telemetry
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 SUITE = """name: priced
 scenarios:
   - {kind: closed, prompt_tokens: [128], output_tokens: [32], parallel: [1, 4], min_requests: 8}

@@ -11,6 +11,8 @@ import pytest
 from cardgen.cli.main import main
 from cardgen.suite import parse_suite
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 LORA_SUITE = ("name: l\nscenarios:\n- {kind: closed, prompt_tokens: 64, output_tokens: 16, parallel: 2, "
               "min_requests: 4, adapters: [a, b]}\n")
 PLAIN_SUITE = "name: p\nscenarios:\n- {kind: closed, prompt_tokens: 64, output_tokens: 16, parallel: 2, min_requests: 4}\n"

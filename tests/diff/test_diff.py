@@ -32,6 +32,8 @@ from cardgen.diff.sample import BOUNDS, EXACT, HIGHER, LOWER, NONE, Figure, Spre
 from cardgen.errors import UsageError
 from cardgen.schemas.summary import ScenarioSummary
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 SPEEDS = ("prompt_ingestion_tok_s", "generation_tok_s_at_10_parallel_1024_128", "decode_tok_s_at_10_parallel_1024_128")
 
 

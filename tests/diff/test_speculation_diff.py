@@ -10,6 +10,8 @@ import json
 import pytest
 from clirun import cardgen
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 SUITE = """name: spec-diff
 scenarios:
   - kind: closed

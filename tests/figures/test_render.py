@@ -12,6 +12,8 @@ from cardgen.figures.draw import draw_lines
 from cardgen.figures.names import FIGURE_NAMES, pair_figure_name
 from cardgen.figures.render import write_figures
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 SUITE = """
 name: figures
 scenarios:

@@ -11,6 +11,8 @@ from fakehub import TOKEN
 from cardgen.cli.main import main
 from cardgen.site.sample import isolated_config, write_sample_run
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from loadkit import build, read_records, read_stamps, sim_server
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 # the load engine against the virtual server over HTTP, in real time: the client's timing against the server's
 # own stamps, faults on the wire, worker processes, Ctrl-C, the scraper's period
 

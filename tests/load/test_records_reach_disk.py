@@ -14,7 +14,7 @@ import pytest
 from loadkit import read_records, sim_server
 
 # the load stage as a process, in real time: durability when a record cannot be written, the heartbeat, kill -9
-pytestmark = pytest.mark.wire  # kills and broken paths: nothing here is timed
+pytestmark = [pytest.mark.slow, pytest.mark.wire]  # kills and broken paths: nothing here is timed
 
 HEARTBEAT_S = 5.0  # cardgen.load.stage.HEARTBEAT_S (importing it here would monkey-patch the test process)
 SUITE = ("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 8, parallel: 4, "

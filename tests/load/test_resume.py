@@ -19,6 +19,8 @@ import pytest
 from cardgen.errors import RunFileError
 from cardgen.rundir import RunDir
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "run_small"
 # points of about a second each on the virtual server (CodeLlama-7b on an A100-80GB, in real time)
 SUITE = """name: resumable

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

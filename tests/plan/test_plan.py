@@ -11,6 +11,8 @@ from cardgen.plan import format_plan, make_plan
 from cardgen.sim.config import SimConfig
 from cardgen.suite import load_suite, parse_suite
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 TINY = """
 name: tiny
 scenarios:

@@ -25,6 +25,8 @@ from cardgen.sim import drive as drive_module
 from cardgen.sim.modelled import ModelledServer, modelled_run, resume_modelled
 from cardgen.suite import parse_suite
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 SUITE = parse_suite("""name: resumable
 scenarios:
 - {kind: closed, name: pair, prompt_tokens: 64, output_tokens: 64, parallel: [1, 2, 4], min_requests: 12}

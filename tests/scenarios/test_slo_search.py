@@ -41,6 +41,8 @@ from cardgen.sim.drive import DriveOptions, drive, simulate_run
 from cardgen.sim.perf import FixedPerf
 from cardgen.suite import parse_suite
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 QUIET = SimConfig(model="test-model", perf="fixed", chunked_prefill=True, metrics=False)
 
 

@@ -23,6 +23,8 @@ from cardgen.sim.faults import FaultPlan
 from cardgen.sim.perf import FixedPerf
 from cardgen.suite import parse_suite
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 P = FixedPerf(prefill_tok_s=8000.0, step_overhead_s=0.008, per_seq_s=0.0004, kv_capacity_tokens=12288,
               max_num_seqs=64)
 CONFIG = SimConfig(model="m", perf="fixed")

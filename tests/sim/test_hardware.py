@@ -13,6 +13,8 @@ from cardgen.sim.hardware import GIB, find_gpu, list_gpus, load_gpu_file
 from cardgen.sim.perf import SeqWork
 from cardgen.sim.roofline import build_perf_model
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 MY_GPU = "name: my-gpu\nmemory_gb: 96\nbandwidth_gb_s: 4000\npeak_tflops: 900\n"
 
 

@@ -22,6 +22,8 @@ from cardgen.sim.drive import DriveOptions, simulate_run
 from cardgen.suite import parse_suite
 from cardgen.traces import read_trace
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 CONFIG = SimConfig(model="CodeLlama-7b", gpu="A100-80GB")
 
 

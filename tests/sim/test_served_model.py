@@ -23,6 +23,8 @@ from cardgen.sim.served import ServedModel
 from cardgen.sim.speculation import Speculation, expected_accepted
 from cardgen.suite import parse_suite
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 P = FixedPerf(prefill_tok_s=50_000.0, step_overhead_s=0.005, per_seq_s=0.0002, kv_capacity_tokens=65536,
               max_num_seqs=64)
 

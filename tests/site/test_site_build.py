@@ -24,6 +24,8 @@ from cardgen.site.build import _calibration
 from cardgen.site.sample import isolated_config, write_sample_run
 from cardgen.site.serve import make_server
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 
 class _Refs(HTMLParser):
     """Every URL a page loads (scripts, styles, images, icons) and every hyperlink, with the element."""

@@ -20,6 +20,8 @@ from cardgen.site.plan import plan_site
 from cardgen.site.runs import SiteRun
 from cardgen.site.sample import write_sample_run
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 WHEN = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 

@@ -20,6 +20,8 @@ from cardgen.site.plan import plan_site
 from cardgen.site.runs import gather_runs
 from cardgen.site.sample import isolated_config, write_sample_run
 
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
+
 
 def _html(site: Path) -> dict[str, str]:
     return {p.relative_to(site).as_posix(): p.read_text("utf-8") for p in site.rglob("*.html")}

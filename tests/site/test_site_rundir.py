@@ -3,6 +3,8 @@ writer was killed shows its effective status ("died")."""
 
 from __future__ import annotations
 
+import pytest
+
 import datetime as dt
 import json
 import socket
@@ -15,6 +17,8 @@ from cardgen.site import gather_runs
 from cardgen.site.pages import run_page
 from cardgen.site.plan import plan_site
 from cardgen.site.sample import write_sample_run
+
+pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
 
 
 def edit_json(path, **fields) -> None:
