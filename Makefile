@@ -48,7 +48,7 @@ install-engine: install
 # events); then, one at a time, the tests that time real sockets and the real vLLM: they must not share the cores
 # with each other (their figures are timings). Together they are every test; with CI=true none is skipped.
 PYTEST := $(BIN)/python -m pytest -q
-XDIST ?= -n 2 --dist loadgroup
+XDIST ?= -n 2
 UNTIMED := not sockets and not engine
 
 # The session's vLLM servers start while the untimed tests run (tests/engines/servers.py; the fixtures take them
