@@ -148,8 +148,8 @@ class SimServer(Engine):
         sched = self.scheduler
         if not sched.prefix_caching or params.prompt_tokens < sched.block_size:
             return ()
-        ids = tokenizer.chat_ids(body["messages"]) if params.chat else tokenizer.prompt_ids(body["prompt"])
-        return block_hashes(ids, sched.block_size)
+        units = tokenizer.chat_ids(body["messages"]) if params.chat else tokenizer.prompt_units(body["prompt"])
+        return block_hashes(units, sched.block_size)
 
     def _stop_at(self, params: GenParams, index: int, fault: str | None) -> int | None:
         """Output length at which the modelled EOS ends the request (None: it runs to max_tokens)."""

@@ -118,7 +118,7 @@ class Step:
         return "prefill" if self.prefill else "decode"
 
 
-def block_hashes(token_ids: Sequence[int], block_size: int) -> tuple[int, ...]:
+def block_hashes(token_ids: Sequence[object], block_size: int) -> tuple[int, ...]:
     """The chain hashes of the full blocks of ``token_ids``: block ``i``'s hash covers every token up to its end,
     so two prompts share a hash only where they share the whole prefix (as vLLM hashes blocks)."""
     out: list[int] = []

@@ -32,6 +32,12 @@ TOLERANCE = 0.03
 # send lag and loopback delays at either end (tens of ms on a loaded 2-core machine) move its output throughput
 # by a few per cent: compared within 6 %. A wrong rate or a lost request moves it by far more.
 OPEN_TOLERANCE = 0.06
+# Ingestion is the slope of TTFT against prompt length. Before its prefill, the real-time server reads, counts and
+# hashes each prompt on its event loop: about 1-2 ms for 8,192 tokens, against 82 ms of modelled prefill at
+# 100,000 tok/s. Virtual time does not model that cost, and it grows with the prompt, so it bends the measured
+# slope by 3-5 % on this 2-core machine (95,000-97,000 tok/s in repeated runs). Compared within 6 %; a wrong prefill
+# rate moves it by far more.
+INGESTION_TOLERANCE = 0.06
 
 pytestmark = pytest.mark.sockets
 
@@ -90,7 +96,8 @@ def test_both_interpreters_find_the_same_points_stops_and_headline_figures(name,
         other = getattr(real_run.headline, figure)
         assert (value is None) == (other is None), figure
         if value is not None:
-            assert other == pytest.approx(value, rel=TOLERANCE), figure
+            rel = INGESTION_TOLERANCE if figure == "prompt_ingestion_tok_s" else TOLERANCE
+            assert other == pytest.approx(value, rel=rel), figure
             compared += 1
     assert compared >= (1 if name == "sharegpt" else 4)  # ingestion, generation and decode at 10 parallel, KV
     served = {s.scenario: s.output_tok_s for s in real_run.scenarios if s.kind == "open"}
