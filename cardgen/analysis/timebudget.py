@@ -102,13 +102,11 @@ def budget(scope: str, rows: pd.DataFrame, window: CrossCheckWindow | None, *, e
             parts.append(_part("queue", queue, client, per_request))
         parts.append(_part("prompt", prompt, client, per_request))
         rest = client - (queue or 0.0) - prompt
-        engine_ttft = ttft.server_mean_s if ttft is not None else None
         if ttft is not None and ttft.diff_mean_s is not None:
             network = ttft.diff_mean_s
-            parts.append(_part("other_server", rest - network, client,
-                               "the server's TTFT histogram against the client's for the same requests"))
-            parts.append(_part("network_client", network, client,
-                               "the server's TTFT histogram against the client's for the same requests"))
+            said = "the server's TTFT histogram against the client's for the same requests"
+            parts.append(_part("other_server", rest - network, client, said))
+            parts.append(_part("network_client", network, client, said))
             # the engine's TTFT of these requests: the window's histogram may also hold a request of the point
             # before (a short point's window catches one in flight), so it gives the network's share (a
             # difference over the same requests), not the level
@@ -116,6 +114,7 @@ def budget(scope: str, rows: pd.DataFrame, window: CrossCheckWindow | None, *, e
         else:
             parts.append(_part("outside_engine", rest, client,
                                "the client's TTFT less queue and prompt compute: the engine says nothing of the rest"))
+            engine_ttft = ttft.server_mean_s if ttft is not None else None
     else:
         prefill, queue_check = _check(window, "prefill"), _check(window, "queue")
         if prefill is None or ttft is None or ttft.client_mean_s is None or ttft.server_mean_s is None:
