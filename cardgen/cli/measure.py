@@ -156,8 +156,10 @@ def measure(config: BuildConfig, *, api_key: str | None, run_dir: Path | None, g
             with measured_server(replace(cfg, plan=plan), model=config.model, launch=launch,
                                  engine_args=engine_args, virtual=virtual) as cfg:
                 result = run_load(cfg)
-            planned = plan() if plan is not None else None
+            planned, late = plan.after_load() if plan is not None else (None, False)
         if planned is not None and not out.quiet:
+            if late:  # the load ended before the planner: the plan's line, once, before the comparison
+                click.echo(planned.line, err=True)
             click.echo(f"cardgen: the load took {duration_text(load_seconds(result.info) * target.tp)} of GPU time "
                        f"(planned ~{duration_text(planned.gpu_time_s)})", err=True)
     record_price(run_dir, price_for(config.price_per_hour, gpu))
@@ -216,6 +218,10 @@ def measured_server(cfg: LoadConfig, *, model: str, launch: str | None, engine_a
         raise UsageError("no server to measure: give --url or --launch")
 
 
+#: how long a load that ended before its planner waits for the plan (the full suite plans in about 20 s of CPU)
+PLAN_WAIT_S = 60.0
+
+
 class BackgroundPlan:
     """``cardgen plan --json`` in a process of its own, started before the server so that it runs while the
     server starts and the load begins (planning the full suite takes about 20 s of CPU: in this process it
@@ -232,6 +238,7 @@ class BackgroundPlan:
         self.modelled_as, self.done = modelled_as, frozenset(done)
         self._result: PlannedTime | None = None
         self._finished = False
+        self.given = False  # whether a caller has been given the plan
         if not isinstance(suite, str):
             path = Path(self._dir.name) / "suite.yaml"
             path.write_text(yaml.safe_dump(suite.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
@@ -246,7 +253,21 @@ class BackgroundPlan:
             self._finished = True
             if self.process.returncode == 0:
                 self._result = self._read()
+        if self._result is not None:
+            self.given = True  # the progress display says its line when it is given the plan
         return self._result
+
+    def after_load(self, wait_s: float = PLAN_WAIT_S) -> tuple[PlannedTime | None, bool]:
+        """The plan once the load is done, waiting up to ``wait_s`` for the planner (a run shorter than its plan
+        ends before the planner does), and whether its line is still to be said: the progress display never
+        got it."""
+        late = not self.given
+        try:
+            self.process.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            pass
+        planned = self()
+        return planned, late and planned is not None
 
     def _read(self) -> PlannedTime | None:
         try:

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from cardgen.cli.measure import BackgroundPlan
 from cardgen.load.progress import PlannedTime, PointProgress
 from cardgen.points import expand
 from cardgen.sim.launch import running_sim
@@ -102,3 +103,25 @@ def test_time_left_is_the_planned_seconds_of_the_points_not_yet_done():
     progress.end(points[1])
     progress.start(points[3])  # points[2] was skipped: it is no longer ahead
     assert progress.time_left_s(now=progress.t0) == 40.0
+
+
+def test_a_plan_that_comes_after_the_load_is_said_once_after_it(tmp_path):
+    """A run shorter than its planning (the tiny suite's load takes about 1 s) ends before the planner: the plan
+    is waited for and its line is still to be said. One the progress display was given is not said again."""
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(SUITE)
+    argv = ["CodeLlama-7b", "--gpu", "A100-80GB", "--tp", "1", "--engine", "vllm"]
+    late_plan = BackgroundPlan(argv, suite=str(suite), modelled_as="modelled")
+    try:
+        planned, late = late_plan.after_load()  # nothing asked it during the load
+    finally:
+        late_plan.close()
+    assert late and planned is not None and PLAN_LINE.search(planned.line), planned
+    given_plan = BackgroundPlan(argv, suite=str(suite), modelled_as="modelled")
+    try:
+        given_plan.process.wait(timeout=120)
+        assert given_plan() is not None  # the progress display was given it, and said its line
+        planned, late = given_plan.after_load()
+    finally:
+        given_plan.close()
+    assert planned is not None and not late
