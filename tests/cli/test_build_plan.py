@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from cardgen.cli.measure import BackgroundPlan
+from cardgen.cli.planning import BackgroundPlan
 from cardgen.load.progress import PlannedTime, PointProgress
 from cardgen.points import expand
 from cardgen.sim.launch import running_sim
