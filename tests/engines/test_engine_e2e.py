@@ -66,10 +66,10 @@ def require_build_command() -> None:
 # built-in suites run to precision targets and to the KV cache's saturation: far longer on a CPU)
 E2E_SUITE = """name: e2e
 scenarios:
-  - {kind: ingest, name: ingestion, min_prompt_tokens: 16, max_prompt_tokens: 4000, points: 12, output_tokens: 1}
-  - {kind: closed, name: reference-pair, prompt_tokens: 1024, output_tokens: 128, parallel: [1, 4, 10],
+  - {kind: ingest, name: ingestion, min_prompt_tokens: 16, max_prompt_tokens: 2000, points: 6, output_tokens: 1}
+  - {kind: closed, name: reference-pair, prompt_tokens: 512, output_tokens: 48, parallel: [1, 4, 10],
      min_requests: 4, min_rounds: 2}
-  - {kind: waves, name: kv-waves, prompt_tokens: 1024, output_tokens: 64, max_wave: 16, step: 3, search: step}
+  - {kind: waves, name: kv-waves, prompt_tokens: 512, output_tokens: 32, max_wave: 16, step: 3, search: step}
 """
 
 
@@ -191,17 +191,18 @@ def test_where_the_time_goes_adds_up_to_vllms_own_ttft(quick_run):
         assert set(parts) == {"queue", "prompt", "other_server", "network_client"}
         # queue + prompt compute + other server time is the engine's TTFT of the point's requests ...
         assert parts["queue"] + parts["prompt"] + parts["other_server"] == pytest.approx(b["engine_ttft_s"])
-        # ... and, where the point's scrape window holds its requests alone (a short point's window may catch a
-        # request of the point before, in flight), it is what vLLM's own TTFT histogram says of them
+        # ... and, where vLLM's TTFT histogram over the point's scrape window counted the point's requests alone
+        # (a window opens at the scrape before the point's first send: it may catch the first token of a request of
+        # the point before, in flight then), it is what that histogram says of them
         window = windows[b["scope"]]
         server = next(c for c in window["latencies"] if c["metric"] == "ttft")
-        if window["requests"] == server["server_count"] == b["requests"]:
+        if server["server_count"] == b["requests"]:
             assert b["engine_ttft_s"] == pytest.approx(server["server_mean_s"], rel=0.1, abs=0.01)
             compared += 1
         assert sum(parts.values()) == pytest.approx(b["client_ttft_s"])  # and all of them the client's
         assert parts["other_server"] > -0.005  # the API server's own time (a difference of two means)
         assert 0 < parts["network_client"] < max(0.1, 0.5 * b["client_ttft_s"])
         assert b["engine_decode_per_token_s"] == pytest.approx(b["client_itl_s"], rel=0.5)
-    assert compared, "no closed point's window held its own requests alone"
+    assert compared, "no closed point's window counted its own requests alone"
     card = (out / "README.md").read_text()
     assert "## Where the time goes" in card and "Network and client" in card
