@@ -25,6 +25,10 @@ start=$SECONDS
 
 # What decides the dependencies, one requirement a line (the build backend too: cardgen is installed without
 # build isolation).
+quiet() {  # pip's note on each requirement the second local index does not hold is noise
+  { grep -v "is ignored: it is neither a file nor a directory" || true; } >&2
+}
+
 requirements() {
   "$py" - "$root/pyproject.toml" <<'EOF'
 import sys
@@ -33,7 +37,9 @@ import tomllib
 with open(sys.argv[1], "rb") as fh:
     data = tomllib.load(fh)
 project = data["project"]
-wanted = [*project["dependencies"], *project["optional-dependencies"]["test"], *data["build-system"]["requires"]]
+# editables: what hatchling's editable build of cardgen needs (it asks for it at build time)
+wanted = [*project["dependencies"], *project["optional-dependencies"]["test"], *data["build-system"]["requires"],
+          "editables"]
 print("\n".join(sorted(set(wanted))))
 EOF
 }
@@ -61,11 +67,11 @@ if [[ ! -f "$deps/.complete" ]]; then
     echo "make_venv: the dependencies ($key) are not on this machine yet: installing them into $deps" >&2
     rm -rf "$deps"
     "$py" -m venv "$deps"
-    "$deps/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+    "$deps/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | quiet
     mapfile -t wanted <<<"$reqs"
-    "$deps/bin/python" -m pip install -q --disable-pip-version-check "${wanted[@]}"
+    "$deps/bin/python" -m pip install -q --disable-pip-version-check "${wanted[@]}" 2>&1 | quiet
     if ((engine)); then
-      VENV="$deps" bash "$here/engines/install_vllm.sh" >&2
+      VENV="$deps" bash "$here/engines/install_vllm.sh" 2>&1 | quiet
     fi
     touch "$deps/.complete"
   fi
