@@ -69,7 +69,7 @@ scenarios:
   - {kind: ingest, name: ingestion, min_prompt_tokens: 16, max_prompt_tokens: 2000, points: 6, output_tokens: 1}
   - {kind: closed, name: reference-pair, prompt_tokens: 512, output_tokens: 48, parallel: [1, 4, 10],
      min_requests: 4, min_rounds: 2}
-  - {kind: waves, name: kv-waves, prompt_tokens: 512, output_tokens: 32, max_wave: 16, step: 3, search: step}
+  - {kind: waves, name: kv-waves, prompt_tokens: 512, output_tokens: 32, max_wave: 10, step: 3, search: step}
 """
 
 
