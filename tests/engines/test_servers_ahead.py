@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 import servers
 
 
@@ -35,6 +36,7 @@ def test_a_server_that_does_not_answer_is_not_taken(tmp_path, monkeypatch):
     assert servers.started_ahead("vllm") is None
 
 
+@pytest.mark.engine  # the flag is added where the installed vLLM has it: make install alone has no vLLM
 def test_both_recipes_are_the_fixtures(tmp_path):
     assert set(servers.RECIPES) == {"vllm", "vllm-features"}
     assert "--enable-per-request-metrics" in servers.RECIPES["vllm"].args(tmp_path)
