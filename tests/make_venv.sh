@@ -23,12 +23,12 @@ py="${PY:-python3}"
 cache="${CARDGEN_CACHE:-$HOME/.cache/cardgen}"
 start=$SECONDS
 
-# What decides the dependencies, one requirement a line (the build backend too: cardgen is installed without
-# build isolation).
 quiet() {  # pip's note on each requirement the second local index does not hold is noise
   { grep -v "is ignored: it is neither a file nor a directory" || true; } >&2
 }
 
+# What decides the dependencies, one requirement a line (the build backend too: cardgen is installed without
+# build isolation).
 requirements() {
   "$py" - "$root/pyproject.toml" <<'EOF'
 import sys
@@ -53,43 +53,42 @@ if ((engine)); then
 fi
 deps="$cache/venv-$key"
 have="$(cat "$venv/.deps-key" 2>/dev/null || true)"
+# a .venv that holds this set (or, for `make install`, the engine's set over it) is kept as it is
 if [[ -x "$venv/bin/python" && ( "$have" == "$key" || ( $engine == 0 && "$have" == "$key"-engine-* ) ) ]]; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$root"
   echo "make_venv: $venv holds its dependencies ($have)" >&2
-  exit 0
-fi
-
-if [[ ! -f "$deps/.complete" ]]; then
-  mkdir -p "$cache"
-  exec 9>"$deps.lock"
-  flock 9  # another clone making the same one: wait for it
+else
   if [[ ! -f "$deps/.complete" ]]; then
-    echo "make_venv: the dependencies ($key) are not on this machine yet: installing them into $deps" >&2
-    rm -rf "$deps"
-    "$py" -m venv "$deps"
-    "$deps/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | quiet
-    mapfile -t wanted <<<"$reqs"
-    "$deps/bin/python" -m pip install -q --disable-pip-version-check "${wanted[@]}" 2>&1 | quiet
-    if ((engine)); then
-      VENV="$deps" bash "$here/engines/install_vllm.sh" 2>&1 | quiet
+    mkdir -p "$cache"
+    exec 9>"$deps.lock"
+    flock 9  # another clone making the same one: wait for it
+    if [[ ! -f "$deps/.complete" ]]; then
+      echo "make_venv: the dependencies ($key) are not on this machine yet: installing them into $deps" >&2
+      rm -rf "$deps"
+      "$py" -m venv "$deps"
+      "$deps/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | quiet
+      mapfile -t wanted <<<"$reqs"
+      "$deps/bin/python" -m pip install -q --disable-pip-version-check "${wanted[@]}" 2>&1 | quiet
+      if ((engine)); then
+        VENV="$deps" bash "$here/engines/install_vllm.sh" 2>&1 | quiet
+      fi
+      touch "$deps/.complete"
     fi
-    touch "$deps/.complete"
+    exec 9>&-
   fi
-  exec 9>&-
-fi
 
-rm -rf "$venv"
-# hard links where the cache and the checkout share a file system, a copy where they do not
-cp -al "$deps" "$venv" 2>/dev/null || { rm -rf "$venv"; cp -a "$deps" "$venv"; }
-rm -f "$venv/.complete"
-# the scripts name the interpreter they were installed with: this virtualenv's, not the cache's
-for script in "$venv"/bin/*; do
-  # text files only (grep -I passes over binaries); sed -i writes a new file: the cache's link is untouched
-  if [[ -f "$script" && ! -L "$script" ]] && grep -qIF "$deps" "$script"; then
-    sed -i "s|$deps|$venv|g" "$script"
-  fi
-done
-echo "$key" >"$venv/.deps-key"
+  rm -rf "$venv"
+  # hard links where the cache and the checkout share a file system, a copy where they do not
+  cp -al "$deps" "$venv" 2>/dev/null || { rm -rf "$venv"; cp -a "$deps" "$venv"; }
+  rm -f "$venv/.complete"
+  # the scripts name the interpreter they were installed with: this virtualenv's, not the cache's
+  for script in "$venv"/bin/*; do
+    # text files only (grep -I passes over binaries); sed -i writes a new file: the cache's link is untouched
+    if [[ -f "$script" && ! -L "$script" ]] && grep -qIF "$deps" "$script"; then
+      sed -i "s|$deps|$venv|g" "$script"
+    fi
+  done
+  echo "$key" >"$venv/.deps-key"
+  echo "make_venv: $venv made in $((SECONDS - start)) s (dependencies $key from $cache)" >&2
+fi
 
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$root"
-echo "make_venv: $venv ready in $((SECONDS - start)) s (dependencies $key from $cache)" >&2

@@ -66,14 +66,22 @@ def decode_ids(ids: Sequence[int]) -> str:
     return "".join(f" {OUTPUT_WORDS[int(i) % n]}" for i in ids)
 
 
+def _prompt_text(prompt: Any) -> str | None:
+    """A completions ``prompt``'s text: a string, or a list holding one string; None for anything else."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        return prompt[0]
+    return None
+
+
 def prompt_ids(prompt: Any) -> list[int]:
     """Token ids of a completions ``prompt``: a string, or a list of token ids."""
-    if isinstance(prompt, str):
-        return encode_text(prompt)
+    text = _prompt_text(prompt)
+    if text is not None:
+        return encode_text(text)
     if isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
         return list(prompt)
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        return encode_text(prompt[0])
     raise PromptError("prompt must be a string or a list of token ids")
 
 
@@ -82,11 +90,8 @@ def prompt_units(prompt: Any) -> Sequence[object]:
     cache's block hashes: equal prompts give equal units, as :func:`prompt_ids` does, without looking each word
     up (an 8,192-token prompt: 0.8 ms, against 1.6 ms through the ids: a cost before the prefill that grows with
     the prompt bends the real-time server's ingestion slope)."""
-    if isinstance(prompt, str):
-        return prompt.split()
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        return prompt[0].split()
-    return prompt_ids(prompt)
+    text = _prompt_text(prompt)
+    return text.split() if text is not None else prompt_ids(prompt)
 
 
 def _content_text(content: Any) -> str:
