@@ -22,7 +22,13 @@ from cardgen.buildconfig import (
     UrlTarget,
     VirtualTarget,
 )
-from cardgen.cli.options import REAL_TIME_OPTIONS, parse_gpus, parse_load, server_options
+from cardgen.cli.options import (
+    REAL_TIME_OPTIONS,
+    check_server_options,
+    parse_gpus,
+    parse_load,
+    server_options,
+)
 from cardgen.cli.price import PRICE_OPTION, check_price
 from cardgen.cli.served import NAMES as SERVED_OPTIONS
 from cardgen.cli.served import served_model_options
@@ -71,7 +77,8 @@ def build(ctx: click.Context, **params: Any) -> None:
 def parse_build(ctx: click.Context) -> BuildConfig:
     """``build``'s options as one :class:`BuildConfig`; a one-line UsageError for options that do not go together
     (those that need the server's own modules, which import ``ssl``, are checked where the load begins:
-    :func:`cardgen.cli.measure.build_measured`). The API key is no part of it."""
+    :func:`cardgen.cli.measure.build_measured`; the server options are checked here, before the load engine is
+    imported). The API key is no part of it."""
     p = ctx.params
     url, launch, real_time, calibrate = p["url"], p["launch"], p["real_time"], p["calibrate"]
     check_price(p["price_per_hour"])
@@ -101,6 +108,9 @@ def parse_build(ctx: click.Context) -> BuildConfig:
         if real_only:
             raise UsageError(f"--{real_only[0].replace('_', '-')} applies to a load against a server: give --url, "
                              "--launch, or --real-time to measure the virtual server over HTTP")
+    if url or launch or real_time:  # before the load engine is imported: bad input is said at once
+        check_server_options(url=url, launch=launch, gpu_metrics_url=p["gpu_metrics_url"], workers=p["workers"],
+                             scrape_interval=p["scrape_interval"], remote_workers=p["remote_workers"])
     server = dict(engine=p["engine"], gpus=tuple(gpus), gpu_given="gpu" in given, tp=p["tp"],
                   model_config_path=p["model_config"])
     if (url or launch) and real_time:

@@ -19,11 +19,10 @@ import click
 from cardgen.buildconfig import BuildConfig, LaunchTarget, ResumeConfig, UrlTarget, VirtualTarget
 from cardgen.calibrated.loadmeasure import LoadMeasurer
 from cardgen.calibrated.steps import Start, calibrate
-from cardgen.cli.options import parse_workers
+from cardgen.cli.options import check_server_options
 from cardgen.cli.planning import plan_in_background
 from cardgen.cli.price import price_for, record_price
 from cardgen.cli.render import render_card
-from cardgen.engines.detect import check_url
 from cardgen.engines.launch import launched_engine
 from cardgen.engines.lora import LoraModule, check_served
 from cardgen.engines.registry import ENGINES, engine_name, get_adapter
@@ -73,20 +72,6 @@ def launch_args(target: LaunchTarget) -> str:
         return target.engine_args
     modules = [LoraModule.parse(spec) for spec in target.lora_modules]
     return shlex.join([*shlex.split(target.engine_args), *get_adapter(target.launch).lora_args(modules)])
-
-
-def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url: str | None, workers: int | str,
-                         scrape_interval: float) -> int | str:
-    """One-line errors for options that cannot work, before any server starts; the parsed ``--workers``."""
-    if url and launch:
-        raise UsageError("give either --url (a running server) or --launch (start one), not both")
-    if url:
-        check_url(url)
-    if gpu_metrics_url:
-        check_url(gpu_metrics_url)
-    if scrape_interval < 0.1:
-        raise UsageError("--scrape-interval must be at least 0.1 s: scraping faster loads the server you measure")
-    return parse_workers(workers)
 
 
 def engine_choice(engine: str | None) -> tuple[str | None, str]:

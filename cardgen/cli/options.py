@@ -10,6 +10,7 @@ import click
 
 from cardgen.buildconfig import LoadOptions
 from cardgen.errors import UsageError
+from cardgen.urls import check_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,7 +56,7 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
 
 def parse_load(params: Mapping[str, Any]) -> LoadOptions:
     """The options of :func:`server_options` that say how the load runs, as ``build`` and ``resume`` share them
-    (checked where the load begins: :func:`cardgen.cli.measure.check_server_options`)."""
+    (checked by :func:`check_server_options`, before anything heavy loads)."""
     return LoadOptions(workers=params["workers"], remote_workers=params["remote_workers"],
                        master_bind=params["master_bind"], master_port=params["master_port"],
                        scrape_interval_s=params["scrape_interval"], gpu_metrics_url=params["gpu_metrics_url"],
@@ -74,6 +75,24 @@ def parse_workers(value: int | str) -> int | str:
     if workers < 0:
         raise UsageError("--workers must be 0 or more")
     return workers
+
+
+def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url: str | None, workers: int | str,
+                         scrape_interval: float, remote_workers: bool = False) -> int | str:
+    """One-line errors for options that cannot work, before any server starts (and before the load engine is
+    imported: a bad URL is said in a fraction of a second); the parsed ``--workers``."""
+    if url and launch:
+        raise UsageError("give either --url (a running server) or --launch (start one), not both")
+    if url:
+        check_url(url)
+    if gpu_metrics_url:
+        check_url(gpu_metrics_url)
+    if scrape_interval < 0.1:
+        raise UsageError("--scrape-interval must be at least 0.1 s: scraping faster loads the server you measure")
+    count = parse_workers(workers)
+    if count == "auto" and remote_workers:
+        raise UsageError("--workers auto counts this machine's cores: give the number of remote workers")
+    return count
 
 
 REAL_TIME_OPTIONS = frozenset({"url", "api_key", "workers", "remote_workers", "master_bind", "master_port",

@@ -11,14 +11,13 @@ Plain ``requests`` (no gevent): runs before any load starts.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlparse
 
 import requests
 
 from cardgen.engines.base import Fetch
 from cardgen.engines.process import local_process
 from cardgen.engines.registry import ADAPTERS, DETECTION_ORDER, engine_name
-from cardgen.errors import ServerError, UsageError
+from cardgen.errors import ServerError
 from cardgen.schemas.run import ContextLimit, ServerInfo
 
 
@@ -99,18 +98,3 @@ def probe(url: str, *, api_key: str | None = None, model: str | None = None, tim
     return ServerInfo(url=base, engine=name, engine_version=adapter.server_version(extra, version),
                       served_model=served, models=models, version=version, extra=extra,
                       context=ContextLimit(tokens=limit[0], source=limit[1]) if limit else None)
-
-
-def check_url(url: str) -> str:
-    """The base URL without a trailing slash or ``/v1``; a one-line UsageError when it is not an http(s) URL."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise UsageError(f"'{url}' is not a server URL: give one like http://127.0.0.1:8000")
-    try:
-        _ = parsed.port
-    except ValueError:
-        raise UsageError(f"'{url}' has an invalid port") from None
-    base = url.rstrip("/")
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    return base

@@ -25,11 +25,11 @@ from pathlib import Path
 
 
 from cardgen.engines import probe
-from cardgen.engines.detect import check_url
 from cardgen.errors import ServerError
 from cardgen.load.messages import Setup
 from cardgen.runwriter import RunWriter, plan_resume, suite_of
 from cardgen.schemas.run import RequestDialect, RunInfo
+from cardgen.urls import check_url
 
 
 def prepare_resume(cfg: LoadConfig, info: RunInfo) -> Prepared:

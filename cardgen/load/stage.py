@@ -41,7 +41,7 @@ import requests
 
 from cardgen import __version__
 from cardgen.buildconfig import BuildConfig
-from cardgen.engines.detect import check_url, probe
+from cardgen.engines.detect import probe
 from cardgen.engines.registry import get_adapter
 from cardgen.datasets import resolve
 from cardgen.errors import RunError, ServerError, UsageError
@@ -70,6 +70,7 @@ from cardgen.schemas.run import (
     ServerInfo,
 )
 from cardgen.suite import Suite
+from cardgen.urls import check_url
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -394,7 +394,8 @@ def _compare_page(group: Group) -> str:
 
 
 def _calibration(warn: Warn) -> str | None:
-    """``cardgen.sim.calibration.calibration_markdown()`` when that module exists; None otherwise."""
+    """The virtual server's calibration table (``cardgen.sim.calibration.shipped_markdown()``: generated, not
+    recomputed on every build) when that module exists; None otherwise."""
     try:
         module = importlib.import_module("cardgen.sim.calibration")
     except ModuleNotFoundError as exc:
@@ -405,7 +406,7 @@ def _calibration(warn: Warn) -> str | None:
     except ImportError as exc:
         warn(f"virtual server calibration left out of the methodology: {exc}")
         return None
-    make = getattr(module, "calibration_markdown", None)
+    make = getattr(module, "shipped_markdown", None)
     if make is None:
         return None
     try:
