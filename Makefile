@@ -46,12 +46,13 @@ install-engine:
 	test $$vllm -eq 0 -a $$llama -eq 0 && touch $(STAMP)
 
 # The tests that time nothing run on both cores (pytest-xdist), including those marked `wire` (real processes
-# over real sockets that judge no timing: kills, faults, workers, resume) and `browser` (Chromium, waiting on its
-# events); then, one at a time, the tests that time real sockets and the real vLLM: they must not share the cores
-# with each other (their figures are timings). Together they are every test; with CI=true none is skipped.
+# over real sockets that judge no timing: kills, faults, workers, resume, and the llama.cpp and transformers-serve
+# tests, judged by the engine's own logs and counts) and `browser` (Chromium, waiting on its events); then, one at
+# a time, the tests that time real sockets and the real vLLM: they must not share the cores with each other (their
+# figures are timings). Together they are every test; with CI=true none is skipped.
 PYTEST := $(BIN)/python -m pytest -q
 XDIST ?= -n 2
-UNTIMED := not sockets and not engine
+UNTIMED := not sockets and (not engine or wire)
 
 # The session's vLLM servers start while the untimed tests run (tests/engines/servers.py; the fixtures take them
 # from $$CARDGEN_TEST_SERVERS, or start their own), and stop when the engine tests are done, however they end:
@@ -63,7 +64,7 @@ SERVERS := $(abspath $(VENV))/test-servers
 test: install-engine browser-deps lint
 	@$(BIN)/python tests/engines/servers.py start $(SERVERS) $(abspath $(VENV))/cardgen-cache
 	@$(PYTEST) $(XDIST) -m "$(UNTIMED)"; untimed=$$?; \
-	CARDGEN_TEST_SERVERS=$(SERVERS) $(PYTEST) -m engine; engine=$$?; \
+	CARDGEN_TEST_SERVERS=$(SERVERS) $(PYTEST) -m "engine and not wire"; engine=$$?; \
 	$(BIN)/python tests/engines/servers.py stop $(SERVERS); \
 	$(PYTEST) -m "sockets and not engine"; sockets=$$?; \
 	test $$untimed -eq 0 -a $$engine -eq 0 -a $$sockets -eq 0

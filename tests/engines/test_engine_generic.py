@@ -17,7 +17,9 @@ import requests
 from clirun import cardgen
 from hf_serve import FORCE_LENGTH, KV_TOKENS, HfServe, hf_serve, missing_requirement
 
-pytestmark = pytest.mark.engine
+# a real engine, judged against its own logs, counts and allocations, never against the wall clock: with the
+# untimed tests on both cores (wire), while the vLLM tests that compare latencies run one at a time
+pytestmark = [pytest.mark.engine, pytest.mark.wire]
 
 SUITE = """\
 name: generic-short

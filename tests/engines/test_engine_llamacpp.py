@@ -18,7 +18,9 @@ import pytest
 import requests
 from clirun import cardgen
 
-pytestmark = pytest.mark.engine
+# a real engine, judged against its own logs, counts and allocations, never against the wall clock: with the
+# untimed tests on both cores (wire), while the vLLM tests that compare latencies run one at a time
+pytestmark = [pytest.mark.engine, pytest.mark.wire]
 
 SLOTS, CTX = 4, 8192  # -np 4 -c 8192: four slots of 2,048 tokens each
 SUITE = """\
