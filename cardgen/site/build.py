@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -142,8 +143,6 @@ def build_site(
 
 def _stamp(config_file: Path, docs_dir: Path) -> dict[str, str]:
     """What a built site depends on besides its pages: cardgen, MkDocs and the theme, the config, the assets."""
-    from importlib.metadata import version
-
     digest = hashlib.sha256(Path(config_file).read_bytes())
     assets = docs_dir / "assets"
     for path in sorted(assets.rglob("*")) if assets.is_dir() else []:
@@ -454,8 +453,8 @@ def load_mkdocs_config(config_file: Path, *, site_dir: Path, docs_dir: Path | No
             "./mkdocs.yml or else cardgen's own"
         )
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
-    from mkdocs.config import load_config
-    from mkdocs.exceptions import MkDocsException
+    from mkdocs.config import load_config  # noqa: PLC0415  MkDocs is heavy: loaded when a site is built
+    from mkdocs.exceptions import MkDocsException  # noqa: PLC0415  MkDocs is heavy (as above)
 
     with _MkDocsLog() as log:
         try:
@@ -475,8 +474,8 @@ def run_mkdocs(config: Any, *, warn: Warn = _ignore, dirty: bool = False,
     warning that such a build is for development is expected here, every other warning fails it as strict
     mode would). ``rendered``: the entity pages' HTML made beforehand (:mod:`cardgen.site.pagerender`). Returns
     how many pages were laid out."""
-    from mkdocs.commands.build import build
-    from mkdocs.exceptions import MkDocsException
+    from mkdocs.commands.build import build  # noqa: PLC0415  MkDocs is heavy: loaded when a site is built
+    from mkdocs.exceptions import MkDocsException  # noqa: PLC0415  MkDocs is heavy (as above)
 
     setup, done = rendered if rendered is not None else (MarkdownSetup.from_config(config), {})
     plugin = PageRenderPlugin(setup, done)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -63,7 +64,7 @@ _MD: dict[str, Any] = {}  # one Markdown converter per setup and process
 
 def render_markdown(setup: MarkdownSetup, markdown: str) -> Rendered:
     """One page body as MkDocs' own conversion makes it (same extensions and options), with its TOC tokens."""
-    import markdown as md_lib
+    import markdown as md_lib  # noqa: PLC0415  loaded with MkDocs, when pages are rendered
 
     which = setup.key("")
     md = _MD.get(which)
@@ -108,7 +109,7 @@ def render_with_header(setup: MarkdownSetup, card: str, split: int, header: str,
 
 def page_body(source: str) -> str:
     """A page source's Markdown as MkDocs reads it: its front matter taken off."""
-    from mkdocs.utils import meta
+    from mkdocs.utils import meta  # noqa: PLC0415  MkDocs is heavy: loaded when pages are rendered
 
     return meta.get_data(source)[0]
 
@@ -117,8 +118,6 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int | Non
     """``[fn(item) for item in items]`` on ``workers`` forked processes (default: one per core), in order. Forked,
     so ``fn`` reaches what the parent set up before (the site plan) without pickling it; in this process where
     fork is not available or there is too little to share."""
-    import multiprocessing
-
     workers = workers or os.cpu_count() or 1
     if workers < 2 or len(items) < _POOL_MIN_ITEMS or "fork" not in multiprocessing.get_all_start_methods():
         return [fn(item) for item in items]
@@ -150,7 +149,7 @@ class PageRenderPlugin:
         done = self._pending.pop(page.file.src_uri, None)
         if done is None:
             return html
-        from mkdocs.structure.toc import get_toc
+        from mkdocs.structure.toc import get_toc  # noqa: PLC0415  MkDocs is heavy: loaded when pages are rendered
 
         page.toc = get_toc(done.toc_tokens)
         return done.html

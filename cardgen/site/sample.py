@@ -20,6 +20,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import yaml
+
 from cardgen.rundir import default_run_dir
 from cardgen.schemas.run import GpuDescription, ServerInfo
 from cardgen.schemas.summary import Summary
@@ -76,7 +78,7 @@ def _cache_dir() -> Path:
 
 def _render_sample(out: Path, *, model: str, gpu: str, engine: str, modelled: bool, started: _dt.datetime,
                    speed: float, requests: int | None, render: bool) -> None:
-    from cardgen.card import render_run
+    from cardgen.card import render_run  # noqa: PLC0415  the card and its figures load only when a sample is rendered
 
     config = SimConfig(model=model, gpu=gpu, perf="fixed", engine="sample")
     options = DriveOptions(start_unix=started.timestamp(), scrape_interval_s=1.0, pause_s=1.0)
@@ -135,8 +137,6 @@ def sample_summary(*, model: str, gpu: str, engine: str, modelled: bool, started
 def isolated_config(config_file: Path, workdir: Path) -> Path:
     """A copy of ``config_file`` whose docs dir is ``workdir/site_src`` (with the committed assets copied),
     so a test or benchmark builds without touching the checkout's ``site_src/``."""
-    import yaml
-
     config_file = Path(config_file).resolve()
     data = yaml.safe_load(config_file.read_text("utf-8"))
     docs = Path(workdir).resolve() / "site_src"

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cardgen.site import SiteBuild
-from cardgen.site.serve import make_server
 from cardgen.site.sample import write_sample_run
+from cardgen.site.serve import make_server
 
 REPO = Path(__file__).resolve().parents[2]
 EVIL = "<script>alert(1)</script>"

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from site_helpers import serving
 
-
 pytestmark = pytest.mark.browser
 
 ROWS = "Array.from(document.querySelectorAll('.cardgen-board tbody tr'))"

@@ -3,13 +3,13 @@ writer was killed shows its effective status ("died")."""
 
 from __future__ import annotations
 
-import pytest
-
 import datetime as dt
 import json
 import socket
 import subprocess
 import sys
+
+import pytest
 
 from cardgen.rundir import RUN_JSON, SUMMARY_JSON, RunDir
 from cardgen.schemas import SUMMARY_SCHEMA_VERSION
