@@ -26,7 +26,17 @@ from pydantic import (
 )
 
 from cardgen.errors import UsageError
-from cardgen.kinds import KINDS
+from cardgen.kinds import (
+    KINDS,
+    BatchParams,
+    ChatParams,
+    ClosedParams,
+    IngestParams,
+    OpenParams,
+    PrefixParams,
+    SloParams,
+    WavesParams,
+)
 from cardgen.slo import parse_targets
 
 BUILTIN_SUITES = ("quick", "standard", "full", "sharegpt")
@@ -76,7 +86,8 @@ def _rate_label(rate: float) -> str:
     return "inf" if math.isinf(rate) else f"{rate:g}"
 
 
-PointFields = dict[str, Any]  # a point's own fields (cardgen.points.Point's), as an entry expands into them
+# a point's own fields (cardgen.points.Point's: its header and ``params``, the kind's), as an entry expands into them
+PointFields = dict[str, Any]
 
 
 class _Entry(BaseModel):
@@ -93,7 +104,7 @@ class _Entry(BaseModel):
     adapter_pick: Literal["round-robin", "random", "per-user"] = "round-robin"
 
     def point_fields(self) -> list[PointFields]:
-        """The entry's points in order, each as its own fields: its name, kind and parameters
+        """The entry's points in order, each as its own fields: its name, header and its kind's ``params``
         (:func:`cardgen.points.expand` adds the group, the suite's endpoint and timeout, the adapters)."""
         raise NotImplementedError
 
@@ -133,11 +144,11 @@ class ClosedLoop(_Entry):
     )
 
     def point_fields(self) -> list[PointFields]:
-        return [dict(name=f"closed-in{p}-out{o}-p{par}", kind=self.kind, prompt_tokens=p, output_tokens=o,
-                     parallel=par, min_requests=max(self.min_requests, par * self.min_rounds),
-                     min_duration_s=self.min_duration_s, max_duration_s=self.max_duration_s,
-                     max_requests=self.max_requests, target_ci=self.target_ci,
-                     stop_at_saturation=self.stop_at_saturation)
+        return [dict(name=f"closed-in{p}-out{o}-p{par}", prompt_tokens=p, output_tokens=o, parallel=par,
+                     params=ClosedParams(min_requests=max(self.min_requests, par * self.min_rounds),
+                                         min_duration_s=self.min_duration_s, max_duration_s=self.max_duration_s,
+                                         max_requests=self.max_requests, target_ci=self.target_ci,
+                                         stop_at_saturation=self.stop_at_saturation))
                 for p in self.prompt_tokens for o in self.output_tokens for par in self.parallel]
 
 
@@ -191,14 +202,16 @@ class OpenLoop(_Entry):
     def point_fields(self) -> list[PointFields]:
         """One point per rate (a dataset's sample, or sized prompts), or one replaying the trace."""
         if self.replay:
-            return [dict(name=f"{self.name or 'replay'}-{slug(self.dataset or '')}-x{self.speedup:g}", kind=self.kind,
-                         dataset=self.dataset, num_requests=self.max_requests or 0, replay=True, speedup=self.speedup)]
+            return [dict(name=f"{self.name or 'replay'}-{slug(self.dataset or '')}-x{self.speedup:g}",
+                         dataset=self.dataset,
+                         params=OpenParams(num_requests=self.max_requests or 0, replay=True, speedup=self.speedup))]
+        params = OpenParams(num_requests=self.num_requests, seed=self.seed)
         if self.dataset is not None:
-            return [dict(name=f"open-{slug(self.dataset)}-r{_rate_label(rate)}", kind=self.kind, dataset=self.dataset,
-                         rate_rps=rate, num_requests=self.num_requests, seed=self.seed) for rate in self.rates or ()]
-        return [dict(name=f"open-in{self.prompt_tokens}-out{self.output_tokens}-r{_rate_label(rate)}", kind=self.kind,
-                     prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens, rate_rps=rate,
-                     num_requests=self.num_requests, seed=self.seed) for rate in self.rates or ()]
+            return [dict(name=f"open-{slug(self.dataset)}-r{_rate_label(rate)}", dataset=self.dataset, rate_rps=rate,
+                         params=params) for rate in self.rates or ()]
+        return [dict(name=f"open-in{self.prompt_tokens}-out{self.output_tokens}-r{_rate_label(rate)}",
+                     prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens, rate_rps=rate, params=params)
+                for rate in self.rates or ()]
 
 
 class Waves(_Entry):
@@ -217,10 +230,11 @@ class Waves(_Entry):
     resolution: int = Field(default=1, ge=1)  # bisect: how many requests apart the bracket may end
 
     def point_fields(self) -> list[PointFields]:
-        return [dict(name=f"waves-in{self.prompt_tokens}-out{self.output_tokens}", kind=self.kind,
-                     prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens, max_wave=self.max_wave,
-                     step=self.step, stop_at_saturation=self.stop_at_saturation, search=self.search,
-                     resolution=self.resolution)]
+        return [dict(name=f"waves-in{self.prompt_tokens}-out{self.output_tokens}",
+                     prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens,
+                     params=WavesParams(max_wave=self.max_wave, step=self.step,
+                                        stop_at_saturation=self.stop_at_saturation, search=self.search,
+                                        resolution=self.resolution))]
 
 
 class Ingest(_Entry):
@@ -245,8 +259,9 @@ class Ingest(_Entry):
         return sorted({round(lo + (hi - lo) * i / (n - 1)) for i in range(n)})
 
     def point_fields(self) -> list[PointFields]:
-        return [dict(name="ingest", kind=self.kind, output_tokens=self.output_tokens, lengths=self.lengths(),
-                     repeats=self.repeats, target_ci=self.target_ci)]
+        return [dict(name="ingest", output_tokens=self.output_tokens,
+                     params=IngestParams(lengths=tuple(self.lengths()), repeats=self.repeats,
+                                         target_ci=self.target_ci))]
 
 
 class BatchSweep(_Entry):
@@ -265,9 +280,9 @@ class BatchSweep(_Entry):
     max_runs: int | None = Field(default=None, ge=1)
 
     def point_fields(self) -> list[PointFields]:
-        return [dict(name=f"batch-in{self.prompt_tokens}-out{self.output_tokens}-b{b}", kind=self.kind,
-                     prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens, parallel=b,
-                     warmups=self.warmups, runs=self.runs, target_ci=self.target_ci, max_runs=self.max_runs)
+        params = BatchParams(warmups=self.warmups, runs=self.runs, max_runs=self.max_runs, target_ci=self.target_ci)
+        return [dict(name=f"batch-in{self.prompt_tokens}-out{self.output_tokens}-b{b}",
+                     prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens, parallel=b, params=params)
                 for b in self.batch_sizes]
 
 
@@ -286,9 +301,9 @@ class SharedPrefix(_Entry):
 
     def point_fields(self) -> list[PointFields]:
         return [dict(name=f"prefix-n{self.prefixes}-in{self.prefix_tokens}+{self.suffix_tokens}-out{self.output_tokens}",
-                     kind=self.kind, prompt_tokens=self.prefix_tokens + self.suffix_tokens,
-                     output_tokens=self.output_tokens, prefixes=self.prefixes, prefix_tokens=self.prefix_tokens,
-                     suffix_tokens=self.suffix_tokens, warm_rounds=self.warm_rounds)]
+                     prompt_tokens=self.prefix_tokens + self.suffix_tokens, output_tokens=self.output_tokens,
+                     params=PrefixParams(prefixes=self.prefixes, prefix_tokens=self.prefix_tokens,
+                                         suffix_tokens=self.suffix_tokens, warm_rounds=self.warm_rounds))]
 
 
 class Chat(_Entry):
@@ -316,10 +331,11 @@ class Chat(_Entry):
         chat endpoint."""
         conversations = self.conversations or self.users
         base = f"chat-u{self.users}-t{self.turns}-in{self.first_tokens}+{self.message_tokens}-out{self.output_tokens}"
-        return [dict(name=base + ("-nocache" if fresh else ""), kind=self.kind, endpoint="chat",
-                     prompt_tokens=self.first_tokens, output_tokens=self.output_tokens,
-                     parallel=min(self.users, conversations), conversations=conversations, turns=self.turns,
-                     message_tokens=self.message_tokens, think_time_s=self.think_time_s, fresh_history=fresh)
+        return [dict(name=base + ("-nocache" if fresh else ""), endpoint="chat", prompt_tokens=self.first_tokens,
+                     output_tokens=self.output_tokens, parallel=min(self.users, conversations),
+                     params=ChatParams(conversations=conversations, turns=self.turns,
+                                       message_tokens=self.message_tokens, think_time_s=self.think_time_s,
+                                       fresh_history=fresh))
                 for fresh in ((False, True) if self.compare_no_cache else (False,))]
 
 
@@ -365,12 +381,13 @@ class SloSearch(_Entry):
     def point_fields(self) -> list[PointFields]:
         """The search's one point: its probes are its program's (``cardgen.scenarios.slosearch``)."""
         what = f"in{self.prompt_tokens}-out{self.output_tokens}" if self.dataset is None else slug(self.dataset)
-        return [dict(name=f"slo-{self.load}-{what}", kind=self.kind, prompt_tokens=self.prompt_tokens or 0,
+        return [dict(name=f"slo-{self.load}-{what}", prompt_tokens=self.prompt_tokens or 0,
                      output_tokens=self.output_tokens or 1, dataset=self.dataset,
-                     num_requests=self.num_requests if self.dataset is not None else 0, seed=self.seed,
-                     min_requests=self.min_requests, max_requests=self.max_requests, load=self.load,
-                     slo=tuple(t.as_tuple() for t in parse_targets(self.slo)), slo_resolution=self.resolution,
-                     start_load=self.start_load, min_load=self.lowest, max_load=self.highest)]
+                     params=SloParams(num_requests=self.num_requests if self.dataset is not None else 0,
+                                      seed=self.seed, min_requests=self.min_requests, max_requests=self.max_requests,
+                                      load=self.load, slo=tuple(t.as_tuple() for t in parse_targets(self.slo)),
+                                      resolution=self.resolution, start_load=self.start_load, min_load=self.lowest,
+                                      max_load=self.highest))]
 
     @property
     def start_load(self) -> float:
