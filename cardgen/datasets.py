@@ -40,9 +40,9 @@ from pathlib import Path
 
 from cardgen.errors import UsageError
 from cardgen.kinds import OpenParams, PrefixParams, SamplingParams, kind_of
+from cardgen.kinds.entry import SHAREGPT, check_source
 from cardgen.points import Point
 from cardgen.prompts import dataset_template, id_tokens, prefix_templates, trace_templates
-from cardgen.suite import SHAREGPT, check_source
 from cardgen.traces import describe as describe_trace
 from cardgen.traces import is_trace, json_lines, read_trace
 

@@ -1,7 +1,7 @@
 """Points: a suite's expansion into runs, and their names.
 
 A point is one run of fixed parameters (e.g. the closed loop at 10 parallel users). :func:`expand` turns a
-suite into points (each entry names its own: ``point_fields`` of :mod:`cardgen.suite`'s entries);
+suite into points (each entry names its own: ``point_fields`` of its kind's entry, :mod:`cardgen.kinds`);
 :func:`fit_context` leaves out what the server's context cannot hold. What a point's kind is (its traits, its
 rules) is :mod:`cardgen.kinds`'; how it sends its requests and when it stops, its program's
 (:mod:`cardgen.scenarios`).
@@ -149,7 +149,7 @@ class Point:
 
 
 def expand(suite: Suite) -> list[Point]:
-    """Every point of the suite, in order: each entry's (:meth:`cardgen.suite.ClosedLoop.point_fields` ...) in
+    """Every point of the suite, in order: each entry's (:meth:`cardgen.kinds.closed.ClosedLoop.point_fields` ...) in
     its group, with the suite's endpoint and timeout where the entry gives none. Names are unique within the suite."""
     points: list[Point] = []
     for n, entry in enumerate(suite.scenarios):

@@ -1,7 +1,7 @@
 """The kinds' registry (cardgen.kinds) is the one place that tells kinds apart by name.
 
 Every kind a suite can declare has a registry entry and a program; and outside the registry and the kinds' own
-modules (cardgen/scenarios/<kind>.py), no package code compares a kind (a ``kind`` name, attribute or column, or a
+modules (cardgen/kinds/<kind>.py, cardgen/scenarios/<kind>.py), no package code compares a kind (a ``kind`` name, attribute or column, or a
 kind's name as a string) with ``==``, ``!=``, ``in`` or ``not in``: it asks the kind's traits instead.
 """
 
@@ -20,9 +20,11 @@ from cardgen.scenarios.kinds import PROGRAMS, program_for
 from cardgen.suite import Scenario, load_suite
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cardgen"
-# where kinds may be told apart by name: the registry and each kind's own program
-KIND_MODULES = {"kinds.py"} | {f"scenarios/{m}.py" for m in
-                               ("closed", "openloop", "waves", "ingest", "batch", "prefix", "chat", "slosearch")}
+KIND_FILES = ("closed", "openloop", "waves", "ingest", "batch", "prefix", "chat", "slosearch")
+# where kinds may be told apart by name: the registry (cardgen/kinds/: its record of a kind, what entries share and
+# each kind's own module) and each kind's own program
+KIND_MODULES = ({f"kinds/{m}.py" for m in ("__init__", "kind", "entry", *KIND_FILES)}
+                | {f"scenarios/{m}.py" for m in KIND_FILES})
 ALLOWED = 15  # at most this many such tests in the whole package, all of them in KIND_MODULES
 
 

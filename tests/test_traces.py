@@ -10,8 +10,9 @@ import pytest
 
 from cardgen.datasets import resolve
 from cardgen.errors import UsageError
+from cardgen.kinds.entry import TRACE_SAMPLES
 from cardgen.points import expand
-from cardgen.suite import TRACE_SAMPLES, parse_suite
+from cardgen.suite import parse_suite
 from cardgen.traces import MOONCAKE_BLOCK_TOKENS, is_trace, read_trace, samples
 
 

@@ -64,8 +64,8 @@ def dataset_groups(info: RunInfo) -> list[DatasetGroup]:
         if point.dataset is not None and kind_of(point).rate_driven and not point.replay:
             groups.setdefault(point.group, []).append(point)
     samples = {g: ps[0].params_as(OpenParams) for g, ps in groups.items()}
-    return [DatasetGroup(group=g, dataset=ps[0].dataset, num_requests=samples[g].num_requests, seed=samples[g].seed,
-                         endpoint=ps[0].endpoint, points=tuple(p.name for p in ps),
+    return [DatasetGroup(group=g, dataset=ps[0].dataset or "", num_requests=samples[g].num_requests,
+                         seed=samples[g].seed, endpoint=ps[0].endpoint, points=tuple(p.name for p in ps),
                          rates=tuple(p.rate_rps if p.rate_rps is not None else math.inf for p in ps))
             for g, ps in groups.items()]
 
