@@ -39,10 +39,10 @@ from importlib import resources
 from pathlib import Path
 
 from cardgen.errors import UsageError
-from cardgen.kinds import kind_of
+from cardgen.kinds import OpenParams, PrefixParams, SamplingParams, kind_of
+from cardgen.kinds.entry import SHAREGPT, check_source
 from cardgen.points import Point
 from cardgen.prompts import dataset_template, id_tokens, prefix_templates, trace_templates
-from cardgen.suite import SHAREGPT, check_source
 from cardgen.traces import describe as describe_trace
 from cardgen.traces import is_trace, json_lines, read_trace
 
@@ -213,8 +213,9 @@ def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
     out: list[Point] = []
     for point in points:
         if kind_of(point).shared_prefix:
-            made = prefix_templates(prefixes=point.prefixes, prefix_tokens=point.prefix_tokens,
-                                    suffix_tokens=point.suffix_tokens, count=counter(point.endpoint), tag=tag,
+            shared = point.params_as(PrefixParams)
+            made = prefix_templates(prefixes=shared.prefixes, prefix_tokens=shared.prefix_tokens,
+                                    suffix_tokens=shared.suffix_tokens, count=counter(point.endpoint), tag=tag,
                                     salt=point.name, style=style)
             texts[point.text_key()] = [t.text for t in made]
             out.append(replace(point, items=tuple((t.tokens, point.output_tokens) for t in made)))
@@ -236,7 +237,8 @@ def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
             def fits(p: int, o: int, slack: int = slack) -> bool:
                 return max_model_len is None or p + slack + o <= max_model_len
 
-            chosen = sample(point.dataset, num_requests=point.num_requests, seed=point.seed, count_prompt=count,
+            sampled = point.params_as(SamplingParams)
+            chosen = sample(point.dataset, num_requests=sampled.num_requests, seed=sampled.seed, count_prompt=count,
                             count_output=counter("completions"), fits=fits)
             templates = [dataset_template(s.prompt, count, style=style) for s in chosen]
             texts[key] = [t.text for t in templates]
@@ -258,7 +260,7 @@ def _replayed(point: Point, texts: dict[str, list[str]], *, counter: Callable[[s
     """A replayed trace's point with its requests (``items``, ``offsets``, ``blocks``), their prompt templates put
     in ``texts``: the trace's first requests in time order (``num_requests``, 0 for all), those whose prompt and
     answer fit the server's context (the others are ``left_out``, with the trace's own)."""
-    source = point.dataset or ""
+    source, params = point.dataset or "", point.params_as(OpenParams)
     if not is_trace(source):
         raise UsageError(f"dataset '{source}' is not a trace (Mooncake .jsonl, Azure or BurstGPT .csv): give 'rates' "
                          "to send its requests at Poisson rates")
@@ -267,7 +269,7 @@ def _replayed(point: Point, texts: dict[str, list[str]], *, counter: Callable[[s
     slack = id_tokens(count, style=style)
     chosen, left_out = [], trace.left_out
     for r in trace.requests:
-        if point.num_requests and len(chosen) == point.num_requests:
+        if params.num_requests and len(chosen) == params.num_requests:
             break
         if max_model_len is not None and r.input_tokens + slack + r.output_tokens > max_model_len:
             left_out += 1
@@ -282,5 +284,5 @@ def _replayed(point: Point, texts: dict[str, list[str]], *, counter: Callable[[s
     texts[point.dataset_key()] = [t.text for t in templates]
     first = chosen[0].offset_s
     return replace(point, items=tuple((t.tokens, r.output_tokens) for t, r in zip(templates, chosen, strict=True)),
-                   offsets=tuple(r.offset_s - first for r in chosen), blocks=tuple(blocks),
-                   block_tokens=trace.block_tokens, num_requests=len(chosen), left_out=left_out)
+                   params=replace(params, offsets=tuple(r.offset_s - first for r in chosen), blocks=tuple(blocks),
+                                  block_tokens=trace.block_tokens, num_requests=len(chosen), left_out=left_out))

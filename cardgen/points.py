@@ -1,106 +1,76 @@
 """Points: a suite's expansion into runs, and their names.
 
 A point is one run of fixed parameters (e.g. the closed loop at 10 parallel users). :func:`expand` turns a
-suite into points (each entry names its own: ``point_fields`` of :mod:`cardgen.suite`'s entries);
+suite into points (each entry names its own: ``point_fields`` of its kind's entry, :mod:`cardgen.kinds`);
 :func:`fit_context` leaves out what the server's context cannot hold. What a point's kind is (its traits, its
 rules) is :mod:`cardgen.kinds`'; how it sends its requests and when it stops, its program's
 (:mod:`cardgen.scenarios`).
 
-A point is plain data (a dict-able dataclass) so it can travel to Locust workers.
+A point is plain data (a frozen pydantic dataclass: a header and its kind's params, :data:`cardgen.kinds.KindParams`)
+so it can travel to Locust workers inside a pydantic message and come back with the same params class.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import asdict, replace
+from typing import Any, TypeVar
 
-from cardgen.kinds import kind_of
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass
+
+from cardgen.kinds import IngestParams, KindParams, OpenParams, SamplingParams, kind_of
 from cardgen.suite import Suite
 
+P = TypeVar("P")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class Point:
-    """One point: plain, frozen data (what changes makes a new point: ``dataclasses.replace``)."""
+    """One point: plain, frozen data (what changes makes a new point: ``dataclasses.replace``), a header every
+    kind has and the kind's own ``params`` (:data:`cardgen.kinds.KindParams`; its ``kind`` is the point's).
+
+    The header holds what code that knows no kind reads of any point: its name, group, endpoint and timeout; the
+    lengths of its requests (``prompt_tokens``, ``output_tokens``: the sized prompt, a chat's first message, a
+    shared prefix's whole prompt; an ingestion sweep's lengths are its params'), its load (``parallel``: users, a
+    batch, a largest wave; ``rate_rps``: an open loop's arrivals), which the records, the client's verdict and the
+    card read whatever the kind; its dataset (an open loop's or an SLO search's) and, once sampled
+    (:func:`cardgen.datasets.resolve`), ``items``, each request's [prompt tokens, output tokens] in send order (a
+    dataset's sample, a shared prefix's requests), which the program base (``Program.item``) reads for every kind
+    that brings its own prompts; and its LoRA adapters (any entry may ask for them)."""
 
     name: str
-    kind: str  # one of cardgen.kinds.KINDS: what the rest of cardgen asks of the point's kind is there
     group: str
     endpoint: str
     timeout_s: float
-    prompt_tokens: int = 0  # for ingest: see `lengths`
+    params: KindParams
+    prompt_tokens: int = 0  # for ingest: its params' ``lengths``
     output_tokens: int = 1
     parallel: int | None = None
     rate_rps: float | None = None
-    # closed
-    min_requests: int = 0
-    min_duration_s: float = 0.0
-    max_duration_s: float | None = None
-    max_requests: int | None = None
-    target_ci: float | None = None  # closed, ingest, batch: stop once the figure is this precise
-    stop_at_saturation: bool = True  # closed: skip larger counts of the pair; waves: stop at saturation
-    # open
-    num_requests: int = 0
-    seed: int = 0
-    # waves
-    max_wave: int = 0
-    step: int = 1
-    search: str = "step"  # waves: bisect | step
-    resolution: int = 1  # waves, bisect: stop once the saturating size is known within this many requests
-    # ingest
-    lengths: tuple[int, ...] = ()
-    repeats: int = 1
-    # batch
-    warmups: int = 0
-    runs: int = 0
-    max_runs: int | None = None
-    # dataset (open loop): the requests are drawn from this dataset (cardgen.datasets); once sampled
-    # (cardgen.datasets.resolve) ``items`` holds each request's [prompt tokens, output tokens] in send order
     dataset: str | None = None
     items: tuple[tuple[int, int], ...] = ()
-    # shared prefix: ``prefixes`` prefixes of ``prefix_tokens``, each request one of them and a unique suffix of
-    # ``suffix_tokens``; a cold pass then ``warm_rounds`` warm ones (``items``: each prefix's request lengths)
-    prefixes: int = 0
-    prefix_tokens: int = 0
-    suffix_tokens: int = 0
-    warm_rounds: int = 0
-    # chat: ``parallel`` users hold ``conversations`` conversations of ``turns`` turns; the first message is
-    # ``prompt_tokens`` long, later ones ``message_tokens``; ``think_time_s`` between a reply and the next turn
-    conversations: int = 0
-    turns: int = 0
-    message_tokens: int = 0
-    think_time_s: float = 0.0
-    fresh_history: bool = False  # chat: every turn's history starts with a new id (nothing for the cache to reuse)
     # LoRA: the adapters the point's requests ask for (their model names; none: the base model) and how each
     # request picks one (round-robin | random | per-user: cardgen.scenarios.program.Program.adapter)
     adapters: tuple[str, ...] = ()
     adapter_pick: str = "round-robin"
-    # slo: the search's load (rate | parallel), its targets as (metric, percentile, threshold_s) (cardgen.slo), the
-    # bracket's relative resolution, its first load and its bounds; min_requests / max_requests are per probe
-    load: str = ""
-    slo: tuple[tuple[str, float, float], ...] = ()
-    slo_resolution: float = 0.0
-    start_load: float = 0.0
-    min_load: float = 0.0
-    max_load: float = 0.0
-    # a replayed trace (open loop, ``dataset`` a trace, no rate): its offsets are divided by ``speedup``; once read
-    # (cardgen.datasets.resolve) ``offsets`` holds each request's seconds after the first, ``blocks`` the trace's
-    # prompt blocks of ``block_tokens`` tokens it shares (by id) with other requests, and ``left_out`` the
-    # trace's requests that could not be replayed (no answer, or beyond the server's context)
-    replay: bool = False
-    speedup: float = 1.0
-    offsets: tuple[float, ...] = ()
-    blocks: tuple[tuple[int, ...], ...] = ()
-    block_tokens: int = 0
-    left_out: int = 0
 
-    def __post_init__(self) -> None:  # lists given (a suite, the wire) become tuples: nothing inside changes either
-        object.__setattr__(self, "lengths", tuple(int(n) for n in self.lengths))
-        object.__setattr__(self, "items", tuple((int(p), int(o)) for p, o in self.items))
-        object.__setattr__(self, "adapters", tuple(str(a) for a in self.adapters))
-        object.__setattr__(self, "slo", tuple((str(m), float(p), float(t)) for m, p, t in self.slo))
-        object.__setattr__(self, "offsets", tuple(float(t) for t in self.offsets))
-        object.__setattr__(self, "blocks", tuple(tuple(int(b) for b in ids) for ids in self.blocks))
+    @property
+    def kind(self) -> str:
+        """The point's kind (one of :data:`cardgen.kinds.KINDS`): its params'."""
+        return self.params.kind
+
+    def params_as(self, cls: type[P]) -> P:
+        """The point's params as ``cls`` (a kind's program knows its kind); a TypeError when they are another
+        kind's."""
+        if not isinstance(self.params, cls):
+            raise TypeError(f"point {self.name}: its params are a {self.kind} point's, not {cls.__name__}")
+        return self.params
+
+    @property
+    def replay(self) -> bool:
+        """Whether the point replays a trace at its own times (an open loop with ``replay`` set)."""
+        return isinstance(self.params, OpenParams) and self.params.replay
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
@@ -127,7 +97,11 @@ class Point:
             return longest(self)
         if self.items:
             return max(p + o for p, o in self.items)
-        return max(self.lengths or (self.prompt_tokens,)) + self.output_tokens
+        return max(self.prompt_lengths() or [self.prompt_tokens]) + self.output_tokens
+
+    def target_ci(self) -> float | None:
+        """The precision the point's figures stop at (closed loop, ingestion, batch: its params'), else None."""
+        return kind_of(self).target_ci(self)
 
     def users(self) -> int:
         """How many requests the point keeps in flight at once by design (a closed loop's users, a batch); 1 for
@@ -157,9 +131,9 @@ class Point:
     def dataset_key(self) -> str:
         """Which sample of a dataset the point sends: points with the same key send the same requests (the
         rates of one suite entry)."""
-        if self.replay:
-            return f"{self.dataset}|replay|{self.num_requests or 'all'} requests|{self.endpoint}"
-        return f"{self.dataset}|seed {self.seed}|{self.num_requests} requests|{self.endpoint}"
+        if not isinstance(self.params, SamplingParams):
+            raise TypeError(f"point {self.name}: a {self.kind} point draws no dataset's sample")
+        return self.params.sample_key(self.dataset, self.endpoint)
 
     def text_key(self) -> str:
         """Where the agents find the point's own prompt texts (``Setup.dataset_texts``): a dataset's sample
@@ -175,7 +149,7 @@ class Point:
 
 
 def expand(suite: Suite) -> list[Point]:
-    """Every point of the suite, in order: each entry's (:meth:`cardgen.suite.ClosedLoop.point_fields` ...) in
+    """Every point of the suite, in order: each entry's (:meth:`cardgen.kinds.closed.ClosedLoop.point_fields` ...) in
     its group, with the suite's endpoint and timeout where the entry gives none. Names are unique within the suite."""
     points: list[Point] = []
     for n, entry in enumerate(suite.scenarios):
@@ -220,12 +194,13 @@ def fit_context(points: list[Point], max_model_len: int | None) -> tuple[list[Po
     warnings: list[str] = []
     for point in points:
         if point.measures_prefill:
-            lengths = [n for n in point.lengths if n + point.output_tokens <= max_model_len]
-            if len(lengths) < len(point.lengths):
+            sweep = point.params_as(IngestParams)
+            lengths = [n for n in sweep.lengths if n + point.output_tokens <= max_model_len]
+            if len(lengths) < len(sweep.lengths):
                 warnings.append(f"{point.name}: prompts over {max_model_len - point.output_tokens} tokens left out "
                                 f"(the server's max_model_len is {max_model_len})")
             if len(lengths) >= 2:
-                kept.append(replace(point, lengths=tuple(lengths)))
+                kept.append(replace(point, params=replace(sweep, lengths=tuple(lengths))))
             continue
         if point.prompt_tokens + point.output_tokens > max_model_len:
             warnings.append(f"{point.name} left out: {point.prompt_tokens} + {point.output_tokens} tokens exceed "
@@ -247,8 +222,9 @@ def left_out(points: list[Point], max_model_len: int | None, *, source: str | No
         if point.name in kept:
             continue
         if point.measures_prefill:
-            fit = sum(1 for n in point.lengths if n + point.output_tokens <= max_model_len)
-            out[point.name] = (f"not run: {fit} of its {len(point.lengths)} prompt lengths fit the {max_model_len} "
+            lengths = point.params_as(IngestParams).lengths
+            fit = sum(1 for n in lengths if n + point.output_tokens <= max_model_len)
+            out[point.name] = (f"not run: {fit} of its {len(lengths)} prompt lengths fit the {max_model_len} "
                                f"tokens the server takes per request{where}, and a sweep needs two")
         else:
             out[point.name] = (f"not run: {point.prompt_tokens} prompt + {point.output_tokens} output tokens exceed "

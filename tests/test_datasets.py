@@ -119,7 +119,7 @@ def test_the_suite_entry_takes_a_dataset_or_lengths_not_both(tmp_path):
 def test_the_builtin_sharegpt_suite_is_vllms_nightly_serving_tests():
     points = expand(load_suite("sharegpt"))
     assert [p.rate_rps for p in points] == [1, 4, 16, math.inf]
-    assert {p.num_requests for p in points} == {200} and {p.dataset for p in points} == {"sharegpt"}
+    assert {p.params.num_requests for p in points} == {200} and {p.dataset for p in points} == {"sharegpt"}
 
 
 def test_resolve_gives_every_rate_the_same_requests_with_a_unique_id_slot(tmp_path):

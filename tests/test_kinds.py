@@ -1,7 +1,7 @@
 """The kinds' registry (cardgen.kinds) is the one place that tells kinds apart by name.
 
 Every kind a suite can declare has a registry entry and a program; and outside the registry and the kinds' own
-modules (cardgen/scenarios/<kind>.py), no package code compares a kind (a ``kind`` name, attribute or column, or a
+modules (cardgen/kinds/<kind>.py, cardgen/scenarios/<kind>.py), no package code compares a kind (a ``kind`` name, attribute or column, or a
 kind's name as a string) with ``==``, ``!=``, ``in`` or ``not in``: it asks the kind's traits instead.
 """
 
@@ -12,16 +12,19 @@ import typing
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from cardgen.kinds import KINDS, UNKNOWN, kind_of
+from cardgen.kinds import KINDS, UNKNOWN, ClosedParams, KindParams, kind_of
 from cardgen.points import Point, expand
 from cardgen.scenarios.kinds import PROGRAMS, program_for
 from cardgen.suite import Scenario, load_suite
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cardgen"
-# where kinds may be told apart by name: the registry and each kind's own program
-KIND_MODULES = {"kinds.py"} | {f"scenarios/{m}.py" for m in
-                               ("closed", "openloop", "waves", "ingest", "batch", "prefix", "chat", "slosearch")}
+KIND_FILES = ("closed", "openloop", "waves", "ingest", "batch", "prefix", "chat", "slosearch")
+# where kinds may be told apart by name: the registry (cardgen/kinds/: its record of a kind, what entries share and
+# each kind's own module) and each kind's own program
+KIND_MODULES = ({f"kinds/{m}.py" for m in ("__init__", "kind", "entry", *KIND_FILES)}
+                | {f"scenarios/{m}.py" for m in KIND_FILES})
 ALLOWED = 15  # at most this many such tests in the whole package, all of them in KIND_MODULES
 
 
@@ -31,9 +34,15 @@ def suite_kinds() -> set[str]:
     return {typing.get_args(entry.model_fields["kind"].annotation)[0] for entry in typing.get_args(union)}
 
 
-def test_every_suite_kind_has_a_registry_entry_and_a_program():
+def kind_params() -> dict[str, type]:
+    """Each kind's params class, by the kind it names (the members of :data:`cardgen.kinds.KindParams`)."""
+    return {cls().kind: cls for cls in typing.get_args(typing.get_args(KindParams)[0])}
+
+
+def test_every_suite_kind_has_a_registry_entry_params_and_a_program():
     assert suite_kinds() == set(KINDS)
     assert set(PROGRAMS) == set(KINDS)
+    assert set(kind_params()) == set(KINDS)
     for name, kind in KINDS.items():
         assert kind.name == name and kind_of(name) is kind
 
@@ -48,9 +57,12 @@ def test_every_expanded_point_has_its_kind_and_program():
 def test_an_unknown_kind_is_in_no_view():
     kind = kind_of("newer-kind")
     assert kind is UNKNOWN and kind_of(None) is UNKNOWN
-    point = Point(name="x", kind="newer-kind", group="g", endpoint="completions", timeout_s=1.0, prompt_tokens=8,
-                  output_tokens=2, parallel=4)
-    assert point.expected_requests() == 0 and point.users() == 1 and point.longest_request() == 10
+    point = Point(name="x", group="g", endpoint="completions", timeout_s=1.0, prompt_tokens=8, output_tokens=2,
+                  parallel=4, params=ClosedParams())
+    assert kind.expected_requests(point) == 0 and kind.users(point) == 1 and kind.target_ci(point) is None
+    assert kind.longest_request is None and point.longest_request() == 10  # a kind's own rule, else the lengths
+    with pytest.raises(ValidationError):  # a point is of a kind this cardgen knows: its params say which
+        Point(name="x", group="g", endpoint="completions", timeout_s=1.0, params={"kind": "newer-kind"})
     assert not (kind.closed_loop or kind.rate_driven or kind.serving_load) and kind.diff_rank is None
 
 
@@ -58,7 +70,8 @@ def test_an_unknown_kind_is_in_no_view():
                                              ("chat", 4, "4 parallel"), ("waves", 1, "waves up to 4"),
                                              ("open", 1, "2 req/s"), ("ingest", 1, "one at a time")])
 def test_a_kinds_parallel_and_load_words(name, users, load):
-    point = Point(name="x", kind=name, group="g", endpoint="completions", timeout_s=1.0, parallel=4)
+    point = Point(name="x", group="g", endpoint="completions", timeout_s=1.0, parallel=4, params=kind_params()[name]())
+    assert point.kind == name
     assert point.users() == users
     assert KINDS[name].load_words.format(parallel=4, rate="2 req/s") == load
 

@@ -66,7 +66,7 @@ def test_points_that_cannot_fit_the_context_are_left_out_with_a_warning():
                         "- {kind: closed, prompt_tokens: [1024, 4096], output_tokens: 128, parallel: 2}\n")
     points, warnings = fit_context(expand(suite), 2048)
     assert [p.name for p in points] == ["ingest", "closed-in1024-out128-p2"]
-    assert points[0].lengths == (100, 1000, 2000)
+    assert points[0].params.lengths == (100, 1000, 2000)
     assert len(warnings) == 2 and all("2048" in w for w in warnings)
     assert fit_context(expand(suite), None)[0] == expand(suite)
 

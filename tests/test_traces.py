@@ -10,8 +10,9 @@ import pytest
 
 from cardgen.datasets import resolve
 from cardgen.errors import UsageError
+from cardgen.kinds.entry import TRACE_SAMPLES
 from cardgen.points import expand
-from cardgen.suite import TRACE_SAMPLES, parse_suite
+from cardgen.suite import parse_suite
 from cardgen.traces import MOONCAKE_BLOCK_TOKENS, is_trace, read_trace, samples
 
 
@@ -76,7 +77,7 @@ def _points(entry: str):
 
 def test_a_trace_entry_without_rates_is_one_replayed_point_named_after_the_entry():
     (point,) = _points("{kind: open, name: prod, dataset: azure-sample, speedup: 4, max_requests: 50}")
-    assert (point.name, point.group, point.replay, point.speedup, point.num_requests) == (
+    assert (point.name, point.group, point.replay, point.params.speedup, point.params.num_requests) == (
         "prod-azure-sample-x4", "prod", True, 4.0, 50)
 
 

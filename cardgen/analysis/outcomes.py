@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from cardgen.kinds import LARGEST_WAVE, NO_PARALLEL, kind_of
+from cardgen.kinds import LARGEST_WAVE, NO_PARALLEL, WavesParams, kind_of
 from cardgen.points import Point, expand
 from cardgen.schemas.run import PointOutcome, RunInfo, point_attempts
 from cardgen.schemas.summary import ScenarioSummary
@@ -65,7 +65,7 @@ def _parallel(outcome: PointOutcome, point: Point | None) -> int | None:
     what = kind_of(outcome).parallel
     if point is None or what == NO_PARALLEL:
         return None
-    return point.max_wave if what == LARGEST_WAVE else point.parallel
+    return point.params_as(WavesParams).max_wave if what == LARGEST_WAVE else point.parallel
 
 
 def with_outcomes(scenarios: Sequence[ScenarioSummary], info: RunInfo, *,
@@ -81,7 +81,7 @@ def with_outcomes(scenarios: Sequence[ScenarioSummary], info: RunInfo, *,
         summary = by_name.pop(outcome.name, None) or silent_summary(outcome, point)
         summary.stop, summary.stop_detail, summary.saturation = outcome.stop, outcome.detail, outcome.saturation
         summary.client_kept_up, summary.client = outcome.client_kept_up, outcome.client
-        summary.target_ci = point.target_ci if point is not None else None
+        summary.target_ci = point.target_ci() if point is not None else None
         out.append(summary)
     out += [s for s in scenarios if s.scenario in by_name]
     for s in out:

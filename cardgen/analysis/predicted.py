@@ -64,7 +64,7 @@ def predicted_scenarios(data: RunData, frame: pd.DataFrame, *, slo_ttft_s: float
         point = points.get(p.point)
         s = analysed.get(p.point) or silent_summary(
             PointOutcome(name=p.point, kind=point.kind if point else "closed", stop=p.stop, detail=p.detail), point)
-        out.append(_mark(s, p, point.target_ci if point is not None else None))
+        out.append(_mark(s, p, point.target_ci() if point is not None else None))
     return out
 
 

@@ -23,6 +23,7 @@ from cardgen.analysis.scenarios import meets_slo
 from cardgen.analysis.stats import describe
 from cardgen.analysis.timeseries import window
 from cardgen.engines import metric_names
+from cardgen.kinds import OpenParams
 from cardgen.points import Point
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.summary import ReplayResult, ReplayWindow, ScenarioSummary
@@ -88,7 +89,7 @@ def replay(point: Point, rows: pd.DataFrame, ts: pd.DataFrame, metrics: Sequence
            engine: str | None, slo_ttft_s: float, slo_tpot_s: float) -> ReplayResult:
     """One replayed trace from its counted request rows (warm-ups: none)."""
     result = ReplayResult(scenario=point.name, group=point.group, dataset=describe_trace(point.dataset or ""),
-                          speedup=point.speedup, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
+                          speedup=point.params_as(OpenParams).speedup, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
     if rows.empty:
         return result
     rows = rows.sort_values("sent_at", kind="stable")

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from cardgen.kinds import kind_of
-from cardgen.points import expand
+from cardgen.kinds import OpenParams, kind_of
+from cardgen.points import Point, expand
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import ScenarioSummary
 from cardgen.suite import Suite
@@ -59,12 +59,13 @@ def dataset_groups(info: RunInfo) -> list[DatasetGroup]:
         suite = Suite.model_validate(info.suite_spec or {})
     except ValidationError:
         return []
-    groups: dict[str, list] = {}
+    groups: dict[str, list[Point]] = {}
     for point in expand(suite):
         if point.dataset is not None and kind_of(point).rate_driven and not point.replay:
             groups.setdefault(point.group, []).append(point)
-    return [DatasetGroup(group=g, dataset=ps[0].dataset, num_requests=ps[0].num_requests, seed=ps[0].seed,
-                         endpoint=ps[0].endpoint, points=tuple(p.name for p in ps),
+    samples = {g: ps[0].params_as(OpenParams) for g, ps in groups.items()}
+    return [DatasetGroup(group=g, dataset=ps[0].dataset or "", num_requests=samples[g].num_requests,
+                         seed=samples[g].seed, endpoint=ps[0].endpoint, points=tuple(p.name for p in ps),
                          rates=tuple(p.rate_rps if p.rate_rps is not None else math.inf for p in ps))
             for g, ps in groups.items()]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cardgen.analysis.cost import usd_per_million
-from cardgen.kinds import kind_of
+from cardgen.kinds import SloParams, kind_of
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.scenarios.slosearch import LATE, answer_words, new_search, probed, unit
@@ -32,21 +32,22 @@ def _percentile(e: PercentileEstimate) -> SloPercentile:
                          tail=e.tail)
 
 
-def _order_key(point: Point):  # noqa: ANN202 - a sort key
-    if point.load == "rate":
+def _order_key(params: SloParams):  # noqa: ANN202 - a sort key
+    if params.load == "rate":
         return lambda r: (r.scheduled_at if r.scheduled_at is not None else r.sent_at, r.index)
     return lambda r: (r.index, r.sent_at)
 
 
-def probe_result(point: Point, number: int, records: Sequence[RequestRecord], targets: tuple[Target, ...], *,
+def probe_result(params: SloParams, number: int, records: Sequence[RequestRecord], targets: tuple[Target, ...], *,
                  cap: int) -> tuple[SloProbe, Verdict]:
-    """One probe: its verdict on its own records (with the ``cap`` it ran with), and its throughput."""
-    ordered = sorted(records, key=_order_key(point))
-    judge = ProbeJudge(targets, min_requests=point.min_requests, cap=cap)
+    """One probe of a search (``params``: its point's): its verdict on its own records (with the ``cap`` it ran
+    with), and its throughput."""
+    ordered = sorted(records, key=_order_key(params))
+    judge = ProbeJudge(targets, min_requests=params.min_requests, cap=cap)
     for order, r in enumerate(ordered):
         judge.add(order, Outcome.of(r), warmup=r.warmup, late=r.phase == LATE)
     verdict = judge.finish()
-    load = ordered[0].rate_rps if point.load == "rate" else ordered[0].parallel
+    load = ordered[0].rate_rps if params.load == "rate" else ordered[0].parallel
     ends = [r.end_at for r in ordered if r.end_at is not None]
     start = min(r.sent_at for r in ordered)
     duration = (max(ends) - start) if ends else None
@@ -65,26 +66,27 @@ def probe_result(point: Point, number: int, records: Sequence[RequestRecord], ta
 def slo_search(point: Point, records: Sequence[RequestRecord], *, gpus: int,
                price: PriceDescription | None) -> SloSearchResult:
     """The search of ``point`` from its counted records."""
-    targets = tuple(Target(m, p, t) for m, p, t in point.slo)
+    params = point.params_as(SloParams)
+    targets = tuple(Target(m, p, t) for m, p, t in params.slo)
     by_probe: dict[int, list[RequestRecord]] = {}
     for r in records:
         by_probe.setdefault(r.repeat or 0, []).append(r)
-    search = new_search(point)
+    search = new_search(params)
     probes = []
     for n in sorted(by_probe):
         cap = search.cap_for_next()
-        probe, verdict = probe_result(point, n, by_probe[n], targets, cap=cap)
+        probe, verdict = probe_result(params, n, by_probe[n], targets, cap=cap)
         search.record(probed(probe.load, verdict, requests=probe.requests, cap=cap))
         probes.append(probe)
     crossing, flat = search.crossing(), search.flat()
     at_low = next((p for p in probes if search.low is not None and p.load == search.low and p.met), None)
     result = SloSearchResult(
-        scenario=point.name, group=point.group, load=point.load, unit=unit(point.load),
-        slo={t.key: t.threshold_s for t in targets}, slo_text=targets_text(targets), resolution=point.slo_resolution,
+        scenario=point.name, group=point.group, load=params.load, unit=unit(params.load),
+        slo={t.key: t.threshold_s for t in targets}, slo_text=targets_text(targets), resolution=params.resolution,
         low=search.low, high=search.high, untold=search.untold,
         crossing=crossing[0] if crossing is not None and search.low is not None and search.high is not None else None,
-        flat=list(flat) if flat is not None else None, requests=search.spent, max_requests=point.max_requests,
-        answer=answer_words(search, point.load, targets) if probes else "not run", probes=probes)
+        flat=list(flat) if flat is not None else None, requests=search.spent, max_requests=params.max_requests,
+        answer=answer_words(search, params.load, targets) if probes else "not run", probes=probes)
     if at_low is not None:
         result.output_tok_s_at_low, result.total_tok_s_at_low = at_low.output_tok_s, at_low.total_tok_s
         if price is not None:

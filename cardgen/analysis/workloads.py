@@ -22,7 +22,7 @@ from cardgen.analysis.serving import (
     nightly_serving_table,
     sent_lengths,
 )
-from cardgen.kinds import kind_of
+from cardgen.kinds import ChatParams, PrefixParams, kind_of
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import RunInfo
@@ -44,12 +44,13 @@ def workloads(info: RunInfo, scenarios: Sequence[ScenarioSummary], requests: pd.
               metrics: Sequence[MetricSample] = ()) -> Workloads:
     """The workload figures of a run."""
     points = list(suite_points(info).values())
+    chats = [(p, p.params_as(ChatParams)) for p in points if kind_of(p).conversation]
     chat = chat_turns(requests, metrics, engine=info.server.engine,
-                      points=[(p.name, p.group, p.fresh_history, p.parallel or 1, p.conversations, p.think_time_s)
-                              for p in points if kind_of(p).conversation])
+                      points=[(p.name, p.group, c.fresh_history, p.parallel or 1, c.conversations, c.think_time_s)
+                              for p, c in chats])
+    prefixes = [(p.name, p.params_as(PrefixParams)) for p in points if kind_of(p).shared_prefix]
     prefix = prefix_cache(requests, metrics, engine=info.server.engine,
-                          points=[(p.name, p.prefixes, p.prefix_tokens, p.suffix_tokens) for p in points
-                                  if kind_of(p).shared_prefix])
+                          points=[(name, x.prefixes, x.prefix_tokens, x.suffix_tokens) for name, x in prefixes])
     groups = dataset_groups(info)
     lengths = {}
     for g in groups:

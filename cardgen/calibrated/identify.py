@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cardgen.analysis.analyse import HEADLINE_POINT
-from cardgen.kinds import kind_of
+from cardgen.kinds import IngestParams, kind_of
 from cardgen.points import Point
 from cardgen.schemas.calibration import IdentifyPoint
 
@@ -70,8 +70,8 @@ def probe_ingest(points: Sequence[Point], max_model_len: int) -> Point:
     base = points[0]
     top = max(32, min(4000, max_model_len // 2))
     lengths = tuple(sorted({round(16 + (top - 16) * i / 7) for i in range(8)}))
-    return Point(name=f"{PROBE_PREFIX}ingest", kind="ingest", group=f"{PROBE_PREFIX}ingest", endpoint=base.endpoint,
-                 timeout_s=base.timeout_s, output_tokens=1, lengths=lengths, repeats=1)
+    return Point(name=f"{PROBE_PREFIX}ingest", group=f"{PROBE_PREFIX}ingest", endpoint=base.endpoint,
+                 timeout_s=base.timeout_s, output_tokens=1, params=IngestParams(lengths=lengths, repeats=1))
 
 
 def choose(points: Sequence[Point], *, kv_declared: bool, max_model_len: int) -> list[Chosen]:

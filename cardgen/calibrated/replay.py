@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from cardgen.calibrated.figures import figures_of_records
 from cardgen.calibrated.settings import ServerSettings
-from cardgen.kinds import kind_of
+from cardgen.kinds import BatchParams, ClosedParams, IngestParams, kind_of
 from cardgen.points import Point
 from cardgen.schemas.run import PointOutcome
 from cardgen.sim.config import SimConfig
@@ -45,12 +45,14 @@ def cheap(point: Point, requests: int | None = None) -> Point:
     kind = kind_of(point)
     if kind.closed_loop:
         n = requests or max(MIN_REQUESTS, (point.parallel or 1) * ROUNDS)
-        return replace(point, min_requests=n, max_requests=n, min_duration_s=0.0, max_duration_s=None,
-                       target_ci=None)
+        return replace(point, params=replace(point.params_as(ClosedParams), min_requests=n, max_requests=n,
+                                             min_duration_s=0.0, max_duration_s=None, target_ci=None))
     if kind.prefill_sweep:
-        return replace(point, repeats=1, target_ci=None)
+        return replace(point, params=replace(point.params_as(IngestParams), repeats=1, target_ci=None))
     if kind.batched:
-        return replace(point, warmups=min(point.warmups, 1), runs=2, max_runs=None, target_ci=None)
+        batch = point.params_as(BatchParams)
+        return replace(point, params=replace(batch, warmups=min(batch.warmups, 1), runs=2, max_runs=None,
+                                             target_ci=None))
     return point
 
 

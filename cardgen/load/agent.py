@@ -39,7 +39,7 @@ from cardgen.points import Point
 from cardgen.prompts import PromptTemplate, request_id
 from cardgen.promtext import parse_metrics
 from cardgen.scenarios import Said, Send, Share, Verdict, WatchState, record_fields
-from cardgen.scenarios.chat import Conversations
+from cardgen.scenarios.chat import Conversations, fresh_history
 from cardgen.schemas.records import LoadgenSample, RequestRecord
 from cardgen.schemas.run import STOP_INTERRUPTED
 
@@ -185,7 +185,7 @@ class _PointContext:
         self.slots: dict[int, Connection] = {}
         self._free: list[Connection] = []
         self._opened: list[Connection] = []
-        self.chats: Conversations[dict[str, str]] = Conversations(fresh=point.fresh_history)
+        self.chats: Conversations[dict[str, str]] = Conversations(fresh=fresh_history(point))
         self.watcher: _SaturationWatcher | None = None
         self.waiting: set[gevent.Greenlet] = set()  # timed requests not sent yet
 

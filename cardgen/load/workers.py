@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cardgen.kinds import kind_of
+from cardgen.kinds import OpenParams, kind_of
 from cardgen.points import Point
 from cardgen.scenarios import runs_on
 
@@ -53,10 +53,10 @@ def peak_streams(point: Point) -> int:
     if kind.closed_loop:
         return point.parallel or 1
     if kind.rate_driven:
-        rate = point.rate_rps or 0.0
+        rate, requests = point.rate_rps or 0.0, point.params_as(OpenParams).num_requests
         if math.isinf(rate):
-            return point.num_requests
-        return min(point.num_requests, math.ceil(rate * point.output_tokens / STREAM_CHUNKS_S) + 1)
+            return requests
+        return min(requests, math.ceil(rate * point.output_tokens / STREAM_CHUNKS_S) + 1)
     return 0
 
 

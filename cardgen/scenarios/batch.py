@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from cardgen.kinds import BatchParams
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.precision import mean_interval, round_decode_speed, within_target
@@ -20,6 +21,7 @@ class BatchProgram(Program):
 
     def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
+        self.params = point.params_as(BatchParams)
         self.size = point.parallel or 1
         self.planned = self.batch_rounds()
         self.rounds = 0  # rounds sent
@@ -29,19 +31,19 @@ class BatchProgram(Program):
     def batch_rounds(self) -> list[tuple[int, bool]]:
         """``(repeat, warmup)`` of each planned round: warm-up rounds count 0, 1 ... and so do the measured ones
         after them (a point with a ``target_ci`` may add rounds: :meth:`more_rounds`)."""
-        point = self.point
-        return [(run if run < point.warmups else run - point.warmups, run < point.warmups)
-                for run in range(point.warmups + point.runs)]
+        params = self.params
+        return [(run if run < params.warmups else run - params.warmups, run < params.warmups)
+                for run in range(params.warmups + params.runs)]
 
     def more_rounds(self, measured: int, *, precise: bool) -> bool:
         """Whether another measured round follows ``measured`` of them: until ``runs``; with a ``target_ci``,
         then on until the round means are ``precise``, ``max_runs`` at most."""
-        point = self.point
-        if measured < point.runs:
+        params = self.params
+        if measured < params.runs:
             return True
-        if point.target_ci is None or precise:
+        if params.target_ci is None or precise:
             return False
-        return measured < (point.max_runs or point.runs)
+        return measured < (params.max_runs or params.runs)
 
     def start(self) -> list[Command]:
         return self._round_of(*self.planned[0]) if self.planned else self.finish()
@@ -56,7 +58,7 @@ class BatchProgram(Program):
         self._round = []
         if self.rounds < len(self.planned):
             return self._round_of(*self.planned[self.rounds])
-        target = self.point.target_ci
+        target = self.params.target_ci
         if target is None:
             return self.finish(STOP_COMPLETE)
         interval = mean_interval(self.speeds)

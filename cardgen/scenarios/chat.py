@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from cardgen.kinds import ChatParams, kind_of
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.scenarios.program import Command, Program, Send
@@ -21,24 +22,25 @@ class ChatProgram(Program):
 
     def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
+        self.params = point.params_as(ChatParams)
         self.todo = {user: self.conversations(user) for user in range(point.parallel or 1)}
 
     def conversations(self, user: int) -> list[int]:
         """The conversations user ``user`` holds, one after another (round robin)."""
-        return list(range(user, self.point.conversations, self.point.parallel or 1))
+        return list(range(user, self.params.conversations, self.point.parallel or 1))
 
     def message_tokens(self, turn: int) -> int:
         """The length of the message turn ``turn`` (1, 2 ...) adds."""
-        return self.point.prompt_tokens if turn == 1 else self.point.message_tokens
+        return self.point.prompt_tokens if turn == 1 else self.params.message_tokens
 
     def start(self) -> list[Command]:
         return [cmd for user in self.todo for cmd in self._next_conversation(user, 0.0)]
 
     def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
         user, turn = send.slot or 0, send.turn or 1
-        if not outcome.ok or turn >= self.point.turns:
+        if not outcome.ok or turn >= self.params.turns:
             return self._next_conversation(user, now)
-        think = self.point.think_time_s
+        think = self.params.think_time_s
         return [self._turn(user, send.conversation or 0, turn + 1, at=now + think if think else None)]
 
     def _next_conversation(self, user: int, now: float) -> list[Command]:
@@ -57,6 +59,12 @@ class ChatProgram(Program):
 M = TypeVar("M")
 
 
+def fresh_history(point: Point) -> bool:
+    """Whether ``point`` is a chat point whose every turn's history starts with a new id (``ChatParams``); False
+    for the other kinds (they hold no conversation)."""
+    return kind_of(point).conversation and point.params_as(ChatParams).fresh_history
+
+
 class Conversations(Generic[M]):
     """Each conversation's history, by one rule for both interpreters (messages of any type ``M``: text in real
     time, token counts in virtual time):
@@ -64,8 +72,8 @@ class Conversations(Generic[M]):
     - a first turn has no history; a later turn's is what its conversation's earlier turns asked and were
       answered;
     - a turn that failed adds nothing (its conversation ends: :class:`ChatProgram`);
-    - with ``fresh`` (``Point.fresh_history``) the history's first message is renewed every later turn (``renew``:
-      a new request id at its head), so the server has no prefix to reuse.
+    - with ``fresh`` (:func:`fresh_history`) the history's first message is renewed every later turn (``renew``: a
+      new request id at its head), so the server has no prefix to reuse.
 
     A conversation has one turn under way at a time (its turns follow each other)."""
 

@@ -12,6 +12,7 @@ once a round (``parallel`` records) after ``min_requests``.
 
 from __future__ import annotations
 
+from cardgen.kinds import ClosedParams
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.precision import closed_figures, median_interval, precision_reached
@@ -35,13 +36,14 @@ class ClosedProgram(Program):
 
     def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
+        self.params = params = point.params_as(ClosedParams)
         users = point.parallel or 1
         self.users = share(users, index, parts)
         active = min(users, parts)  # the processes that have users share the minimum and the cap
-        self.quota = share(point.min_requests, index, active) if index < active else 0
+        self.quota = share(params.min_requests, index, active) if index < active else 0
         self.cap = None
-        if point.max_requests is not None:
-            self.cap = share(point.max_requests, index, active) if index < active else 0
+        if params.max_requests is not None:
+            self.cap = share(params.max_requests, index, active) if index < active else 0
         self.precise = False
 
     def start(self) -> list[Command]:
@@ -63,26 +65,26 @@ class ClosedProgram(Program):
         """Whether a user sends another request ``now`` seconds after the point started. Past
         ``max_duration_s`` or the cap never; before the quota and ``min_duration_s`` always; after them, a point
         with a ``target_ci`` until it is precise, one without not."""
-        point = self.point
+        params = self.params
         if self.stop is not None:
             return False
-        if point.max_duration_s is not None and now >= point.max_duration_s:
+        if params.max_duration_s is not None and now >= params.max_duration_s:
             return False
         if self.cap is not None and self.issued >= self.cap:
             return False
-        if self.issued < self.quota or now < point.min_duration_s:
+        if self.issued < self.quota or now < params.min_duration_s:
             return True
-        return point.target_ci is not None and not self.precise
+        return params.target_ci is not None and not self.precise
 
     def why_stopped(self, now: float) -> tuple[str, None]:
         """Why the point stopped sending, once :meth:`continues` said no, in its own order (the words are the
         judge's: they need every process's records)."""
-        point = self.point
-        if point.max_duration_s is not None and now >= point.max_duration_s:
+        params = self.params
+        if params.max_duration_s is not None and now >= params.max_duration_s:
             return STOP_MAX_DURATION, None
         if self.cap is not None and self.issued >= self.cap:
             return STOP_MAX_REQUESTS, None
-        if self.precise and point.target_ci is not None:
+        if self.precise and params.target_ci is not None:
             return STOP_PRECISION, None
         return STOP_MINIMUM, None
 
@@ -94,29 +96,30 @@ class ClosedJudge(Judge):
 
     def __init__(self, point: Point) -> None:
         super().__init__(point)
+        self.params = point.params_as(ClosedParams)
         self.precise = False
         self.evidence: str | None = None  # the intervals when the point was found precise
         self._checked_at = 0
 
     def record(self, rec: Outcome, now: float) -> bool:
         super().record(rec, now)
-        point = self.point
-        if (point.target_ci is None or self.precise or self.requests < point.min_requests
-                or self.requests - self._checked_at < self.parallel or now < point.min_duration_s):
+        params = self.params
+        if (params.target_ci is None or self.precise or self.requests < params.min_requests
+                or self.requests - self._checked_at < self.parallel or now < params.min_duration_s):
             return False
         self._checked_at = self.requests
-        if precision_reached(closed_figures(self.done, parallel=self.parallel), target=point.target_ci,
+        if precision_reached(closed_figures(self.done, parallel=self.parallel), target=params.target_ci,
                              parallel=self.parallel):
             self.precise = True
             self.evidence = self._intervals()
         return self.precise
 
     def detail(self, stop: str, said: str | None) -> str:
-        point = self.point
-        if point.target_ci is None:
+        params = self.params
+        if params.target_ci is None:
             if stop == STOP_MINIMUM:
-                return f"min_requests {point.min_requests}" + (
-                    f" and min_duration_s {point.min_duration_s:g}" if point.min_duration_s else "") + " reached"
+                return f"min_requests {params.min_requests}" + (
+                    f" and min_duration_s {params.min_duration_s:g}" if params.min_duration_s else "") + " reached"
             return self._cap_words(stop)
         if stop == STOP_PRECISION and self.evidence is not None:
             return self.evidence
@@ -124,9 +127,9 @@ class ClosedJudge(Judge):
 
     def _cap_words(self, stop: str) -> str:
         if stop == STOP_MAX_DURATION:
-            return f"max_duration_s {self.point.max_duration_s:g} reached"
+            return f"max_duration_s {self.params.max_duration_s:g} reached"
         if stop == STOP_MAX_REQUESTS:
-            return f"max_requests {self.point.max_requests} reached"
+            return f"max_requests {self.params.max_requests} reached"
         return stop
 
     def _intervals(self) -> str:
@@ -136,4 +139,4 @@ class ClosedJudge(Judge):
             interval = median_interval(values, parallel=self.parallel)
             parts.append(f"{name} +-{interval.relative:.1%}" if interval is not None else f"{name} not yet known")
         return (f"{', '.join(parts)} over {len(speeds)} steady requests of {self.requests} "
-                f"(target +-{self.point.target_ci * 100:g}%)")
+                f"(target +-{self.params.target_ci * 100:g}%)")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cardgen.errors import one_line
-from cardgen.kinds import kind_of
+from cardgen.kinds import ClosedParams, kind_of
 from cardgen.points import Point
 from cardgen.saturation import Reading, closed_load_seen, point_saturation, skip_words
 from cardgen.scenarios.kinds import judge_for
@@ -78,12 +78,16 @@ class Sequenced:
     cut_off: bool = False
 
 
+def stops_at_saturation(point: Point) -> bool:
+    """Whether ``point`` is a closed-loop point whose saturating the server skips the larger counts of its pair."""
+    return kind_of(point).closed_loop and point.params_as(ClosedParams).stop_at_saturation
+
+
 def skips_after_saturation(point: Point, later: Point) -> bool:
     """Whether ``later`` is not run once closed-loop ``point`` saturated the server (when ``point`` has
     ``stop_at_saturation``): a closed-loop point of the same suite entry and prompt/output pair with more
     parallel users, which would measure only queueing."""
-    return (kind_of(point).closed_loop and kind_of(later).closed_loop and point.stop_at_saturation
-            and point.group == later.group
+    return (stops_at_saturation(point) and kind_of(later).closed_loop and point.group == later.group
             and point.endpoint == later.endpoint and point.prompt_tokens == later.prompt_tokens
             and point.output_tokens == later.output_tokens and (later.parallel or 1) > (point.parallel or 1))
 
@@ -136,7 +140,7 @@ def run_points(points: Sequence[Point], interpreter: Interpreter, *, attempts: M
                                                   "stop": STOP_INTERRUPTED, "detail": ran.cut_off}))
             return result
         outcome = point_outcome(point, judge, ran, begun, interpreter)
-        if outcome.saturation and point.stop_at_saturation and not run_saturated:
+        if outcome.saturation and stops_at_saturation(point) and not run_saturated:
             first = not any(skips_after_saturation(earlier, point) for earlier in points[:i])
             why = skip_words(point.parallel or 1, outcome.saturation, first=first)
             for later in points[i + 1:]:

@@ -8,6 +8,7 @@ card's line keeps) is within it.
 
 from __future__ import annotations
 
+from cardgen.kinds import IngestParams
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.precision import ingest_interval, within_target
@@ -20,26 +21,27 @@ class IngestProgram(Program):
 
     def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
+        self.params = point.params_as(IngestParams)
         self.order = self.ingest_order()
         self.records: list[Outcome] = []
 
     def ingest_order(self) -> list[tuple[int, int]]:
         """``(prompt_tokens, repeat)`` of each request, in the order they are sent (a point with a
         ``target_ci`` may end after any whole sweep)."""
-        return [(length, rep) for rep in range(self.point.repeats) for length in self.point.lengths]
+        return [(length, rep) for rep in range(self.params.repeats) for length in self.params.lengths]
 
     def start(self) -> list[Command]:
         return self._next()
 
     def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
         self.records.append(outcome)
-        point = self.point
-        sweep = len(point.lengths)
-        if point.target_ci is not None and sweep and self.issued % sweep == 0:
+        params = self.params
+        sweep = len(params.lengths)
+        if params.target_ci is not None and sweep and self.issued % sweep == 0:
             sweeps = self.issued // sweep
             interval = ingest_interval(self.records)
-            precise = within_target(interval, point.target_ci, positive=True)
-            self.detail = interval_words("the slope", interval, point.target_ci, counted(sweeps, "sweep"))
+            precise = within_target(interval, params.target_ci, positive=True)
+            self.detail = interval_words("the slope", interval, params.target_ci, counted(sweeps, "sweep"))
             if not self.more_sweeps(sweeps, precise=precise):
                 return self.finish(STOP_PRECISION if precise else STOP_COMPLETE, self.detail)
         return self._next()
@@ -47,9 +49,9 @@ class IngestProgram(Program):
     def more_sweeps(self, sweeps: int, *, precise: bool) -> bool:
         """Whether another sweep follows ``sweeps`` whole ones: ``repeats`` at most; with a ``target_ci``, none
         once the slope is ``precise``."""
-        if sweeps >= self.point.repeats:
+        if sweeps >= self.params.repeats:
             return False
-        return sweeps == 0 or self.point.target_ci is None or not precise
+        return sweeps == 0 or self.params.target_ci is None or not precise
 
     def _next(self) -> list[Command]:
         if self.issued >= len(self.order):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import random
 
+from cardgen.kinds import OpenParams
+from cardgen.points import Point
 from cardgen.scenarios.closed import share
 from cardgen.scenarios.program import Command, Program
 
@@ -18,6 +20,10 @@ from cardgen.scenarios.program import Command, Program
 class OpenProgram(Program):
     kind = "open"
     barrier = False
+
+    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+        super().__init__(point, index=index, parts=parts)
+        self.params = point.params_as(OpenParams)
 
     def start(self) -> list[Command]:
         point = self.point
@@ -31,20 +37,20 @@ class OpenProgram(Program):
     def request_numbers(self) -> list[int]:
         """Which of the point's requests (0 .. num_requests - 1) this process sends, in the order of its
         :meth:`arrival_offsets` (round robin)."""
-        return list(range(self.index, self.point.num_requests, self.parts))
+        return list(range(self.index, self.params.num_requests, self.parts))
 
     def arrival_offsets(self) -> list[float]:
         """When this process sends each of its requests, in seconds after the point's start: exponential gaps
         at ``rate_rps / parts``, seeded per process; all at 0 for an infinite rate; a replayed trace's own
         offsets divided by its ``speedup``."""
-        point = self.point
-        if point.replay:
-            return [point.offsets[n] / point.speedup for n in self.request_numbers()]
-        n = share(point.num_requests, self.index, self.parts)
+        point, params = self.point, self.params
+        if params.replay:
+            return [params.offsets[n] / params.speedup for n in self.request_numbers()]
+        n = share(params.num_requests, self.index, self.parts)
         rate = (point.rate_rps or math.inf) / self.parts
         if math.isinf(rate):
             return [0.0] * n
-        rng = random.Random(point.seed * 1000 + self.index)
+        rng = random.Random(params.seed * 1000 + self.index)
         t, out = 0.0, []
         for _ in range(n):
             t += rng.expovariate(rate)

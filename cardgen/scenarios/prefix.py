@@ -6,6 +6,7 @@ prefix-cache counters falls before each phase and each phase has its own hit rat
 
 from __future__ import annotations
 
+from cardgen.kinds import PrefixParams
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.scenarios.program import Command, Program, Send
@@ -18,17 +19,18 @@ class PrefixProgram(Program):
 
     def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
+        self.params = point.params_as(PrefixParams)
         self.order = self.prefix_order()
 
     def prefix_order(self) -> list[tuple[int, str]]:
         """``(prefix, phase)`` of each request, in the order they are sent."""
-        point = self.point
-        cold = [(k, "cold") for k in range(point.prefixes)]
-        return cold + [(k, "warm") for _ in range(point.warm_rounds) for k in range(point.prefixes)]
+        params = self.params
+        cold = [(k, "cold") for k in range(params.prefixes)]
+        return cold + [(k, "warm") for _ in range(params.warm_rounds) for k in range(params.prefixes)]
 
     def pause_before(self, n: int) -> float:
         """Seconds to wait before request ``n`` of :meth:`prefix_order`."""
-        return PHASE_PAUSE_S if n in (0, self.point.prefixes) else 0.0
+        return PHASE_PAUSE_S if n in (0, self.params.prefixes) else 0.0
 
     def start(self) -> list[Command]:
         return self._next(0.0)

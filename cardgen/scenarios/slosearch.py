@@ -26,6 +26,7 @@ import math
 import random
 from statistics import NormalDist
 
+from cardgen.kinds import SloParams
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.quantiles import tail_ready
@@ -50,11 +51,11 @@ def unit(load: str) -> str:
     return "req/s" if load == "rate" else "parallel"
 
 
-def new_search(point: Point) -> LoadSearch:
-    """The point's search, before any probe."""
-    return LoadSearch(start=point.start_load, lowest=point.min_load, highest=point.max_load,
-                      resolution=point.slo_resolution, whole=point.load == "parallel",
-                      budget=point.max_requests, min_requests=point.min_requests)
+def new_search(params: SloParams) -> LoadSearch:
+    """A search point's search (``params``: its own), before any probe."""
+    return LoadSearch(start=params.start_load, lowest=params.min_load, highest=params.max_load,
+                      resolution=params.resolution, whole=params.load == "parallel",
+                      budget=params.max_requests, min_requests=params.min_requests)
 
 
 def _z(level: float) -> float:
@@ -113,7 +114,7 @@ class _Probe:
 
     def __init__(self, program: SloProgram, number: int, load: float, cap: int) -> None:
         self.program, self.number, self.load, self.cap = program, number, load, cap
-        self.judge = ProbeJudge(program.targets, min_requests=program.point.min_requests, cap=cap)
+        self.judge = ProbeJudge(program.targets, min_requests=program.params.min_requests, cap=cap)
         self.order: dict[int | None, int] = {}  # a send under way's tag -> its position among the probe's sends
         self.sends = 0
         self.in_flight = 0
@@ -158,7 +159,7 @@ class _OpenProbe(_Probe):
 
     def __init__(self, program: SloProgram, number: int, load: float, cap: int, t0: float) -> None:
         super().__init__(program, number, load, cap)
-        self.rng = random.Random(f"slo:{program.point.seed}:{number}")
+        self.rng = random.Random(f"slo:{program.params.seed}:{number}")
         self.next_at = t0 + self.rng.expovariate(load)
 
     def start(self, now: float) -> list[Command]:
@@ -199,8 +200,9 @@ class SloProgram(Program):
 
     def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
-        self.targets = tuple(Target(m, p, t) for m, p, t in point.slo)
-        self.search = new_search(point)
+        self.params = point.params_as(SloParams)
+        self.targets = tuple(Target(m, p, t) for m, p, t in self.params.slo)
+        self.search = new_search(self.params)
         self.probes: list[_Probe] = []
         self.longest_e2e_s = 0.0
         self.drawn = 0  # requests drawn from the point's dataset sample, in order
@@ -223,7 +225,7 @@ class SloProgram(Program):
         if plan is None:
             return self._done()
         number = len(self.probes)
-        probe: _Probe = (_OpenProbe(self, number, plan.load, plan.cap, now) if self.point.load == "rate"
+        probe: _Probe = (_OpenProbe(self, number, plan.load, plan.cap, now) if self.params.load == "rate"
                          else _ClosedProbe(self, number, plan.load, plan.cap))
         self.probes.append(probe)
         return probe.start(now)
@@ -231,4 +233,4 @@ class SloProgram(Program):
     def _done(self) -> list[Command]:
         search = self.search
         stop = (STOP_PRECISION if search.bracketed else STOP_MAX_REQUESTS if search.untold else STOP_COMPLETE)
-        return self.finish(stop, answer_words(search, self.point.load, self.targets))
+        return self.finish(stop, answer_words(search, self.params.load, self.targets))

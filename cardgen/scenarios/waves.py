@@ -9,6 +9,7 @@ a wave ends when its last request does, and the next one starts then.
 
 from __future__ import annotations
 
+from cardgen.kinds import WavesParams
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.scenarios.program import Command, EndWatch, Program, Said, Send, Verdict, Watch
@@ -67,10 +68,11 @@ class WavesProgram(Program):
 
     def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
-        self.search = (WaveSearch(max_wave=point.max_wave, resolution=point.resolution)
-                       if point.search == "bisect" else None)
+        self.params = params = point.params_as(WavesParams)
+        self.search = (WaveSearch(max_wave=params.max_wave, resolution=params.resolution)
+                       if params.search == "bisect" else None)
         self.steps = iter(self.wave_sizes())
-        self.watching = self.search is not None or point.stop_at_saturation
+        self.watching = self.search is not None or params.stop_at_saturation
         self.sizes: list[int] = []  # every wave sent, in order
         self.calm = 0  # the largest wave seen not to saturate (step)
         self.first_saturated: int | None = None  # the first wave seen to saturate
@@ -82,7 +84,7 @@ class WavesProgram(Program):
 
     def wave_sizes(self) -> list[int]:
         """``search: step``: the size of each wave, in order (the run may stop early at saturation)."""
-        return list(range(1, self.point.max_wave + 1, self.point.step))
+        return list(range(1, self.params.max_wave + 1, self.params.step))
 
     def start(self) -> list[Command]:
         return self._next_wave()
@@ -105,7 +107,7 @@ class WavesProgram(Program):
             self.first_saturated = size
         if self.search is not None:
             self.search.report(size, saturated)
-        elif saturated and self.point.stop_at_saturation:
+        elif saturated and self.params.stop_at_saturation:
             return self.finish(STOP_SATURATED, f"wave of {size}")
         elif not saturated:
             self.calm = size

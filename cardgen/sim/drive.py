@@ -42,14 +42,14 @@ from typing import Any
 
 from cardgen.datasets import resolve
 from cardgen.engines import get_adapter
-from cardgen.kinds import kind_of
+from cardgen.kinds import ChatParams, ClosedParams, OpenParams, PrefixParams, kind_of
 from cardgen.outcome import Outcome
 from cardgen.points import Point, expand, fit_context
 from cardgen.runinfo import RecordTally, begin_run_info
 from cardgen.runwriter import RunWriter
 from cardgen.saturation import Reading
 from cardgen.scenarios import Judge, Ran, Said, Send, Share, Verdict, record_fields, run_points
-from cardgen.scenarios.chat import Conversations
+from cardgen.scenarios.chat import Conversations, fresh_history
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
 from cardgen.schemas.records import EngineTimings
 from cardgen.schemas.run import COMPLETE, STOP_SKIPPED
@@ -301,7 +301,7 @@ class _PointRun:
     chats: Conversations[tuple[str, int]] = field(init=False)  # (role, words) messages
 
     def __post_init__(self) -> None:
-        self.chats = Conversations(fresh=self.point.fresh_history)
+        self.chats = Conversations(fresh=fresh_history(self.point))
         self.share = Share(self.point, self, index=self.index, parts=self.parts)
         self.clock_now = self.t0
 
@@ -406,15 +406,18 @@ class VirtualInterpreter:
         if send.conversation is not None:
             ids = self._chat_ids(run, send)
             return len(ids), block_hashes(ids, size)
-        if point.replay and send.item is not None and point.blocks and point.blocks[send.item]:
-            # a replayed trace's shared prompt blocks: the same tokens for every request that names a block's id
-            ids = [hash(("trace", point.dataset, h, j)) for h in point.blocks[send.item] for j in range(point.block_tokens)]
-            unique = next(self.clock.order)
-            ids += [hash(("request", unique, j)) for j in range(max(0, send.prompt_tokens - len(ids)))]
-            return send.prompt_tokens, block_hashes(ids, size)
+        if point.replay and send.item is not None:
+            trace = point.params_as(OpenParams)
+            if trace.blocks and trace.blocks[send.item]:
+                # a replayed trace's shared prompt blocks: the same tokens for every request that names a block's id
+                ids = [hash(("trace", point.dataset, h, j)) for h in trace.blocks[send.item]
+                       for j in range(trace.block_tokens)]
+                unique = next(self.clock.order)
+                ids += [hash(("request", unique, j)) for j in range(max(0, send.prompt_tokens - len(ids)))]
+                return send.prompt_tokens, block_hashes(ids, size)
         if not kind_of(point).shared_prefix or send.prefix is None:
             return send.prompt_tokens, ()
-        shared = min(point.prefix_tokens, send.prompt_tokens)
+        shared = min(point.params_as(PrefixParams).prefix_tokens, send.prompt_tokens)
         unique = next(self.clock.order)
         ids = [hash(("prefix", point.name, send.prefix, j)) for j in range(shared)]
         ids += [hash(("request", unique, j)) for j in range(send.prompt_tokens - shared)]
@@ -429,7 +432,7 @@ class VirtualInterpreter:
         # a new id at the head of a fresh history: one more word
         messages = run.chats.ask(send, ("user", max(1, send.prompt_tokens - CHAT_OVERHEAD)),
                                  renew=lambda m: (m[0], m[1] + 1))
-        salt = turn if point.fresh_history else 0  # a fresh history shares no block with the last turn's
+        salt = turn if point.params_as(ChatParams).fresh_history else 0  # a fresh history shares no block with the last turn's
         ids: list[int] = []
         for i, (role, words) in enumerate(messages):
             ids += [1, hash(role), 2] + [hash((point.name, conversation, salt, i, j)) for j in range(words)] + [3]
@@ -578,9 +581,9 @@ def simulate_closed_loop(perf: PerfModel, *, prompt_tokens: int, output_tokens: 
     no network: the server's side of each request, in arrival order."""
     if parallel < 1 or num_requests < 1:
         raise ValueError("parallel and num_requests must be at least 1")
-    point = Point(name="closed", kind="closed", group="closed", endpoint="completions", timeout_s=math.inf,
+    point = Point(name="closed", group="closed", endpoint="completions", timeout_s=math.inf,
                   prompt_tokens=prompt_tokens, output_tokens=output_tokens, parallel=min(parallel, num_requests),
-                  min_requests=num_requests, max_requests=num_requests)
+                  params=ClosedParams(min_requests=num_requests, max_requests=num_requests))
     config = SimConfig(model="virtual", perf="fixed", chunked_prefill=chunked_prefill, metrics=False)
     run = drive([point], config, perf=perf, options=DriveOptions(start_unix=0.0, lead_s=0.0, scrapes=False))
     return sorted((r.served for r in run.requests if r.served is not None), key=lambda r: r.index)

@@ -30,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from cardgen.errors import UsageError
-from cardgen.suite import TRACE_SAMPLES as SAMPLES
+from cardgen.kinds.entry import TRACE_SAMPLES as SAMPLES
 
 MOONCAKE_BLOCK_TOKENS = 512  # the tokens one Mooncake hash id stands for
 FORMATS = ("Mooncake JSONL (timestamp, input_length, output_length, hash_ids)",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cardgen.suite import TRACE_SAMPLES
+from cardgen.kinds.entry import TRACE_SAMPLES
 from cardgen.traces import MOONCAKE_BLOCK_TOKENS
 
 SEED = 20261125

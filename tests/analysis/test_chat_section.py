@@ -32,7 +32,7 @@ scenarios:
 def test_a_chat_entry_expands_to_a_cached_point_and_its_no_cache_twin():
     cached, fresh = expand(parse_suite(SUITE, source="x"))
     assert (cached.name, fresh.name) == ("chat-u2-t4-in1024+64-out32", "chat-u2-t4-in1024+64-out32-nocache")
-    assert cached.endpoint == fresh.endpoint == "chat" and (cached.fresh_history, fresh.fresh_history) == (False, True)
+    assert cached.endpoint == fresh.endpoint == "chat" and (cached.params.fresh_history, fresh.params.fresh_history) == (False, True)
     assert cached.expected_requests() == 8 and cached.prompt_lengths() == [64, 1024]
     assert [ChatProgram(cached).conversations(u) for u in (0, 1)] == [[0], [1]]
     more = expand(parse_suite(SUITE.replace("conversations: 2", "conversations: 5"), source="x"))[0]

@@ -33,7 +33,8 @@ def test_a_suite_without_an_ingestion_sweep_gets_a_probe_of_its_own():
     chosen = identify.choose(expand(suite), kv_declared=True, max_model_len=2048)
     probe = chosen[0]
     assert probe.point.name == "calibrate-ingest" and not probe.in_suite and probe.point.kind == "ingest"
-    assert max(probe.point.lengths) == 1024 and len(probe.point.lengths) == 8  # half the served context
+    lengths = probe.point.params.lengths
+    assert max(lengths) == 1024 and len(lengths) == 8  # half the served context
     assert [c.point.name for c in chosen[1:]] == ["closed-in64-out32-p1"]  # p8 is the pair's largest: a check's
 
 

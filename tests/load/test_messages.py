@@ -9,10 +9,12 @@ import msgpack
 import pytest
 from pydantic import ValidationError
 
+from cardgen.kinds import KINDS, OpenParams
 from cardgen.load import messages
 from cardgen.load.messages import Assignment, Done, Fatal, LoadgenTick, Ready, Record, Setup, StopPoint
-from cardgen.points import Point
+from cardgen.points import Point, expand
 from cardgen.schemas.records import ErrorKind, LoadgenSample, RequestRecord
+from cardgen.suite import parse_suite
 
 RECORD = RequestRecord(scenario="open-in8-out4-rinf", kind="open", rate_rps=math.inf, prompt_tokens_target=8,
                        output_tokens_target=4, sent_at=1.5, scheduled_at=1.0, chunk_times=[1.6, 1.7],
@@ -20,8 +22,8 @@ RECORD = RequestRecord(scenario="open-in8-out4-rinf", kind="open", rate_rps=math
 ALL = [
     Setup(model="m", engine="vllm", headers={"Authorization": "Bearer k"}, templates={"chat": {16: "x y"}},
           nonce=7, index=1, parts=2, name="worker-1"),
-    Assignment(point=Point(name="p", kind="open", group="g", endpoint="completions", timeout_s=30.0,
-                           rate_rps=math.inf, num_requests=3), index=0, parts=2, attempt=1),
+    Assignment(point=Point(name="p", group="g", endpoint="completions", timeout_s=30.0, rate_rps=math.inf,
+                           params=OpenParams(num_requests=3)), index=0, parts=2, attempt=1),
     StopPoint(point="closed-in64-out16-p4"),
     Ready(worker="w"),
     Record(record=RECORD),
@@ -67,6 +69,30 @@ def test_an_infinite_rate_stays_infinite():
     messages.send(runner, Assignment(point=point, index=0, parts=1))
     runner.deliver()
     assert math.isinf(got[0].point.rate_rps) and got[0].point == point
+
+
+EVERY_KIND = """name: k
+scenarios:
+  - {kind: closed, prompt_tokens: [8], output_tokens: [4], parallel: [2], target_ci: 0.05}
+  - {kind: open, prompt_tokens: 8, output_tokens: 4, rates: [inf], num_requests: 3}
+  - {kind: waves, prompt_tokens: 8, output_tokens: 4, max_wave: 4}
+  - {kind: ingest, prompt_tokens: [16, 32]}
+  - {kind: batch, prompt_tokens: 8, output_tokens: 4, batch_sizes: [2]}
+  - {kind: prefix, prefixes: 2}
+  - {kind: chat, users: 2}
+  - {kind: slo, load: rate, slo: {ttft_p90_s: 0.5}, prompt_tokens: 8, output_tokens: 4}
+"""
+
+
+def test_every_kinds_point_comes_back_with_its_own_params():
+    points = expand(parse_suite(EVERY_KIND))
+    assert {p.kind for p in points} == set(KINDS)
+    runner, got = FakeRunner(), []
+    messages.listen(runner, Assignment, lambda m, node: got.append(m.point), on_error=pytest.fail)
+    for point in points:
+        messages.send(runner, Assignment(point=point, index=0, parts=1))
+    runner.deliver()
+    assert got == points and [type(p.params) for p in got] == [type(p.params) for p in points]
 
 
 def test_a_malformed_message_or_a_failing_handler_is_reported_in_one_line():

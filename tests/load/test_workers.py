@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from cardgen.kinds import ClosedParams, OpenParams, WavesParams
 from cardgen.load import workers as w
 from cardgen.points import Point
 
@@ -13,7 +14,8 @@ def pt(**fields) -> Point:
 
 
 def closed(parallel: int) -> Point:
-    return pt(name=f"closed-p{parallel}", kind="closed", prompt_tokens=16, output_tokens=128, parallel=parallel)
+    return pt(name=f"closed-p{parallel}", prompt_tokens=16, output_tokens=128, parallel=parallel,
+              params=ClosedParams())
 
 
 def test_a_few_streams_stay_in_one_process():
@@ -33,11 +35,13 @@ def test_many_streams_get_enough_processes_within_the_cores():
 
 
 def test_barrier_kinds_do_not_count_and_open_loops_count_their_streams_in_flight():
-    waves = pt(name="waves", kind="waves", prompt_tokens=16, output_tokens=32, parallel=4096)
+    waves = pt(name="waves", prompt_tokens=16, output_tokens=32, parallel=4096, params=WavesParams())
     assert w.peak_streams(waves) == 0
-    slow = pt(name="open-r100", kind="open", prompt_tokens=16, output_tokens=128, rate_rps=100.0, num_requests=600)
+    slow = pt(name="open-r100", prompt_tokens=16, output_tokens=128, rate_rps=100.0,
+              params=OpenParams(num_requests=600))
     assert w.peak_streams(slow) == math.ceil(100 * 128 / w.STREAM_CHUNKS_S) + 1
-    burst = pt(name="open-rinf", kind="open", prompt_tokens=16, output_tokens=8, rate_rps=math.inf, num_requests=50)
+    burst = pt(name="open-rinf", prompt_tokens=16, output_tokens=8, rate_rps=math.inf,
+               params=OpenParams(num_requests=50))
     assert w.peak_streams(burst) == 50
     assert w.choose_workers([waves], cores=4).workers == 0
 

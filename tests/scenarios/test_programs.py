@@ -4,9 +4,20 @@ no server: a request "ends" when the test says so, at the time the test says."""
 from __future__ import annotations
 
 import math
+from dataclasses import fields, replace
 
 import pytest
 
+from cardgen.kinds import (
+    BatchParams,
+    ChatParams,
+    ClosedParams,
+    IngestParams,
+    OpenParams,
+    PrefixParams,
+    SloParams,
+    WavesParams,
+)
 from cardgen.points import Point
 from cardgen.scenarios import EndWatch, Send, Verdict, Watch, judge_for, program_for, runs_on
 from cardgen.scenarios.batch import BatchProgram
@@ -18,10 +29,16 @@ from cardgen.scenarios.prefix import PHASE_PAUSE_S, PrefixProgram
 from cardgen.scenarios.waves import WaveSearch, WavesProgram
 from cardgen.schemas.records import RequestRecord
 
+PARAMS = {p.kind: p for p in (ClosedParams(), OpenParams(), WavesParams(), IngestParams(), BatchParams(),
+                                PrefixParams(), ChatParams(), SloParams())}
+HEADER = {f.name for f in fields(Point)}
 
-def _point(**kw) -> Point:
-    base = dict(name="p", kind="closed", group="g", endpoint="completions", timeout_s=10.0)
-    return Point(**{**base, **kw})
+
+def _point(kind: str = "closed", **kw) -> Point:
+    """A point of ``kind``: the header's fields of ``kw`` on the point, the others on its kind's params."""
+    own = {k: kw.pop(k) for k in list(kw) if k not in HEADER}
+    base = dict(name="p", group="g", endpoint="completions", timeout_s=10.0)
+    return Point(**{**base, **kw}, params=replace(PARAMS[kind], **own))
 
 
 def _record(send: Send, *, sent: float, ttft: float = 0.1, duration: float = 1.0, ok: bool = True,
@@ -282,8 +299,9 @@ def test_chat_users_hold_their_conversations_and_a_failed_turn_ends_one():
 
 
 def test_every_kind_has_a_program_and_a_judge():
+    own = {"ingest": {"lengths": [16, 32]}, "prefix": {"prefixes": 1}, "chat": {"conversations": 1, "turns": 1}}
     for kind in ("closed", "open", "waves", "ingest", "batch", "prefix", "chat"):
-        point = _point(kind=kind, lengths=[16, 32], prefixes=1, conversations=1, turns=1, parallel=1)
+        point = _point(kind=kind, parallel=1, **own.get(kind, {}))
         assert program_for(point).kind == kind and judge_for(point).point is point
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cardgen.card import render_run
+from cardgen.kinds import ClosedParams
 from cardgen.points import Point, expand
 from cardgen.promtext import parse_metrics
 from cardgen.scenarios.batch import BatchProgram
@@ -43,10 +44,10 @@ def by_point(run, name: str):
 def test_closed_loop_sends_exactly_the_quota_with_parallel_in_flight(parallel, quota):
     (point,) = points(f"  - kind: closed\n    prompt_tokens: [256]\n    output_tokens: [16]\n"
                       f"    parallel: [{parallel}]\n    min_requests: {quota}\n")
-    assert point.min_requests == max(quota, parallel)  # the suite's rounds rule: each user sends at least once
+    assert point.params.min_requests == max(quota, parallel)  # the suite's rounds rule: each user sends at least once
     run = drive([point], CONFIG, perf=P, options=JITTERY)
     recs = by_point(run, point.name)
-    assert len(recs) == point.min_requests == run.points[0].requests
+    assert len(recs) == point.params.min_requests == run.points[0].requests
     assert sorted(r.index for r in recs) == list(range(len(recs)))
     t0 = run.points[0].started_unix
     assert sum(1 for r in recs if r.sent_at == t0) == parallel  # every user starts at once
@@ -307,8 +308,8 @@ def test_plan_figures_per_point():
 
 
 def test_simulate_closed_loop_is_the_drivers_closed_loop():
-    point = Point(name="c", kind="closed", group="g", endpoint="completions", timeout_s=60, prompt_tokens=300,
-                  output_tokens=12, parallel=3, min_requests=7)
+    point = Point(name="c", group="g", endpoint="completions", timeout_s=60, prompt_tokens=300,
+                  output_tokens=12, parallel=3, params=ClosedParams(min_requests=7))
     run = drive([point], SimConfig(model="m", perf="fixed", metrics=False), perf=P,
                 options=DriveOptions(start_unix=0.0, lead_s=0.0, scrapes=False))
     served = sorted((replace(d.served, tag=None) for d in run.requests), key=lambda r: r.index)

@@ -71,11 +71,11 @@ def test_both_interpreters_share_the_same_blocks():
     prompts = texts[resolved.text_key()]
     trace = read_trace("mooncake-sample").requests
     for i in range(60):
-        assert resolved.blocks[i] == shared_blocks(trace[i].input_tokens, trace[i].hash_ids, 512)
+        assert resolved.params.blocks[i] == shared_blocks(trace[i].input_tokens, trace[i].hash_ids, 512)
     pairs = 0
     for i in range(60):
         for j in range(i + 1, 60):
-            a, b = resolved.blocks[i], resolved.blocks[j]
+            a, b = resolved.params.blocks[i], resolved.params.blocks[j]
             common = len(os.path.commonprefix([a, b]))
             text = os.path.commonprefix([prompts[i], prompts[j]])
             if common:

@@ -1,0 +1,101 @@
+"""What a kind is: the record of its traits (:class:`Kind`) and what its rules read of a point (:class:`Params`).
+
+Every kind's module (:mod:`cardgen.kinds.closed` ...) makes one :class:`Kind`; the registry
+(:mod:`cardgen.kinds`) lists them. This module knows no kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import ConfigDict
+
+# what a point's ``parallel`` is
+USERS = "users"  # the requests it keeps in flight by design (users, a batch)
+LARGEST_WAVE = "largest wave"  # waves: the largest wave (``cardgen.kinds.waves.WavesParams.max_wave``)
+NO_PARALLEL = ""  # nothing: its load is a rate, a sweep or a search
+
+# every kind's params type (a frozen pydantic dataclass, one per kind, told apart by ``kind``: the registry's
+# ``KindParams``) is made with this config: a field no kind has is an error
+PARAMS_CONFIG = ConfigDict(extra="forbid")
+
+P = TypeVar("P")
+P_co = TypeVar("P_co", covariant=True)
+
+
+class Params(Protocol[P_co]):
+    """What a kind's rules read of a point (:class:`cardgen.points.Point`, which asks them here; typed by its
+    shape, so this module imports no point): the header's lengths and users, and the kind's own ``params``."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def parallel(self) -> int | None: ...
+    @property
+    def params(self) -> P_co: ...
+
+
+class Kinded(Protocol):
+    """Anything that names its kind: a point, a scenario's summary, a point's outcome."""
+
+    @property
+    def kind(self) -> str: ...
+
+
+def _none(point: Params[Any]) -> int:
+    return 0
+
+
+def _no_target(point: Params[Any]) -> float | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Kind(Generic[P]):
+    """One scenario kind's traits. The booleans say which of cardgen's views a kind's points belong to."""
+
+    name: str
+    parallel: str = NO_PARALLEL  # what a point's ``parallel`` is (USERS, LARGEST_WAVE or NO_PARALLEL)
+    # how the card words a point's load: ``parallel`` and ``rate`` (the rate in words) are filled in
+    load_words: str = "one at a time"
+    # a closed-loop sweep point (parallel users, per prompt / output pair): the headline, saturation and the
+    # larger counts it skips, the steady state, the generation, scale, cost and trade-off views
+    closed_loop: bool = False
+    rate_driven: bool = False  # its load is an arrival rate (open loop): serving table, cost, latency figures
+    prefill_sweep: bool = False  # a prompt-ingestion sweep: the prefill fit, computing whole prompts
+    capacity_probe: bool = False  # probes the KV cache by what the server says (queueing, preemption)
+    batched: bool = False  # rounds of a fixed batch: the batch table, precision and resampling by round
+    shared_prefix: bool = False  # its requests share prefixes it makes (the prefix-cache view)
+    conversation: bool = False  # multi-turn conversations (the chat view)
+    slo_search: bool = False  # searches the highest load that meets an SLO
+    diff_rank: int | None = None  # where ``cardgen diff`` lists its points (None: it compares none)
+    # calibration: replayed on the fitted server; its figures fitted and judged; a spot check's preference (the
+    # lowest first) and what its load is called there
+    replayed: bool = False
+    fitted_figures: bool = False
+    spot_check: int | None = None
+    check_load: str = ""
+    # the precision a point reached, as the card says it: the PointPrecision fields, then a note
+    precision: tuple[str, ...] = ()
+    precision_note: str = ""
+    # a point's rules: the requests it sends at least, its longest request (None: its prompts' longest plus its
+    # output), its sized prompts' lengths (None: its prompt_tokens) and the precision its figures stop at (a
+    # kind with ``precision``: its ``target_ci``)
+    expected_requests: Callable[[Params[P]], int] = _none
+    longest_request: Callable[[Params[P]], int] | None = None
+    prompt_lengths: Callable[[Params[P]], list[int]] | None = None
+    target_ci: Callable[[Params[P]], float | None] = _no_target
+
+    @property
+    def serving_load(self) -> bool:
+        """Whether a point's throughput is the server's at an offered load (users or a rate): the views that price
+        or compare serving points (cost, energy, FastGen's table, the site's comparison tables)."""
+        return self.closed_loop or self.rate_driven
+
+    def users(self, point: Params[Any]) -> int:
+        """How many requests ``point`` keeps in flight at once by design; 1 for the others."""
+        return (point.parallel or 1) if self.parallel == USERS else 1
