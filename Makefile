@@ -46,17 +46,15 @@ install-engine:
 	test $$vllm -eq 0 -a $$llama -eq 0 && touch $(STAMP)
 
 # The tests that time nothing run on both cores (pytest-xdist), including those marked `wire` (real processes
-# over real sockets that judge no timing: kills, faults, workers, resume, and the real-vLLM tests judged by what
-# the run recorded and vLLM's own counters) and `browser` (Chromium, waiting on its events); then, one at a time,
-# the tests that time real sockets and the real engines: they must not share the cores with each other (their
-# figures are timings, or what the load does depends on the server's speed). Together they are every test; with CI=true none is skipped.
+# over real sockets that judge no timing: kills, faults, workers, resume) and `browser` (Chromium, waiting on its
+# events); then, one at a time, the tests that time real sockets and the real vLLM: they must not share the cores
+# with each other (their figures are timings). Together they are every test; with CI=true none is skipped.
 PYTEST := $(BIN)/python -m pytest -q
 XDIST ?= -n 2
-UNTIMED := not sockets and (not engine or wire)
+UNTIMED := not sockets and not engine
 
 # The session's vLLM servers start while the untimed tests run (tests/engines/servers.py; the fixtures take them
-# from $$CARDGEN_TEST_SERVERS, or start their own; the untimed tests that ask them, judged by vLLM's own counters,
-# come last in that stage), and stop when the engine tests are done, however they end:
+# from $$CARDGEN_TEST_SERVERS, or start their own), and stop when the engine tests are done, however they end:
 # the tests that time the virtual server over sockets run last, with no engine idling beside them (two idle vLLM
 # servers take 2.3 % of the two cores, 136 of 6,000 ticks in 30 s: enough to move the real-time decode figure at
 # 10 parallel 3.4 % below virtual time, past its 3 % bar).
@@ -64,8 +62,8 @@ SERVERS := $(abspath $(VENV))/test-servers
 
 test: install-engine browser-deps lint
 	@$(BIN)/python tests/engines/servers.py start $(SERVERS) $(abspath $(VENV))/cardgen-cache
-	@CARDGEN_TEST_SERVERS=$(SERVERS) $(PYTEST) $(XDIST) -m "$(UNTIMED)"; untimed=$$?; \
-	CARDGEN_TEST_SERVERS=$(SERVERS) $(PYTEST) -m "engine and not wire"; engine=$$?; \
+	@$(PYTEST) $(XDIST) -m "$(UNTIMED)"; untimed=$$?; \
+	CARDGEN_TEST_SERVERS=$(SERVERS) $(PYTEST) -m engine; engine=$$?; \
 	$(BIN)/python tests/engines/servers.py stop $(SERVERS); \
 	$(PYTEST) -m "sockets and not engine"; sockets=$$?; \
 	test $$untimed -eq 0 -a $$engine -eq 0 -a $$sockets -eq 0

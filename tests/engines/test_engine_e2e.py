@@ -151,7 +151,6 @@ def test_latency_agrees_with_vllms_histograms(quick_run):
     assert abs(client_itl - itl["mean"]) < max(0.02, 0.5 * itl["mean"])
 
 
-@pytest.mark.wire  # its own vLLM, judged by what it recorded and its own per-request account, not by the clock
 def test_build_launch_vllm_records_the_command_and_stops_it(tiny_model, tmp_path):
     require_build_command()
     suite = tmp_path / "smoke.yaml"

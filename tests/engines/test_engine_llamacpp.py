@@ -23,7 +23,9 @@ from clirun import cardgen
 pytestmark = pytest.mark.engine
 
 SLOTS, CTX = 4, 8192  # -np 4 -c 8192: four slots of 2,048 tokens each
-SUITE = """\
+# what the tests of the cache's layout and of the chosen slots need: every prompt length of the sweep, a point too
+# long for a slot, a pair at 4 parallel
+SHORT_SUITE = """\
 name: llamacpp-short
 endpoint: completions
 timeout_s: 120
@@ -33,7 +35,6 @@ scenarios:
     min_prompt_tokens: 16
     max_prompt_tokens: 3000
     points: 6
-    repeats: 2
     output_tokens: 1
   - kind: closed
     name: too-long
@@ -49,6 +50,9 @@ scenarios:
     min_requests: 8
     max_requests: 24
     max_duration_s: 10
+"""
+# the per-slot test reads the whole card: the prefix cache and the saturation probe too, each prompt length twice
+SUITE = SHORT_SUITE.replace("    points: 6\n", "    points: 6\n    repeats: 2\n") + """\
   - kind: prefix
     name: prefix
     prefixes: 2
@@ -143,7 +147,7 @@ def test_unified_cache_through_url(llama_server, tmp_path):
     """No ``-np``: four slots sharing one cache; every slot reports the whole pool, which is the capacity (the
     sum over slots would be four times too large)."""
     suite = tmp_path / "suite.yaml"
-    suite.write_text(SUITE.replace("max_prompt_tokens: 3000", "max_prompt_tokens: 1800"))
+    suite.write_text(SHORT_SUITE.replace("max_prompt_tokens: 3000", "max_prompt_tokens: 1800"))
     with llama_server("-c 2048") as server:
         info, summary, _ = _build(server.url, suite, tmp_path / "run")
     slots, slot_ctx, unified = _logged_layout(server.log_path)
@@ -158,7 +162,7 @@ def test_launch_picks_slots_and_context_for_the_suite(llamacpp_bin, tiny_gguf, t
     """``--launch llamacpp`` with the GGUF as the model: a slot per parallel request of the suite, each slot the
     suite's longest request, a cache per slot; run.json and the card say what it chose and why."""
     suite = tmp_path / "suite.yaml"
-    suite.write_text(SUITE)
+    suite.write_text(SHORT_SUITE)
     env = {**os.environ, "CARDGEN_LLAMA_SERVER": str(llamacpp_bin / "llama-server")}
     run = tmp_path / "run"
     import subprocess

@@ -105,7 +105,6 @@ def test_a_parsers_null_reasoning_and_zero_count_is_a_model_that_did_not_reason(
     assert summary["reasoning"] is False and "## Reasoning" not in (out / "README.md").read_text()
 
 
-@pytest.mark.wire  # vLLM's own counters, not the clock: with the untimed tests, where no other test asks this server
 def test_acceptance_depends_on_the_workload(vllm_features_server, tmp_path_factory):
     rates, runs = {}, {}
     for name, suite in WORKLOADS.items():
