@@ -72,8 +72,10 @@ def test_both_clocks_agree_on_reasoning_adapters_and_speculation(tmp_path):
         assert r.reasoning_tokens_source == v.reasoning_tokens_source == (
             "usage" if r.endpoint == "chat" else "tokenize")
         thinking = (r.ttfa_s.p50 - r.ttft_s.p50, v.ttfa_s.p50 - v.ttft_s.p50)
-        if r.kind == "closed":
-            assert thinking[0] == pytest.approx(thinking[1], rel=0.05), r.scenario
+        if r.kind == "closed":  # a user's next request leaves after the client's own milliseconds in real time, so
+            # its prefill may fall into another's thinking steps (in virtual time it comes at the previous end): within
+            # 5 % shorter, at most 15 % longer (5.7 % longer seen once in a fresh-clone make test, within 5 % in the others)
+            assert thinking[1] * 0.95 <= thinking[0] <= thinking[1] * 1.15, (r.scenario, thinking)
         else:  # all at once: in real time the 8 sends leave over the client's own milliseconds, and each late
             # arrival's prefill lengthens the steps of those already thinking (19 % longer seen on an idle machine);
             # in virtual time they all arrive together. Never shorter, and not twice as long
