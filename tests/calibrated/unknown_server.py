@@ -67,14 +67,6 @@ def hidden_server(gpu_file: Path) -> tuple[RooflinePerf, SimConfig]:
     return perf, SimConfig(model="CodeLlama-7b", gpu=str(gpu_file), engine="vllm-0.6")
 
 
-def read_unknown(root: Path) -> Unknown:
-    """What :func:`run_unknown` made in ``root``, read back (another test process made it)."""
-    perf, config = hidden_server(root / "unknown-gpu.yaml")
-    info = RunInfo.model_validate_json((root / "calibrated" / "run.json").read_text("utf-8"))
-    return Unknown(perf=perf, config=config, suite=parse_suite(SUITE, source="test"), calibrated=root / "calibrated",
-                   info=info, truth=root / "truth")
-
-
 def run_unknown(root: Path) -> Unknown:
     """The hidden server calibrated into ``root / "calibrated"`` and measured point by point into ``root / "truth"``."""
     root.mkdir(parents=True, exist_ok=True)
