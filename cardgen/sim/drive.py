@@ -358,7 +358,9 @@ class VirtualInterpreter:
         started(t0)
         for run in runs:
             run.share.dispatch(run.share.start())
-        self.clock.run_until(lambda: all(run.idle for run in runs))
+        shares = [run.share for run in runs]  # asked after every event: one process's share asked alone
+        only = shares[0]
+        self.clock.run_until((lambda: only.idle) if parts == 1 else (lambda: all(s.idle for s in shares)))
         ended = max((d.record.end_at or t0 for run in runs for d in run.done), default=t0)
         self.last_end = ended
         said = [run.share.said() for run in runs]  # a process with no part in a barrier kind says "complete"
@@ -443,10 +445,13 @@ class VirtualInterpreter:
         """The server sent a request's last token: its chunks reach the client over the network."""
         request: _Request = served.tag
         net, jitter = self.opts.network_s, self.opts.read_jitter_s
-        arrivals: list[float] = []
-        for t in served.times:
-            arrival = t + net + (self.rng.random() * jitter if jitter else 0.0)
-            arrivals.append(max(arrival, arrivals[-1]) if arrivals else arrival)
+        if jitter:
+            arrivals: list[float] = []
+            for t in served.times:
+                arrival = t + net + self.rng.random() * jitter
+                arrivals.append(max(arrival, arrivals[-1]) if arrivals else arrival)
+        else:  # the chunks' times only grow, and so do they plus one delay: nothing to keep in order
+            arrivals = [t + net for t in served.times]
         self.clock.at(arrivals[-1], lambda: self._complete(request, served, arrivals, arrivals[-1]))
 
     def _complete(self, request: _Request, served: VirtualRequest | None, chunks: list[float], end: float) -> None:
@@ -488,6 +493,8 @@ class VirtualInterpreter:
         share = self.reasoning_share
         split = thinking(share, served.output_tokens, chat=chat)
         first_answer, reasoning_chunks, last = None, 0, 0
+        if share <= 0:  # no reasoning (split is NONE): the answer starts with the first chunk
+            return {"first_answer_at": chunks[0] if chunks else None, "reasoning_chunks": 0}
         for at, tokens in zip(chunks, served.chunk_tokens or (1,) * len(chunks), strict=True):
             first, last = last + 1, last + tokens
             if split.is_reasoning(first):
@@ -521,7 +528,7 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
     points = sample_datasets(points, config, base)
     model = _Jitter(base, opts.step_jitter, opts.seed) if opts.step_jitter else base
     metrics = None
-    if config.metrics:
+    if config.metrics and opts.scrapes:  # its figures are read by a scrape alone: none kept, none counted
         cache = cache_config_labels(base, max_len=max_model_len(config, base)) if config.cache_config else None
         metrics = SimMetrics(model_name=config.model_name, cache_config=cache)
     server = VirtualServer(model, chunked_prefill=bool(config.chunked_prefill), metrics=metrics,

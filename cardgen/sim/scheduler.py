@@ -308,11 +308,22 @@ class Scheduler:
         running = self.running
         decode = step.decode
         ahead = self.lookahead
+        caching = self.prefix_caching
         i = 0
         while i < len(running):
             s = running[i]
             if budget <= 0 or (s.prefilled and budget <= ahead):
                 break
+            if s.prefilled and not ahead and s.computed % bs:  # decoding into room its last block still has
+                s.computed += 1  # (the common case, and what the general path below does for it)
+                if caching and s.block_hashes:
+                    self._cache_computed(s)
+                if self.evictable > self.free_blocks:
+                    self._evict()
+                budget -= 1
+                decode.append(s)
+                i += 1
+                continue
             n = 1 if s.prefilled else min(s.prompt_tokens + s.output_tokens - s.computed, budget)
             extra = ahead if s.prefilled else 0  # room for the drafts it verifies
             need = max(0, (s.computed + n + extra + bs - 1) // bs - s.blocks - len(s.pinned))
@@ -326,8 +337,10 @@ class Scheduler:
             self.free_blocks -= need
             s.blocks += need
             s.computed += n
-            self._cache_computed(s)
-            self._evict()
+            if caching and s.block_hashes:  # (the two calls' own first tests, inlined: this loop is the hot path)
+                self._cache_computed(s)
+            if self.evictable > self.free_blocks:
+                self._evict()
             budget -= n + extra
             if s.prefilled:
                 decode.append(s)

@@ -23,7 +23,7 @@ from typing import Any
 from cardgen.sim.faults import FaultPlan
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel
-from cardgen.sim.scheduler import Scheduler, Seq, Step
+from cardgen.sim.scheduler import Scheduler, Seq, SeqStatus, Step
 from cardgen.sim.speculation import Speculation
 
 #: the faults the virtual-time server injects; the others act on a live connection (drop, stall...)
@@ -175,16 +175,18 @@ class VirtualServer:
         self.in_flight = None
         sched = self.scheduler
         emitted = sched.finish_step(step)
-        self.now = step.end_s
+        now = self.now = step.end_s
         metrics = self.metrics
         done = []
         held = 0
+        finished = SeqStatus.FINISHED
         for seq in emitted:
-            seq.ctx.times.append(self.now)
-            seq.ctx.counts.append(seq.emitted)
+            served = seq.ctx
+            served.times.append(now)
+            served.counts.append(seq.emitted)
             if metrics is not None:
                 metrics.observe_token(seq)
-            if seq.finished:
+            if seq.status >= finished:  # Seq.finished, inlined: once per token of every request
                 held += sched.blocks_for(seq.computed)
                 done.append(self._record(seq))
         # KV usage during the step: what the finished sequences held is already released; count it back

@@ -231,20 +231,3 @@ def test_abort_while_the_step_is_in_flight() -> None:
     s.abort(b)
     assert step is not None and s.finish_step(step) == [a]
     assert s.used_blocks == a.blocks
-
-
-def test_256_sequence_step_is_fast() -> None:
-    import time
-
-    s = Scheduler(perf(kv_capacity_tokens=1 << 20, max_num_seqs=256, max_num_batched_tokens=1 << 16))
-    for _ in range(256):
-        s.add(Seq(100, 10_000))
-    s.finish_step(s.next_step())  # type: ignore[arg-type]
-    assert len(s.running) == 256
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(20):
-            s.finish_step(s.next_step())  # type: ignore[arg-type]
-        best = min(best, (time.perf_counter() - t0) / 20)
-    assert best < 0.001
