@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_serializer, model_validator
 
+from cardgen.errors import UsageError
 from cardgen.redact import MASK, redact_argv
 from cardgen.suite import Suite
 
@@ -132,6 +133,25 @@ class LoadOptions(_Part):
     scrape_interval_s: float = 0.5
     gpu_metrics_url: str | None = None
     run_saturated: bool = False  # run the parallel counts a saturated point would skip
+
+
+def worker_count(value: int | str | None, *, remote_workers: bool = False) -> int | str:
+    """``--workers`` as the load runs it: a count of Locust worker processes (0: the load in this process), or
+    ``auto`` (chosen for the suite on this machine's cores, so never with workers started on other machines); a
+    one-line UsageError for anything else. The command line checks it before the load engine loads, the load
+    stage again before it starts (a stored config, a caller of its own): one rule, here."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        if remote_workers:
+            raise UsageError("--workers auto counts this machine's cores: give the number of remote workers")
+        return "auto"
+    try:
+        workers = int(text)
+    except ValueError:
+        raise UsageError(f"--workers must be a number of processes or auto, not {value!r}") from None
+    if workers < 0:
+        raise UsageError("--workers must be 0 (one process), more, or auto")
+    return workers
 
 
 class Outputs(_Part):

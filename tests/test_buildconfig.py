@@ -5,6 +5,7 @@ by its command line."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from clirun import cardgen
@@ -17,6 +18,7 @@ from cardgen.buildconfig import (
     SuiteChoice,
     UrlTarget,
     VirtualTarget,
+    worker_count,
 )
 from cardgen.cli.build import build, parse_build
 from cardgen.cli.resume import parse_resume, resume
@@ -127,3 +129,22 @@ def test_a_modelled_build_keeps_its_config_in_run_json(tmp_path):
     assert info.build.suite.name == str(suite) and info.build.load.run_saturated
     assert isinstance(info.build.target, VirtualTarget) and info.build.target.tp == 2
     assert info.ran_saturated()
+
+
+@pytest.mark.parametrize(("value", "remote", "says"), [
+    ("many", False, "--workers must be a number of processes or auto, not 'many'"),
+    (-1, False, "--workers must be 0 (one process), more, or auto"),
+    ("auto", True, "--workers auto counts this machine's cores: give the number of remote workers"),
+])
+def test_one_workers_rule_for_the_command_line_and_the_load_stage(value, remote, says):
+    """The command line checks --workers before the load engine loads, the load stage again before it starts (a
+    stored config, a caller of its own): both by worker_count, so both say the same."""
+    from cardgen.load.stage import LoadConfig, resolve_workers
+
+    with pytest.raises(UsageError) as cli:
+        worker_count(value, remote_workers=remote)
+    with pytest.raises(UsageError) as stage:
+        resolve_workers(LoadConfig(url="http://127.0.0.1:9", model="m", suite=load_suite("quick"), run_dir=Path("r"),
+                                   workers=value, remote_workers=remote), ())
+    assert str(cli.value) == str(stage.value) == says
+    assert worker_count(" Auto ") == "auto" and worker_count("3") == 3 and worker_count(0, remote_workers=True) == 0

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from cardgen.buildconfig import LoadOptions
+from cardgen.buildconfig import LoadOptions, worker_count
 from cardgen.errors import UsageError
 from cardgen.urls import check_url
 
@@ -63,20 +63,6 @@ def parse_load(params: Mapping[str, Any]) -> LoadOptions:
                        run_saturated=params["run_saturated"])
 
 
-def parse_workers(value: int | str) -> int | str:
-    """``--workers``: a count of processes, or ``auto``; a one-line UsageError otherwise."""
-    text = str(value).strip().lower()
-    if text == "auto":
-        return "auto"
-    try:
-        workers = int(text)
-    except ValueError:
-        raise UsageError(f"--workers must be a number of processes or auto, not {value!r}") from None
-    if workers < 0:
-        raise UsageError("--workers must be 0 or more")
-    return workers
-
-
 def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url: str | None, workers: int | str,
                          scrape_interval: float, remote_workers: bool = False) -> int | str:
     """One-line errors for options that cannot work, before any server starts (and before the load engine is
@@ -89,10 +75,7 @@ def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url
         check_url(gpu_metrics_url)
     if scrape_interval < 0.1:
         raise UsageError("--scrape-interval must be at least 0.1 s: scraping faster loads the server you measure")
-    count = parse_workers(workers)
-    if count == "auto" and remote_workers:
-        raise UsageError("--workers auto counts this machine's cores: give the number of remote workers")
-    return count
+    return worker_count(workers, remote_workers=remote_workers)
 
 
 REAL_TIME_OPTIONS = frozenset({"url", "api_key", "workers", "remote_workers", "master_bind", "master_port",

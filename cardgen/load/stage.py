@@ -40,7 +40,7 @@ from typing import Any
 import requests
 
 from cardgen import __version__
-from cardgen.buildconfig import BuildConfig
+from cardgen.buildconfig import BuildConfig, worker_count
 from cardgen.engines.detect import probe
 from cardgen.engines.registry import get_adapter
 from cardgen.datasets import resolve
@@ -294,14 +294,11 @@ def dialect_warnings(dialect: RequestDialect, server: ServerInfo) -> list[str]:
 def resolve_workers(cfg: LoadConfig, points: Sequence[Point]) -> tuple[LoadConfig, str | None]:
     """``cfg`` with its worker processes as a number (``auto`` chosen for ``points`` on this machine's cores),
     and why auto chose that; a one-line UsageError for a count that cannot be."""
-    if cfg.workers == "auto":
-        if cfg.remote_workers:
-            raise UsageError("--workers auto counts this machine's cores: give the number of remote workers")
+    workers = worker_count(cfg.workers, remote_workers=cfg.remote_workers)
+    if workers == "auto":
         choice = choose_workers(points, cores=os.cpu_count() or 1)
         return replace(cfg, workers=choice.workers), choice.reason
-    if not isinstance(cfg.workers, int) or cfg.workers < 0:
-        raise UsageError("--workers must be 0 (one process), more, or auto")
-    return cfg, None
+    return replace(cfg, workers=workers), None
 
 
 def max_model_len(server: ServerInfo) -> int | None:
