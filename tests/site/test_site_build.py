@@ -17,8 +17,10 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from site_helpers import REPO
 
+import cardgen.site.build as build_module
 from cardgen.cli.main import main
 from cardgen.errors import UsageError
+from cardgen.sim.calibration import shipped_markdown
 from cardgen.site import GENERATED, build_site
 from cardgen.site.build import _calibration
 from cardgen.site.sample import isolated_config, write_sample_run
@@ -216,13 +218,19 @@ def test_methodology_defines_metrics_and_includes_calibration(built_site):
     ):
         assert term in html, term
     assert "Virtual server calibration" in html
+    assert "planned as vLLM plans it at start-up" in html  # the shipped table's own words
 
 
-def test_calibration_is_skipped_gracefully_when_absent(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cardgen.sim.calibration", None)
+def test_the_calibration_table_is_read_not_computed_and_its_absence_is_said(monkeypatch):
+    assert _calibration(lambda w: None) == shipped_markdown()
+    read = subprocess.run([sys.executable, "-c", "import sys; from cardgen.site.build import _calibration; "
+                           "_calibration(print); print(sorted(m for m in sys.modules if m.startswith('cardgen.sim')))"],
+                          capture_output=True, text=True, check=True)
+    assert read.stdout.strip() == "['cardgen.sim']", read.stdout  # the package's data, no simulator module imported
     warnings: list[str] = []
+    monkeypatch.setattr(build_module, "CALIBRATION_TABLE", ("cardgen.sim", "data/no-such-table.md"))
     assert _calibration(warnings.append) is None
-    assert warnings == []
+    assert len(warnings) == 1 and warnings[0].startswith("virtual server calibration left out of the methodology")
 
 
 def test_generated_paths_are_replaced_and_assets_kept(built_site):
