@@ -8,6 +8,9 @@ of letting Locust log it and go on. The local runner passes the same objects wit
     master -> agent   Setup        once per agent: model, headers, prompt templates, the agent's share
                       Assignment   a point to run, with this agent's index, the number of parts and the attempt
                       StopPoint    the point's figures are precise: send no more of its requests
+    worker -> master  Listening    the worker hears cardgen's messages: Setup may be sent to it (Locust drops a
+                                   message that comes before its handler is registered, and a worker registers
+                                   them only once it has connected)
     agent -> master   Ready        the agent's user is running and waits for points
                       Record       one finished request (workers only; locally the sink writes it)
                       LoadgenTick  the load generator measuring itself, once a second
@@ -70,6 +73,12 @@ class StopPoint(Message):
     topic: ClassVar[str] = "cardgen_stop_point"
 
     point: str
+
+
+class Listening(Message):
+    topic: ClassVar[str] = "cardgen_listening"
+
+    worker: str
 
 
 class Ready(Message):

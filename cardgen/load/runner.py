@@ -41,6 +41,7 @@ from cardgen.load.messages import (
     Assignment,
     Done,
     Fatal,
+    Listening,
     LoadgenTick,
     Ready,
     Record,
@@ -308,10 +309,15 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
     port = plan.master_port or _free_port(plan.master_bind_host)
     env = Environment(user_classes=[CardgenUser], host=plan.url)
     runner = env.create_master_runner(master_bind_host=plan.master_bind_host, master_bind_port=port)
+    listening: list[str] = []  # the workers that hear cardgen's messages, in the order they said so
     ready: set[str] = set()
     ready_event = Event()
     dones = _Dones(n)
     stop = _Stop()
+
+    def on_listening(msg: Listening, node: str) -> None:
+        if node not in listening:
+            listening.append(node)
 
     def on_ready(msg: Ready, node: str) -> None:
         ready.add(node)
@@ -333,6 +339,7 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
     def on_error(reason: str) -> None:
         stop.fail(f"a message from a load worker was lost ({reason})")
 
+    messages.listen(runner, Listening, on_listening, on_error=on_error)
     messages.listen(runner, Ready, on_ready, on_error=on_error)
     messages.listen(runner, Done, on_done, on_error=on_error)
     messages.listen(runner, Record, on_record, on_error=on_error)
@@ -365,8 +372,10 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
         else:
             log.warning("waiting for %d workers: run `cardgen worker --master-host <this host> --master-port %d "
                         "--url %s` on each", n, port, plan.url)
+        # a worker is counted once it connects, but hears cardgen's messages only once it says so (Listening):
+        # a Setup sent in between would be dropped, and the run would wait for it forever
         deadline = time.time() + WORKER_CONNECT_TIMEOUT_S
-        while runner.worker_count < n:
+        while len(listening) < n:
             if stop.event.is_set():
                 outcome.interrupted = True
                 return outcome
@@ -374,10 +383,10 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
                 if p.poll() is not None:
                     raise RunError(f"a load worker exited at start: {last_words(i)}")
             if time.time() > deadline:
-                raise RunError(f"only {runner.worker_count} of {n} load workers connected within "
+                raise RunError(f"only {len(listening)} of {n} load workers connected within "
                                f"{WORKER_CONNECT_TIMEOUT_S:.0f} s")
             gevent.sleep(0.1)
-        clients = [c.id for c in runner.clients.all][:n]
+        clients = listening[:n]
         for i, cid in enumerate(clients):
             # remote workers keep the name they were started with
             name = None if plan.remote_workers else f"worker-{i}"
@@ -391,7 +400,15 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
                 raise RunError(f"a load worker was lost ({runner.worker_count} of {n} left); records so far are "
                                "on disk" + (f"; it said: {gone[0]}" if gone else ""))
 
-        if not _wait(ready_event, stop, check=check_workers):
+        started_by = time.time() + WORKER_CONNECT_TIMEOUT_S
+
+        def check_started() -> None:
+            check_workers()
+            if time.time() > started_by:
+                raise RunError(f"only {len(ready)} of {n} load workers started their users within "
+                               f"{WORKER_CONNECT_TIMEOUT_S:.0f} s of the run's start")
+
+        if not _wait(ready_event, stop, check=check_started):
             outcome.interrupted = True
             return outcome
 

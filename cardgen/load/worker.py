@@ -18,7 +18,7 @@ from locust.env import Environment
 
 from cardgen.load import messages
 from cardgen.load.agent import Agent
-from cardgen.load.messages import Assignment, Fatal, Record, Setup, StopPoint
+from cardgen.load.messages import Assignment, Fatal, Listening, Record, Setup, StopPoint
 from cardgen.load.runner import freeze_heap
 from cardgen.load.sink import RecordSink, fault_from_env
 
@@ -70,6 +70,7 @@ def run_worker(*, master_host: str, master_port: int, url: str, name: str = "wor
     messages.listen(runner, Setup, on_setup, on_error=fatal)
     messages.listen(runner, Assignment, on_point, on_error=fatal)
     messages.listen(runner, StopPoint, on_stop_point, on_error=fatal)
+    send(Listening(worker=name))  # only now: a Setup that came before its handler would be dropped
     runner.greenlet.join()
     agent.stop()
 

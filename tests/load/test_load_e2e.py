@@ -242,6 +242,12 @@ def test_remote_worker_joins_a_master_by_host_and_port(tmp_path, write_suite):
         try:
             _, err = master.communicate(timeout=120)
             worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # say what both processes said, not only that one did not end
+            for p in (master, worker):
+                p.kill()
+            said = {name: p.communicate()[1] for name, p in (("master", master), ("worker", worker))}
+            pytest.fail(f"the run did not end: master said {said['master']!r}; worker (exit "
+                        f"{worker.returncode}) said {said['worker'][-3000:]!r}")
         finally:
             for p in (master, worker):
                 if p.poll() is None:
@@ -250,6 +256,61 @@ def test_remote_worker_joins_a_master_by_host_and_port(tmp_path, write_suite):
     records = read_records(tmp_path / "run")
     assert len(records) == len(read_stamps(stamps_path)) >= 6
     assert {r["worker"] for r in records} == {"far-away"}
+
+
+# a bare Locust worker that connects to a master and prints each cardgen_setup it hears, but never says Listening
+BARE_WORKER = """
+import sys
+from locust.env import Environment
+from locust.user import User
+env = Environment(user_classes=[User], host=sys.argv[2])
+runner = env.create_worker_runner("127.0.0.1", int(sys.argv[1]))
+runner.register_message("cardgen_setup", lambda environment, msg: print("setup", flush=True))
+print("connected", flush=True)
+runner.greenlet.join()
+"""
+
+
+@pytest.mark.wire
+def test_a_master_sends_setup_only_to_a_worker_that_says_it_listens(tmp_path, write_suite):
+    """Locust drops a custom message that reaches a worker before its handler is registered, and a worker can
+    register handlers only once it has connected: a Setup sent as soon as the worker is counted was lost when the
+    worker was slow (seen once in a CI run: the master waited for it until the test's timeout). The master now
+    sends Setup to a worker only after the worker says Listening (cardgen.load.worker does, once its handlers are
+    registered); a worker that never says it gets none."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 8, parallel: 1, "
+                        "min_requests: 2}\n")
+    with sim_server(tmp_path) as (sim, _):
+        master = subprocess.Popen([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url,
+                                   "--suite", str(suite), "--out", str(tmp_path / "run"), "--no-card", "--quiet",
+                                   "--workers", "1", "--remote-workers", "--master-port", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        worker = None
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                assert master.poll() is None and time.monotonic() < deadline, "the master never listened"
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            worker = subprocess.Popen([sys.executable, "-c", BARE_WORKER, str(port), sim.url],
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            assert worker.stdout is not None and worker.stdout.readline().strip() == "connected"
+            time.sleep(3)  # the master polls for workers every 0.1 s: it would have sent Setup long since
+            assert master.poll() is None  # still waiting for a worker that listens
+        finally:
+            for p in (master, worker):
+                if p is not None and p.poll() is None:
+                    p.kill()
+        out, _ = worker.communicate()
+    assert "setup" not in out
 
 
 @pytest.mark.sockets
