@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -214,28 +216,37 @@ def test_server_metrics_are_scraped_every_half_second(tmp_path, write_suite):
     assert "sk-very-secret-123" not in proc.stdout + proc.stderr
 
 
-@pytest.mark.wire
-def test_remote_worker_joins_a_master_by_host_and_port(tmp_path, write_suite):
+def master_waiting_for_a_remote_worker(sim_url: str, suite: Path, out: Path,
+                                       **popen: Any) -> tuple[subprocess.Popen, int]:
+    """``cardgen build --workers 1 --remote-workers`` on a free port, once its master listens there (it binds first,
+    as on a real cluster): the process and the port."""
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    master = subprocess.Popen([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim_url, "--suite",
+                               str(suite), "--out", str(out), "--no-card", "--quiet", "--workers", "1",
+                               "--remote-workers", "--master-port", str(port)], **popen)
+    deadline = time.monotonic() + 60
+    while True:
+        if master.poll() is not None or time.monotonic() > deadline:
+            master.kill()
+            pytest.fail("the master never listened")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return master, port
+        except OSError:
+            time.sleep(0.05)
+
+
+@pytest.mark.wire
+def test_remote_worker_joins_a_master_by_host_and_port(tmp_path, write_suite):
     suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 8, parallel: 2, "
                         "min_requests: 6}\n")
     with sim_server(tmp_path) as (sim, stamps_path):
-        master = subprocess.Popen([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url,
-                                   "--suite", str(suite), "--out", str(tmp_path / "run"), "--no-card", "--quiet",
-                                   "--workers", "1", "--remote-workers", "--master-port", str(port)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60  # the master binds first, as on a real cluster
-        while True:
-            assert master.poll() is None and time.monotonic() < deadline, "the master never listened"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        master, port = master_waiting_for_a_remote_worker(sim.url, suite, tmp_path / "run", stdout=subprocess.PIPE,
+                                                          stderr=subprocess.PIPE, text=True)
         worker = subprocess.Popen([sys.executable, "-m", "cardgen", "worker", "--master-host", "127.0.0.1",
                                    "--master-port", str(port), "--url", sim.url, "--name", "far-away"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -278,28 +289,13 @@ def test_a_master_sends_setup_only_to_a_worker_that_says_it_listens(tmp_path, wr
     worker was slow (seen once in a CI run: the master waited for it until the test's timeout). The master now
     sends Setup to a worker only after the worker says Listening (cardgen.load.worker does, once its handlers are
     registered); a worker that never says it gets none."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 16, output_tokens: 8, parallel: 1, "
                         "min_requests: 2}\n")
     with sim_server(tmp_path) as (sim, _):
-        master = subprocess.Popen([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url,
-                                   "--suite", str(suite), "--out", str(tmp_path / "run"), "--no-card", "--quiet",
-                                   "--workers", "1", "--remote-workers", "--master-port", str(port)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        master, port = master_waiting_for_a_remote_worker(sim.url, suite, tmp_path / "run",
+                                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         worker = None
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                assert master.poll() is None and time.monotonic() < deadline, "the master never listened"
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
             worker = subprocess.Popen([sys.executable, "-c", BARE_WORKER, str(port), sim.url],
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             assert worker.stdout is not None and worker.stdout.readline().strip() == "connected"
