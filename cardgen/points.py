@@ -51,7 +51,7 @@ class Point:
     dataset: str | None = None
     items: tuple[tuple[int, int], ...] = ()
     # LoRA: the adapters the point's requests ask for (their model names; none: the base model) and how each
-    # request picks one (round-robin | random | per-user: cardgen.scenarios.program.Program.adapter)
+    # request picks one (round-robin | random | per-user: cardgen.kinds.program.Program.adapter)
     adapters: tuple[str, ...] = ()
     adapter_pick: str = "round-robin"
 

@@ -1,7 +1,7 @@
 """The kinds' registry (cardgen.kinds) is the one place that tells kinds apart by name.
 
 Every kind a suite can declare has a registry entry and a program; and outside the registry and the kinds' own
-modules (cardgen/kinds/<kind>.py, cardgen/scenarios/<kind>.py), no package code compares a kind (a ``kind`` name, attribute or column, or a
+folders (cardgen/kinds/<kind>/: its schema, its program, its traits), no package code compares a kind (a ``kind`` name, attribute or column, or a
 kind's name as a string) with ``==``, ``!=``, ``in`` or ``not in``: it asks the kind's traits instead.
 """
 
@@ -14,17 +14,16 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from cardgen.kinds import KINDS, UNKNOWN, ClosedParams, KindParams, kind_of
+from cardgen.kinds import KINDS, UNKNOWN, ClosedParams, KindParams, kind_of, program_for
 from cardgen.points import Point, expand
-from cardgen.scenarios.kinds import PROGRAMS, program_for
 from cardgen.suite import Scenario, load_suite
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cardgen"
 KIND_FILES = ("closed", "openloop", "waves", "ingest", "batch", "prefix", "chat", "slosearch")
-# where kinds may be told apart by name: the registry (cardgen/kinds/: its record of a kind, what entries share and
-# each kind's own module) and each kind's own program
-KIND_MODULES = ({f"kinds/{m}.py" for m in ("__init__", "kind", "entry", *KIND_FILES)}
-                | {f"scenarios/{m}.py" for m in KIND_FILES})
+# where kinds may be told apart by name: the registry (cardgen/kinds/: its record of a kind, what entries share, the
+# programs' language) and each kind's own folder (its schema, program and traits)
+KIND_MODULES = ({f"kinds/{m}.py" for m in ("__init__", "kind", "entry", "program")}
+                | {f"kinds/{k}/{m}.py" for k in KIND_FILES for m in ("__init__", "schema", "program")})
 ALLOWED = 15  # at most this many such tests in the whole package, all of them in KIND_MODULES
 
 
@@ -41,7 +40,7 @@ def kind_params() -> dict[str, type]:
 
 def test_every_suite_kind_has_a_registry_entry_params_and_a_program():
     assert suite_kinds() == set(KINDS)
-    assert set(PROGRAMS) == set(KINDS)
+    assert all(kind.program is not None and kind.program.kind == name for name, kind in KINDS.items())
     assert set(kind_params()) == set(KINDS)
     for name, kind in KINDS.items():
         assert kind.name == name and kind_of(name) is kind

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from cardgen.analysis.cost import usd_per_million
 from cardgen.kinds import SloParams, kind_of
+from cardgen.kinds.slosearch.program import LATE, answer_words, new_search, probed, unit
 from cardgen.outcome import Outcome
 from cardgen.points import Point
-from cardgen.scenarios.slosearch import LATE, answer_words, new_search, probed, unit
 from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import PriceDescription
 from cardgen.schemas.summary import SloPercentile, SloProbe, SloSearchResult

@@ -25,7 +25,7 @@ from cardgen.kinds import kind_of
 from cardgen.points import Point
 from cardgen.scenarios import skips_after_saturation
 from cardgen.schemas.calibration import FigureValues, SpotCheck
-from cardgen.schemas.run import STOP_SKIPPED
+from cardgen.stops import STOP_SKIPPED
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,9 @@ from cardgen.kinds import kind_of
 from cardgen.points import Point
 from cardgen.rundir import PREDICTED_JSONL, PREDICTED_METRICS_JSONL, RunDir
 from cardgen.schemas.calibration import CalibrationReport, PointPrediction, SpotCheck
-from cardgen.schemas.run import STOP_SKIPPED, PointOutcome, RunInfo
+from cardgen.schemas.run import PointOutcome, RunInfo
 from cardgen.sim.roofline import RooflinePerf, build_perf_model
+from cardgen.stops import STOP_SKIPPED
 
 DEFAULT_TOLERANCE = 0.05
 

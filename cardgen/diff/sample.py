@@ -31,8 +31,8 @@ from cardgen.analysis.analyse import HEADLINE_POINT, Analysis
 from cardgen.analysis.scenarios import steady_requests
 from cardgen.diff import resample
 from cardgen.kinds import KINDS, kind_of
-from cardgen.schemas.run import STOP_SKIPPED
 from cardgen.schemas.summary import ScenarioSummary, Summary, TimeBudget
+from cardgen.stops import STOP_SKIPPED
 
 HIGHER, LOWER = "higher", "lower"  # which way a figure is better
 

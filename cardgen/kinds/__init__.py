@@ -1,27 +1,30 @@
-"""Every scenario kind, listed once: what the rest of cardgen asks of a kind instead of comparing its name.
+"""Every scenario kind, listed once, each in a folder that owns all of it: what the rest of cardgen asks of a kind
+instead of comparing its name.
 
 A point's ``kind`` (``Point.kind``, ``ScenarioSummary.kind``, a record's ``kind``) names one :class:`Kind`
 of :data:`KINDS`; :func:`kind_of` finds it. A module that treats some kinds apart asks a trait (``closed_loop``,
-``rate_driven``, ``diff_rank`` ...) rather than testing names, so a new kind is one module here and its name in
-the lists below (and its program, :mod:`cardgen.scenarios`), not a hunt through every layer.
+``rate_driven``, ``diff_rank`` ...) rather than testing names, so a new kind is one folder here and its name in
+the lists below, not a hunt through every layer.
 
-Each kind's module owns the kind: its suite entry (the YAML it reads, :data:`Scenario`'s members), the params of
-its points (:data:`KindParams`'s members, a pydantic union told apart by ``kind``: a point is a common header and
-one of them, :class:`cardgen.points.Point`, and its kind is its params') and its traits (its :class:`Kind`):
-
-    kind.py       what a kind is (Kind, its traits) and what its rules read of a point (Params)
+    kind.py       what a kind is (Kind: its program, its judge, its traits) and what its rules read of a point
     entry.py      what every suite entry shares (Entry, the dataset sources, SamplingParams)
-    closed.py ... one module per kind: closed, openloop, waves, ingest, batch, prefix, chat, slosearch
+    program.py    the language of the programs (Send, Watch, EndWatch; Program, Judge; PointView)
+    closed/ ...   one folder per kind: closed, openloop, waves, ingest, batch, prefix, chat, slosearch, each with
+                  schema.py    its suite entry (:data:`Scenario`'s member) and its points' params (:data:`KindParams`')
+                  program.py   its program: what a point sends and when it stops, with no clock and no socket
+                  __init__.py  its traits (its :class:`Kind`)
 
-Code that knows a point's kind (its program, a view asked by a trait) narrows once (``Point.params_as``); a
-kind's rules read its params typed.
+A point is a common header and one kind's params (a pydantic union told apart by ``kind``:
+:class:`cardgen.points.Point`), and its kind is its params'. Code that knows a point's kind (its program, a view
+asked by a trait) narrows once (``Point.params_as``); a kind's rules read its params typed.
 
 A replayed trace is no kind of its own: it is an open loop whose ``replay`` is set (its requests leave at the
 trace's offsets instead of a rate's).
 
-The kinds' programs (how a point sends its requests, and when it stops) are :mod:`cardgen.scenarios`'; this
-package is plain data, the lowest layer's, so every layer may ask it (:mod:`cardgen.suite` reads a suite of its
-entries).
+This package is plain data and clock-free rules, the lowest layer's (a rule in pyproject's import-linter config
+keeps it from the clock, the sockets and the run directory), so every layer may ask it: :mod:`cardgen.suite`
+reads a suite of its entries, :mod:`cardgen.points` makes points of its params, and :mod:`cardgen.scenarios`
+runs its programs in both interpreters.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from cardgen.kinds.ingest import INGEST, Ingest, IngestParams
 from cardgen.kinds.kind import LARGEST_WAVE, NO_PARALLEL, USERS, Kind, Kinded, Params
 from cardgen.kinds.openloop import OPEN, OpenLoop, OpenParams
 from cardgen.kinds.prefix import PREFIX, PrefixParams, SharedPrefix
+from cardgen.kinds.program import Judge, PointView, Program
 from cardgen.kinds.slosearch import SLO, SloParams, SloSearch
 from cardgen.kinds.waves import WAVES, Waves, WavesParams
 
@@ -55,13 +59,32 @@ KindParams = Annotated[
 
 __all__ = ["KINDS", "LARGEST_WAVE", "NO_PARALLEL", "UNKNOWN", "USERS", "BatchParams", "ChatParams", "ClosedParams",
            "IngestParams", "Kind", "KindParams", "Kinded", "OpenParams", "Params", "PrefixParams", "SamplingParams",
-           "Scenario", "SloParams", "WavesParams", "kind_of", "kinds_where"]
+           "Scenario", "SloParams", "WavesParams", "judge_for", "kind_of", "kinds_where", "program_for", "runs_on"]
 
 
 def kind_of(x: str | Kinded | None) -> Kind[Any]:
     """The kind ``x`` names (a kind's name, or anything with a ``kind``); :data:`UNKNOWN` for a name not listed."""
     name = x if x is None or isinstance(x, str) else x.kind
     return KINDS.get(name, UNKNOWN) if name is not None else UNKNOWN
+
+
+def program_for(point: PointView, *, index: int = 0, parts: int = 1) -> Program:
+    """The program of ``point``'s kind for process ``index`` of ``parts``."""
+    program = kind_of(point).program
+    if program is None:
+        raise ValueError(f"point {point.name}: no program runs a {point.kind!r} point")
+    return program(point, index=index, parts=parts)
+
+
+def judge_for(point: PointView) -> Judge:
+    """The judge of ``point``'s records, where every process's meet."""
+    return kind_of(point).judge(point)
+
+
+def runs_on(point: PointView, index: int) -> bool:
+    """Whether load-generating process ``index`` takes part in ``point`` (a barrier kind runs on process 0)."""
+    program = kind_of(point).program
+    return program is not None and program.runs_on(index)
 
 
 def kinds_where(trait: Callable[[Kind[Any]], bool]) -> tuple[str, ...]:

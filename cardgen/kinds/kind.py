@@ -12,6 +12,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import ConfigDict
 
+from cardgen.kinds.program import Judge, Program
+
 # what a point's ``parallel`` is
 USERS = "users"  # the requests it keeps in flight by design (users, a batch)
 LARGEST_WAVE = "largest wave"  # waves: the largest wave (``cardgen.kinds.waves.WavesParams.max_wave``)
@@ -59,6 +61,10 @@ class Kind(Generic[P]):
     """One scenario kind's traits. The booleans say which of cardgen's views a kind's points belong to."""
 
     name: str
+    # its program (what a point sends and when it stops: cardgen.kinds.program) and the judge of its records where
+    # every process's meet (a kind whose figures are judged across processes; the plain Judge counts them)
+    program: type[Program] | None = None
+    judge: type[Judge] = Judge
     parallel: str = NO_PARALLEL  # what a point's ``parallel`` is (USERS, LARGEST_WAVE or NO_PARALLEL)
     # how the card words a point's load: ``parallel`` and ``rate`` (the rate in words) are filled in
     load_words: str = "one at a time"

@@ -31,6 +31,8 @@ from locust import HttpUser, task
 from locust.exception import StopUser
 
 from cardgen.engines import counter, get_adapter, load_gauges, metric_names
+from cardgen.kinds.chat.program import Conversations, fresh_history
+from cardgen.kinds.program import Said, Send, Verdict, record_fields
 from cardgen.load.alarm import sleep_until
 from cardgen.load.client import build_payload, stream_once
 from cardgen.load.messages import AgentMessage, Assignment, Done, LoadgenTick, Ready, Setup
@@ -38,10 +40,9 @@ from cardgen.load.transport import SENDS, Connection, Target
 from cardgen.points import Point
 from cardgen.prompts import PromptTemplate, request_id
 from cardgen.promtext import parse_metrics
-from cardgen.scenarios import Said, Send, Share, Verdict, WatchState, record_fields
-from cardgen.scenarios.chat import Conversations, fresh_history
+from cardgen.scenarios import Share, WatchState
 from cardgen.schemas.records import LoadgenSample, RequestRecord
-from cardgen.schemas.run import STOP_INTERRUPTED
+from cardgen.stops import STOP_INTERRUPTED
 
 log = logging.getLogger("cardgen.load")
 

@@ -107,7 +107,7 @@ class Done(Message):
     sent: int
     started_unix: float
     ended_unix: float
-    stop: str | None = None  # why this agent stopped sending: one of cardgen.schemas.run.STOP_REASONS
+    stop: str | None = None  # why this agent stopped sending: one of cardgen.stops.STOP_REASONS
     detail: str | None = None  # the words behind ``stop`` (waves: the bracket; ingestion, batch: the interval)
 
 

@@ -34,6 +34,7 @@ from gevent.event import Event
 from locust.env import Environment
 
 from cardgen.errors import RunError, one_line
+from cardgen.kinds.program import Judge, Said
 from cardgen.load import messages
 from cardgen.load.agent import Agent, CardgenUser
 from cardgen.load.messages import (
@@ -55,7 +56,7 @@ from cardgen.points import Point
 from cardgen.recorder import Recorder
 from cardgen.rundir import RunDir, log_tail
 from cardgen.saturation import Reading
-from cardgen.scenarios import Judge, Ran, Said, run_points
+from cardgen.scenarios import Ran, run_points
 from cardgen.schemas.records import ErrorKind, RequestRecord
 from cardgen.schemas.run import PointOutcome
 

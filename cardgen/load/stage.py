@@ -59,16 +59,8 @@ from cardgen.points import Point, expand, fit_context, left_out
 from cardgen.rundir import check_run_dir
 from cardgen.runinfo import begin_run_info
 from cardgen.runwriter import RunWriter
-from cardgen.schemas.run import (
-    COMPLETE,
-    FAILED,
-    INTERRUPTED,
-    STOP_SKIPPED,
-    PointOutcome,
-    RequestDialect,
-    RunInfo,
-    ServerInfo,
-)
+from cardgen.schemas.run import COMPLETE, FAILED, INTERRUPTED, PointOutcome, RequestDialect, RunInfo, ServerInfo
+from cardgen.stops import STOP_SKIPPED
 from cardgen.suite import Suite
 from cardgen.urls import check_url
 

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cardgen.kinds import OpenParams, kind_of
+from cardgen.kinds import OpenParams, kind_of, runs_on
 from cardgen.points import Point
-from cardgen.scenarios import runs_on
 
 CLIENT_CPU_PER_CHUNK_S = 20e-6  # client CPU per chunk, all its processes: 17-19 us measured at 256 streams (bench_client)
 STREAM_CHUNKS_S = 100.0  # assumed chunks per second of one stream: 10 ms between tokens

@@ -3,7 +3,7 @@
 It runs the points one after another on an :class:`Interpreter` (the load engine in real time, or the
 virtual-time driver) and says how each ended, as ``run.json`` records it (:class:`PointOutcome`):
 
-- every point gets a :class:`~cardgen.scenarios.program.Judge` that takes its records from every process as
+- every point gets a :class:`~cardgen.kinds.program.Judge` that takes its records from every process as
   they end; a closed loop's judge finds it precise, and the interpreter then tells every process to stop;
 - why a point stopped is what its processes said (the first, in :data:`STOP_ORDER`, that any said), in the
   judge's words where it has them;
@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cardgen.errors import one_line
-from cardgen.kinds import ClosedParams, kind_of
+from cardgen.kinds import ClosedParams, judge_for, kind_of
+from cardgen.kinds.program import Judge, Said
 from cardgen.points import Point
 from cardgen.saturation import Reading, closed_load_seen, point_saturation, skip_words
-from cardgen.scenarios.kinds import judge_for
-from cardgen.scenarios.program import Judge, Said
-from cardgen.schemas.run import (
+from cardgen.schemas.run import PointOutcome
+from cardgen.stops import (
     STOP_COMPLETE,
     STOP_INTERRUPTED,
     STOP_MAX_DURATION,
@@ -37,7 +37,6 @@ from cardgen.schemas.run import (
     STOP_PRECISION,
     STOP_SATURATED,
     STOP_SKIPPED,
-    PointOutcome,
 )
 
 # the reason a point stopped when its processes say different things: the first of these that any says (a

@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from cardgen.kinds import program_for, runs_on
+from cardgen.kinds.program import Command, EndWatch, Program, Said, Send, Verdict, Watch
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.saturation import wave_saturated
-from cardgen.scenarios.kinds import program_for, runs_on
-from cardgen.scenarios.program import Command, EndWatch, Program, Said, Send, Verdict, Watch
 from cardgen.schemas.records import RequestRecord
-from cardgen.schemas.run import STOP_COMPLETE
+from cardgen.stops import STOP_COMPLETE
 
 
 class IO(Protocol):

@@ -16,9 +16,9 @@ Input models (a suite file, the command line) are the opposite: they forbid unkn
 """
 
 from cardgen.schemas.records import ErrorKind, LoadgenSample, MetricSample, RequestRecord
-from cardgen.schemas.run import RUN_SCHEMA_VERSION, STOP_REASONS, PointOutcome, RunInfo, ServerInfo
+from cardgen.schemas.run import RUN_SCHEMA_VERSION, PointOutcome, RunInfo, ServerInfo
 from cardgen.schemas.saved import Saved
 from cardgen.schemas.summary import SUMMARY_SCHEMA_VERSION, Summary
 
-__all__ = ["RUN_SCHEMA_VERSION", "STOP_REASONS", "SUMMARY_SCHEMA_VERSION", "ErrorKind", "LoadgenSample",
+__all__ = ["RUN_SCHEMA_VERSION", "SUMMARY_SCHEMA_VERSION", "ErrorKind", "LoadgenSample",
            "MetricSample", "PointOutcome", "RequestRecord", "RunInfo", "Saved", "ServerInfo", "Summary"]

@@ -10,6 +10,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 from cardgen.buildconfig import BuildConfig
 from cardgen.schemas.calibration import CalibrationReport
 from cardgen.schemas.saved import Saved
+from cardgen.stops import STOP_SKIPPED
 
 
 class Described(Saved):
@@ -108,19 +109,6 @@ class ServerInfo(Saved):
         return None
 
 
-# why a point stopped (run.json ``points[].stop``, summary.json, the card's scenario table)
-STOP_PRECISION = "precision reached"  # every deciding figure's 95 % interval within the point's target_ci
-STOP_MINIMUM = "minimum reached"  # no precision target: min_requests and min_duration_s were reached
-STOP_MAX_REQUESTS = "max_requests"  # the cap on requests, before the target was reached
-STOP_MAX_DURATION = "max_duration"  # the cap on time, before the target was reached
-STOP_SATURATED = "saturated"  # waves: the saturating wave is bracketed; closed: ran, and saturated the server
-STOP_COMPLETE = "complete"  # every request the point plans was sent (open loop, ingestion, batch, waves)
-STOP_SKIPPED = "skipped"  # not run: a smaller parallel count of the same pair saturated the server
-STOP_INTERRUPTED = "interrupted"  # cut off (Ctrl-C, a lost worker, a crash): ``cardgen resume`` reruns it
-STOP_REASONS = (STOP_PRECISION, STOP_MINIMUM, STOP_MAX_REQUESTS, STOP_MAX_DURATION, STOP_SATURATED, STOP_COMPLETE,
-                STOP_SKIPPED, STOP_INTERRUPTED)
-
-
 class PointOutcome(Saved):
     """One point of the run as the load stage ran it (or did not): ``run.json`` ``points``, in suite order.
 
@@ -131,7 +119,7 @@ class PointOutcome(Saved):
     started_unix: float | None = None
     ended_unix: float | None = None
     requests: int = 0  # records of this point on disk (superseded ones not counted)
-    stop: str | None = None  # one of STOP_REASONS once the point ended
+    stop: str | None = None  # one of cardgen.stops.STOP_REASONS once the point ended
     detail: str | None = None  # the words behind ``stop``: which figure, which cap, why it was skipped
     saturation: str | None = None  # closed loop: why the point saturated the server (cardgen.saturation)
     attempt: int = 0  # 0 the first time; each ``cardgen resume`` that reruns the point adds one

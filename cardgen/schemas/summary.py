@@ -177,7 +177,7 @@ class ScenarioSummary(Saved):
     # before the last send
     ramp_drain_requests: int = 0  # closed: successful requests left out of the figures as ramp or drain
     superseded_requests: int = 0  # records of cut-off attempts of this point: kept on disk, never counted
-    # how the point ran (run.json ``points``): why it stopped (cardgen.schemas.run.STOP_REASONS) and in words
+    # how the point ran (run.json ``points``): why it stopped (cardgen.stops.STOP_REASONS) and in words
     stop: str | None = None
     stop_detail: str | None = None
     saturation: str | None = None  # closed loop: why it saturated the server (cardgen.saturation)
@@ -524,8 +524,8 @@ class SloSearchResult(Saved):
     """An SLO search (suite ``kind: slo``): the highest load shown to meet the SLO (``low``) and the lowest shown
     to miss it (``high``), either None when no probe showed it; ``untold`` the loads in between that could not be
     told; ``crossing`` where the percentile against load crosses the threshold (the binding target's, made
-    non-decreasing, interpolated in log-log: :func:`cardgen.scenarios.loadsearch.crossing`); ``flat`` the loads
-    over which the boundary is flat (:func:`cardgen.scenarios.loadsearch.flat_range`)."""
+    non-decreasing, interpolated in log-log: :func:`cardgen.kinds.slosearch.loadsearch.crossing`); ``flat`` the loads
+    over which the boundary is flat (:func:`cardgen.kinds.slosearch.loadsearch.flat_range`)."""
 
     scenario: str
     group: str = ""

@@ -43,16 +43,17 @@ from typing import Any
 from cardgen.datasets import resolve
 from cardgen.engines import get_adapter
 from cardgen.kinds import ChatParams, ClosedParams, OpenParams, PrefixParams, kind_of
+from cardgen.kinds.chat.program import Conversations, fresh_history
+from cardgen.kinds.program import Judge, Said, Send, Verdict, record_fields
 from cardgen.outcome import Outcome
 from cardgen.points import Point, expand, fit_context
 from cardgen.runinfo import RecordTally, begin_run_info
 from cardgen.runwriter import RunWriter
 from cardgen.saturation import Reading
-from cardgen.scenarios import Judge, Ran, Said, Send, Share, Verdict, record_fields, run_points
-from cardgen.scenarios.chat import Conversations, fresh_history
+from cardgen.scenarios import Ran, Share, run_points
 from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
 from cardgen.schemas.records import EngineTimings
-from cardgen.schemas.run import COMPLETE, STOP_SKIPPED
+from cardgen.schemas.run import COMPLETE
 from cardgen.sim import tokenizer
 from cardgen.sim.answers import ENGINE_NAME, describe, models_answer, version_answer
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
@@ -63,6 +64,7 @@ from cardgen.sim.scheduler import Scheduler, block_hashes
 from cardgen.sim.tokenizer import CHAT_MESSAGE_OVERHEAD, CHAT_REPLY_OVERHEAD
 from cardgen.sim.validate import error_body
 from cardgen.sim.virtual import VirtualRequest, VirtualServer
+from cardgen.stops import STOP_SKIPPED
 from cardgen.suite import Suite
 
 T0 = 1_790_000_000.0  # 2026-09-21T14:13:20Z: the default start, so that a virtual run is reproducible

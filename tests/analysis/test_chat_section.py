@@ -8,8 +8,8 @@ import pytest
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import load_run
 from cardgen.card.render import render_card
+from cardgen.kinds.chat.program import ChatProgram
 from cardgen.points import expand
-from cardgen.scenarios.chat import ChatProgram
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import simulate_run
 from cardgen.suite import parse_suite

@@ -6,7 +6,8 @@ from cardgen.calibrated import check, identify
 from cardgen.calibrated.predict import Prediction, pair_of
 from cardgen.points import expand
 from cardgen.schemas.calibration import FigureValues, PointPrediction
-from cardgen.schemas.run import STOP_SKIPPED, PointOutcome
+from cardgen.schemas.run import PointOutcome
+from cardgen.stops import STOP_SKIPPED
 from cardgen.suite import load_suite, parse_suite
 
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from decimal import Decimal, getcontext
 from statistics import NormalDist
 
+from cardgen.kinds.program import Send, record_fields
+from cardgen.kinds.slosearch.program import SloProgram
 from cardgen.outcome import Outcome
 from cardgen.points import Point
-from cardgen.scenarios.program import Send, record_fields
-from cardgen.scenarios.slosearch import SloProgram
 from cardgen.schemas.records import RequestRecord
 
 

@@ -17,16 +17,19 @@ from cardgen.kinds import (
     PrefixParams,
     SloParams,
     WavesParams,
+    judge_for,
+    program_for,
+    runs_on,
 )
+from cardgen.kinds.batch.program import BatchProgram
+from cardgen.kinds.chat.program import ChatProgram, Conversations
+from cardgen.kinds.closed.program import ClosedProgram
+from cardgen.kinds.ingest.program import IngestProgram
+from cardgen.kinds.openloop.program import OpenProgram
+from cardgen.kinds.prefix.program import PHASE_PAUSE_S, PrefixProgram
+from cardgen.kinds.program import EndWatch, Send, Verdict, Watch
+from cardgen.kinds.waves.program import WaveSearch, WavesProgram
 from cardgen.points import Point
-from cardgen.scenarios import EndWatch, Send, Verdict, Watch, judge_for, program_for, runs_on
-from cardgen.scenarios.batch import BatchProgram
-from cardgen.scenarios.chat import ChatProgram, Conversations
-from cardgen.scenarios.closed import ClosedProgram
-from cardgen.scenarios.ingest import IngestProgram
-from cardgen.scenarios.openloop import OpenProgram
-from cardgen.scenarios.prefix import PHASE_PAUSE_S, PrefixProgram
-from cardgen.scenarios.waves import WaveSearch, WavesProgram
 from cardgen.schemas.records import RequestRecord
 
 PARAMS = {p.kind: p for p in (ClosedParams(), OpenParams(), WavesParams(), IngestParams(), BatchParams(),

@@ -27,8 +27,7 @@ from cardgen.analysis.slosearch import slo_search
 from cardgen.card.render import render_card
 from cardgen.card.sections.slo import flat_text
 from cardgen.errors import UsageError
-from cardgen.points import expand
-from cardgen.scenarios.loadsearch import (
+from cardgen.kinds.slosearch.loadsearch import (
     PROBE_REQUESTS,
     LoadSearch,
     Probed,
@@ -36,6 +35,7 @@ from cardgen.scenarios.loadsearch import (
     flat_range,
     monotone_curve,
 )
+from cardgen.points import expand
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions, drive, simulate_run
 from cardgen.sim.perf import FixedPerf

@@ -12,11 +12,11 @@ import pytest
 
 from cardgen.card import render_run
 from cardgen.kinds import ClosedParams
+from cardgen.kinds.batch.program import BatchProgram
+from cardgen.kinds.ingest.program import IngestProgram
+from cardgen.kinds.openloop.program import OpenProgram
 from cardgen.points import Point, expand
 from cardgen.promtext import parse_metrics
-from cardgen.scenarios.batch import BatchProgram
-from cardgen.scenarios.ingest import IngestProgram
-from cardgen.scenarios.openloop import OpenProgram
 from cardgen.schemas import RunInfo
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions, drive, simulate_closed_loop, simulate_run

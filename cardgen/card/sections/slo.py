@@ -12,7 +12,7 @@ from cardgen import numbers as fmt
 from cardgen.card.sections.figures import figure_path
 from cardgen.card.table import TableView
 from cardgen.figures.names import slo_figure_name
-from cardgen.scenarios.loadsearch import FLAT
+from cardgen.kinds.slosearch.loadsearch import FLAT
 from cardgen.schemas.summary import SloPercentile, SloProbe, SloSearchResult, Summary
 
 

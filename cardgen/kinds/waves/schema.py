@@ -1,8 +1,5 @@
-"""Waves of growing size at once: the KV cache profiled by what the server says (its program:
-:mod:`cardgen.scenarios.waves`).
-
-This module owns the kind: its suite entry (``Waves``), its points' params (``WavesParams``) and its
-traits (``WAVES``, listed in :data:`cardgen.kinds.KINDS`)."""
+"""Waves of growing size at once: the KV cache profiled by what the server says: its suite entry (what a suite file
+declares) and its points' params."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from cardgen.kinds.entry import Entry, PointFields
-from cardgen.kinds.kind import LARGEST_WAVE, PARAMS_CONFIG, Kind
+from cardgen.kinds.kind import PARAMS_CONFIG
 
 
 class Waves(Entry):
@@ -50,8 +47,3 @@ class WavesParams:
     stop_at_saturation: bool = True
     search: str = "step"  # bisect | step
     resolution: int = 1
-
-
-WAVES = Kind[WavesParams](
-    "waves", parallel=LARGEST_WAVE, load_words="waves up to {parallel}", capacity_probe=True,
-    expected_requests=lambda p: sum(range(1, p.params.max_wave + 1, p.params.step)))

@@ -12,17 +12,11 @@ once a round (``parallel`` records) after ``min_requests``.
 
 from __future__ import annotations
 
-from cardgen.kinds import ClosedParams
+from cardgen.kinds.closed.schema import ClosedParams
+from cardgen.kinds.program import Command, Judge, PointView, Program, Send
 from cardgen.outcome import Outcome
-from cardgen.points import Point
 from cardgen.precision import closed_figures, median_interval, precision_reached
-from cardgen.scenarios.program import Command, Judge, Program, Send
-from cardgen.schemas.run import (
-    STOP_MAX_DURATION,
-    STOP_MAX_REQUESTS,
-    STOP_MINIMUM,
-    STOP_PRECISION,
-)
+from cardgen.stops import STOP_MAX_DURATION, STOP_MAX_REQUESTS, STOP_MINIMUM, STOP_PRECISION
 
 
 def share(total: int, index: int, parts: int) -> int:
@@ -34,7 +28,7 @@ class ClosedProgram(Program):
     kind = "closed"
     barrier = False
 
-    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+    def __init__(self, point: PointView, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
         self.params = params = point.params_as(ClosedParams)
         users = point.parallel or 1
@@ -94,7 +88,7 @@ class ClosedJudge(Judge):
     TTFT are within ``target_ci``, judged once a round after ``min_requests`` and ``min_duration_s``; the
     intervals are the words of its stop."""
 
-    def __init__(self, point: Point) -> None:
+    def __init__(self, point: PointView) -> None:
         super().__init__(point)
         self.params = point.params_as(ClosedParams)
         self.precise = False

@@ -9,11 +9,10 @@ a wave ends when its last request does, and the next one starts then.
 
 from __future__ import annotations
 
-from cardgen.kinds import WavesParams
+from cardgen.kinds.program import Command, EndWatch, PointView, Program, Said, Send, Verdict, Watch
+from cardgen.kinds.waves.schema import WavesParams
 from cardgen.outcome import Outcome
-from cardgen.points import Point
-from cardgen.scenarios.program import Command, EndWatch, Program, Said, Send, Verdict, Watch
-from cardgen.schemas.run import STOP_COMPLETE, STOP_SATURATED
+from cardgen.stops import STOP_COMPLETE, STOP_SATURATED
 
 
 class WaveSearch:
@@ -66,7 +65,7 @@ class WaveSearch:
 class WavesProgram(Program):
     kind = "waves"
 
-    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+    def __init__(self, point: PointView, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
         self.params = params = point.params_as(WavesParams)
         self.search = (WaveSearch(max_wave=params.max_wave, resolution=params.resolution)

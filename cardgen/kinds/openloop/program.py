@@ -11,17 +11,16 @@ from __future__ import annotations
 import math
 import random
 
-from cardgen.kinds import OpenParams
-from cardgen.points import Point
-from cardgen.scenarios.closed import share
-from cardgen.scenarios.program import Command, Program
+from cardgen.kinds.closed.program import share
+from cardgen.kinds.openloop.schema import OpenParams
+from cardgen.kinds.program import Command, PointView, Program
 
 
 class OpenProgram(Program):
     kind = "open"
     barrier = False
 
-    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+    def __init__(self, point: PointView, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
         self.params = point.params_as(OpenParams)
 

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import math
 
-from cardgen.kinds import BatchParams
+from cardgen.kinds.batch.schema import BatchParams
+from cardgen.kinds.program import Command, PointView, Program, Send, counted, interval_words
 from cardgen.outcome import Outcome
-from cardgen.points import Point
 from cardgen.precision import mean_interval, round_decode_speed, within_target
-from cardgen.scenarios.program import Command, Program, Send, counted, interval_words
-from cardgen.schemas.run import STOP_COMPLETE, STOP_PRECISION
+from cardgen.stops import STOP_COMPLETE, STOP_PRECISION
 
 
 class BatchProgram(Program):
     kind = "batch"
 
-    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+    def __init__(self, point: PointView, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
         self.params = point.params_as(BatchParams)
         self.size = point.parallel or 1

@@ -1,8 +1,5 @@
-"""The SLO search: the highest load whose percentiles meet a service-level objective (its program:
-:mod:`cardgen.scenarios.slosearch`).
-
-This module owns the kind: its suite entry (``SloSearch``), its points' params (``SloParams``) and its
-traits (``SLO``, listed in :data:`cardgen.kinds.KINDS`)."""
+"""The SLO search: the highest load whose percentiles meet a service-level objective: its suite entry (what a suite
+file declares) and its points' params."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from pydantic import Field, model_validator
 from pydantic.dataclasses import dataclass
 
 from cardgen.kinds.entry import Entry, PointFields, SamplingParams, lengths_or_dataset, slug
-from cardgen.kinds.kind import PARAMS_CONFIG, Kind
+from cardgen.kinds.kind import PARAMS_CONFIG
 from cardgen.slo import parse_targets
 
 SEARCH_REQUESTS = 200_000  # an SLO search's requests in all, by default (a p99 near the limit needs tens of thousands)
@@ -23,7 +20,7 @@ class SloSearch(Entry):
     rates (``load: rate``, Poisson arrivals, requests/s) or closed-loop concurrencies (``load: parallel``),
     grown from ``start`` by doubling until a probe misses, then bisected until the bracket is within
     ``resolution`` (relative) of its lower end, the loads near the limit given what is left of ``max_requests``
-    (for the whole search: :mod:`cardgen.scenarios.loadsearch`). A probe stops on its verdict (at least
+    (for the whole search: :mod:`cardgen.kinds.slosearch.loadsearch`). A probe stops on its verdict (at least
     ``min_requests``), or once its share of the requests could not decide it. Requests have ``prompt_tokens`` /
     ``output_tokens``, or are drawn from a ``dataset`` as an open loop's (``num_requests``, ``seed``; the
     sample is sent over and over)."""
@@ -58,7 +55,7 @@ class SloSearch(Entry):
         return self
 
     def point_fields(self) -> list[PointFields]:
-        """The search's one point: its probes are its program's (``cardgen.scenarios.slosearch``)."""
+        """The search's one point: its probes are its program's (``cardgen.kinds.slosearch.program``)."""
         what = f"in{self.prompt_tokens}-out{self.output_tokens}" if self.dataset is None else slug(self.dataset)
         return [dict(name=f"slo-{self.load}-{what}", prompt_tokens=self.prompt_tokens or 0,
                      output_tokens=self.output_tokens or 1, dataset=self.dataset,
@@ -99,6 +96,3 @@ class SloParams(SamplingParams):
     max_load: float = 0.0
     min_requests: int = 0
     max_requests: int | None = None
-
-
-SLO = Kind[SloParams]("slo", slo_search=True, fitted_figures=True, expected_requests=lambda p: p.params.min_requests)

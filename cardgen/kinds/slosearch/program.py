@@ -2,7 +2,7 @@
 (:mod:`cardgen.slo`), found by probing loads one after another within one point.
 
 ``load: rate`` probes open-loop rates (Poisson arrivals, requests/s); ``load: parallel`` closed-loop
-concurrencies. :class:`cardgen.scenarios.loadsearch.LoadSearch` picks each probe's load and how many requests it
+concurrencies. :class:`cardgen.kinds.slosearch.loadsearch.LoadSearch` picks each probe's load and how many requests it
 may send (its cap), within the point's ``max_requests`` for the whole search: it brackets the limit, then spends
 what is left on the loads that decide the bracket's ends.
 
@@ -26,14 +26,13 @@ import math
 import random
 from statistics import NormalDist
 
-from cardgen.kinds import SloParams
+from cardgen.kinds.program import Command, PointView, Program, Send
+from cardgen.kinds.slosearch.loadsearch import FLAT, LoadSearch, Probed
+from cardgen.kinds.slosearch.schema import SloParams
 from cardgen.outcome import Outcome
-from cardgen.points import Point
 from cardgen.quantiles import tail_ready
-from cardgen.scenarios.loadsearch import FLAT, LoadSearch, Probed
-from cardgen.scenarios.program import Command, Program, Send
-from cardgen.schemas.run import STOP_COMPLETE, STOP_MAX_REQUESTS, STOP_PRECISION
 from cardgen.slo import ProbeJudge, Target, Verdict, targets_text
+from cardgen.stops import STOP_COMPLETE, STOP_MAX_REQUESTS, STOP_PRECISION
 
 LOOKAHEAD_S = 5.0  # an open-loop probe's arrivals are asked for at least this far ahead ...
 LOOKAHEAD_REQUESTS = 20  # ... and at least this many arrivals ahead ...
@@ -198,7 +197,7 @@ class _ClosedProbe(_Probe):
 class SloProgram(Program):
     kind = "slo"
 
-    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+    def __init__(self, point: PointView, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
         self.params = point.params_as(SloParams)
         self.targets = tuple(Target(m, p, t) for m, p, t in self.params.slo)

@@ -1,8 +1,5 @@
-"""Multi-turn chat: users holding conversations whose every turn sends the history so far (its program:
-:mod:`cardgen.scenarios.chat`).
-
-This module owns the kind: its suite entry (``Chat``), its points' params (``ChatParams``) and its
-traits (``CHAT``, listed in :data:`cardgen.kinds.KINDS`)."""
+"""Multi-turn chat: users holding conversations whose every turn sends the history so far: its suite entry (what a
+suite file declares) and its points' params."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from cardgen.kinds.entry import Entry, PointFields
-from cardgen.kinds.kind import PARAMS_CONFIG, USERS, Kind, Params
+from cardgen.kinds.kind import PARAMS_CONFIG
 
 
 class Chat(Entry):
@@ -60,14 +57,3 @@ class ChatParams:
     message_tokens: int = 0
     think_time_s: float = 0.0
     fresh_history: bool = False
-
-
-def _chat_longest(p: Params[ChatParams]) -> int:
-    chat = p.params
-    return p.prompt_tokens + max(0, chat.turns - 1) * (chat.message_tokens + p.output_tokens) + p.output_tokens
-
-
-CHAT = Kind[ChatParams](
-    "chat", parallel=USERS, load_words="{parallel} parallel", conversation=True,
-    expected_requests=lambda p: p.params.conversations * p.params.turns, longest_request=_chat_longest,
-    prompt_lengths=lambda p: sorted({p.prompt_tokens, p.params.message_tokens}))

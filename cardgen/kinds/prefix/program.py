@@ -6,10 +6,9 @@ prefix-cache counters falls before each phase and each phase has its own hit rat
 
 from __future__ import annotations
 
-from cardgen.kinds import PrefixParams
+from cardgen.kinds.prefix.schema import PrefixParams
+from cardgen.kinds.program import Command, PointView, Program, Send
 from cardgen.outcome import Outcome
-from cardgen.points import Point
-from cardgen.scenarios.program import Command, Program, Send
 
 PHASE_PAUSE_S = 1.0
 
@@ -17,7 +16,7 @@ PHASE_PAUSE_S = 1.0
 class PrefixProgram(Program):
     kind = "prefix"
 
-    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+    def __init__(self, point: PointView, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
         self.params = point.params_as(PrefixParams)
         self.order = self.prefix_order()

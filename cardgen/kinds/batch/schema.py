@@ -1,7 +1,5 @@
-"""The batch table (TGI's): rounds of a fixed batch sent at once (its program: :mod:`cardgen.scenarios.batch`).
-
-This module owns the kind: its suite entry (``BatchSweep``), its points' params (``BatchParams``) and its
-traits (``BATCH``, listed in :data:`cardgen.kinds.KINDS`)."""
+"""The batch table (TGI's): rounds of a fixed batch sent at once: its suite entry (what a suite file declares) and
+its points' params."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from cardgen.kinds.entry import Entry, PointFields
-from cardgen.kinds.kind import PARAMS_CONFIG, USERS, Kind
+from cardgen.kinds.kind import PARAMS_CONFIG
 
 
 class BatchSweep(Entry):
@@ -46,10 +44,3 @@ class BatchParams:
     runs: int = 0
     max_runs: int | None = None
     target_ci: float | None = None
-
-
-BATCH = Kind[BatchParams](
-    "batch", parallel=USERS, load_words="{parallel} parallel", batched=True, diff_rank=2, replayed=True,
-    fitted_figures=True, spot_check=1, check_load="batch", precision=("decode",), precision_note=" (mean decode)",
-    expected_requests=lambda p: (p.parallel or 1) * (p.params.warmups + p.params.runs),
-    target_ci=lambda p: p.params.target_ci)

@@ -1,8 +1,5 @@
-"""The ingestion sweep: single requests of growing prompt lengths, one at a time (its program:
-:mod:`cardgen.scenarios.ingest`).
-
-This module owns the kind: its suite entry (``Ingest``), its points' params (``IngestParams``) and its
-traits (``INGEST``, listed in :data:`cardgen.kinds.KINDS`)."""
+"""The ingestion sweep: single requests of growing prompt lengths, one at a time: its suite entry (what a suite file
+declares) and its points' params."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from cardgen.kinds.entry import Entry, PointFields
-from cardgen.kinds.kind import PARAMS_CONFIG, Kind
+from cardgen.kinds.kind import PARAMS_CONFIG
 
 
 class Ingest(Entry):
@@ -51,9 +48,3 @@ class IngestParams:
     lengths: tuple[int, ...] = ()
     repeats: int = 1
     target_ci: float | None = None
-
-
-INGEST = Kind[IngestParams](
-    "ingest", prefill_sweep=True, replayed=True, precision=("slope",), precision_note=" (slope)",
-    expected_requests=lambda p: len(p.params.lengths) * p.params.repeats,
-    prompt_lengths=lambda p: list(p.params.lengths), target_ci=lambda p: p.params.target_ci)

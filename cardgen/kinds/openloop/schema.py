@@ -1,8 +1,5 @@
-"""The open loop: arrivals at a rate, independent of completions, or a trace replayed at its own times (its
-program: :mod:`cardgen.scenarios.openloop`).
-
-This module owns the kind: its suite entry (``OpenLoop``), its points' params (``OpenParams``) and its
-traits (``OPEN``, listed in :data:`cardgen.kinds.KINDS`)."""
+"""The open loop: arrivals at a rate, independent of completions, or a trace replayed at its own times: its suite
+entry (what a suite file declares) and its points' params."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ from pydantic import Field, field_serializer, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
 from cardgen.kinds.entry import Entry, PointFields, SamplingParams, lengths_or_dataset, rate_label, slug
-from cardgen.kinds.kind import PARAMS_CONFIG, Kind
+from cardgen.kinds.kind import PARAMS_CONFIG
 
 
 class OpenLoop(Entry):
@@ -98,8 +95,3 @@ class OpenParams(SamplingParams):
         if self.replay:
             return f"{dataset}|replay|{self.num_requests or 'all'} requests|{endpoint}"
         return super().sample_key(dataset, endpoint)
-
-
-OPEN = Kind[OpenParams](
-    "open", load_words="{rate}", rate_driven=True, diff_rank=1, replayed=True, fitted_figures=True, spot_check=2,
-    check_load="rate", expected_requests=lambda p: p.params.num_requests)

@@ -15,7 +15,7 @@ sans-I/O idea of h11; a process of SimPy's). It says what to send and when, and 
                EndWatch   stop watching, then tell me (``watched``)
 
 Times are seconds from the point's start on the interpreter's clock, whichever it is. The program's ``stop``
-and ``detail`` say why it stopped sending, in ``run.json``'s words (``cardgen.schemas.run.STOP_*``). A process
+and ``detail`` say why it stopped sending, in ``run.json``'s words (``cardgen.stops``). A process
 has finished its share of a point once the program asks for nothing more and no request is under way.
 
 Two interpreters run every program: the load engine (:mod:`cardgen.load.agent`: gevent inside Locust, real
@@ -29,11 +29,47 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from cardgen.outcome import Outcome
-from cardgen.points import Point
-from cardgen.schemas.run import STOP_COMPLETE
+from cardgen.stops import STOP_COMPLETE
+
+P = TypeVar("P")
+
+
+class PointView(Protocol):
+    """What a program reads of its point (:class:`cardgen.points.Point`, typed by its shape, so that a kind's folder
+    imports no point: the points are made of the kinds' params, one layer up): the header's name, lengths, load,
+    sample and adapters, and the kind's own params, narrowed by ``params_as``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def group(self) -> str: ...
+    @property
+    def endpoint(self) -> str: ...
+    @property
+    def params(self) -> object: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def parallel(self) -> int | None: ...
+    @property
+    def rate_rps(self) -> float | None: ...
+    @property
+    def dataset(self) -> str | None: ...
+    @property
+    def items(self) -> tuple[tuple[int, int], ...]: ...
+    @property
+    def adapters(self) -> tuple[str, ...]: ...
+    @property
+    def adapter_pick(self) -> str: ...
+    def params_as(self, cls: type[P]) -> P: ...
+    def item_lengths(self, number: int) -> tuple[int, int]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,7 +132,7 @@ class Said:
     saturating_wave: int | None = None  # the first wave seen to saturate the server
 
 
-def record_fields(point: Point, send: Send, *, worker: str, index: int, attempt: int,
+def record_fields(point: PointView, send: Send, *, worker: str, index: int, attempt: int,
                   scheduled_at: float | None = None) -> dict[str, Any]:
     """The fields of a :class:`~cardgen.schemas.records.RequestRecord` that the point and the send fix: where
     the request belongs and what it asked for, and when it was to leave (``scheduled_at``, Unix seconds on the
@@ -122,7 +158,7 @@ class Program:
     #: process 0, never split across processes
     barrier: ClassVar[bool] = True
 
-    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+    def __init__(self, point: PointView, *, index: int = 0, parts: int = 1) -> None:
         self.point, self.index, self.parts = point, index, parts
         self.issued = 0  # the requests this program has asked for
         self.stop: str | None = None  # why it stopped sending (STOP_*), once it has
@@ -190,7 +226,7 @@ class Judge:
     its first round ended, the speeds the saturation rule reads. A kind whose figures are judged across
     processes (the closed loop's precision) says, in :meth:`record`, when every process should stop sending."""
 
-    def __init__(self, point: Point) -> None:
+    def __init__(self, point: PointView) -> None:
         self.point = point
         self.parallel = point.parallel or 1
         self.requests = 0

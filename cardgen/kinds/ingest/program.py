@@ -8,18 +8,17 @@ card's line keeps) is within it.
 
 from __future__ import annotations
 
-from cardgen.kinds import IngestParams
+from cardgen.kinds.ingest.schema import IngestParams
+from cardgen.kinds.program import Command, PointView, Program, Send, counted, interval_words
 from cardgen.outcome import Outcome
-from cardgen.points import Point
 from cardgen.precision import ingest_interval, within_target
-from cardgen.scenarios.program import Command, Program, Send, counted, interval_words
-from cardgen.schemas.run import STOP_COMPLETE, STOP_PRECISION
+from cardgen.stops import STOP_COMPLETE, STOP_PRECISION
 
 
 class IngestProgram(Program):
     kind = "ingest"
 
-    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+    def __init__(self, point: PointView, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
         self.params = point.params_as(IngestParams)
         self.order = self.ingest_order()

@@ -11,16 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from cardgen.kinds import ChatParams, kind_of
+from cardgen.kinds.chat.schema import ChatParams
+from cardgen.kinds.program import Command, PointView, Program, Send
 from cardgen.outcome import Outcome
-from cardgen.points import Point
-from cardgen.scenarios.program import Command, Program, Send
 
 
 class ChatProgram(Program):
     kind = "chat"
 
-    def __init__(self, point: Point, *, index: int = 0, parts: int = 1) -> None:
+    def __init__(self, point: PointView, *, index: int = 0, parts: int = 1) -> None:
         super().__init__(point, index=index, parts=parts)
         self.params = point.params_as(ChatParams)
         self.todo = {user: self.conversations(user) for user in range(point.parallel or 1)}
@@ -59,10 +58,10 @@ class ChatProgram(Program):
 M = TypeVar("M")
 
 
-def fresh_history(point: Point) -> bool:
+def fresh_history(point: PointView) -> bool:
     """Whether ``point`` is a chat point whose every turn's history starts with a new id (``ChatParams``); False
     for the other kinds (they hold no conversation)."""
-    return kind_of(point).conversation and point.params_as(ChatParams).fresh_history
+    return isinstance(point.params, ChatParams) and point.params.fresh_history
 
 
 class Conversations(Generic[M]):

@@ -1,8 +1,5 @@
-"""The closed loop: ``parallel`` users, each sending its next request when its last one ends (its program:
-:mod:`cardgen.scenarios.closed`).
-
-This module owns the kind: its suite entry (``ClosedLoop``), its points' params (``ClosedParams``) and its
-traits (``CLOSED``, listed in :data:`cardgen.kinds.KINDS`)."""
+"""The closed loop: ``parallel`` users, each sending its next request when its last one ends: its suite entry (what
+a suite file declares) and its points' params."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from pydantic import Field, field_validator
 from pydantic.dataclasses import dataclass
 
 from cardgen.kinds.entry import Entry, PointFields
-from cardgen.kinds.kind import PARAMS_CONFIG, USERS, Kind
+from cardgen.kinds.kind import PARAMS_CONFIG
 
 
 class ClosedLoop(Entry):
@@ -60,9 +57,3 @@ class ClosedParams:
     max_requests: int | None = None
     target_ci: float | None = None
     stop_at_saturation: bool = True
-
-
-CLOSED = Kind[ClosedParams](
-    "closed", parallel=USERS, load_words="{parallel} parallel", closed_loop=True, diff_rank=0, replayed=True,
-    fitted_figures=True, spot_check=0, check_load="parallel count", precision=("speed_from_start", "ttft"),
-    expected_requests=lambda p: p.params.min_requests, target_ci=lambda p: p.params.target_ci)

@@ -1,8 +1,5 @@
-"""The shared prefix: requests that share prefixes the point makes, a cold pass then warm ones (its program:
-:mod:`cardgen.scenarios.prefix`).
-
-This module owns the kind: its suite entry (``SharedPrefix``), its points' params (``PrefixParams``) and its
-traits (``PREFIX``, listed in :data:`cardgen.kinds.KINDS`)."""
+"""The shared prefix: requests that share prefixes the point makes, a cold pass then warm ones: its suite entry
+(what a suite file declares) and its points' params."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from cardgen.kinds.entry import Entry, PointFields
-from cardgen.kinds.kind import PARAMS_CONFIG, Kind
+from cardgen.kinds.kind import PARAMS_CONFIG
 
 
 class SharedPrefix(Entry):
@@ -46,8 +43,3 @@ class PrefixParams:
     prefix_tokens: int = 0
     suffix_tokens: int = 0
     warm_rounds: int = 0
-
-
-PREFIX = Kind[PrefixParams](
-    "prefix", shared_prefix=True, expected_requests=lambda p: p.params.prefixes * (1 + p.params.warm_rounds),
-    longest_request=lambda p: p.params.prefix_tokens + p.params.suffix_tokens + p.output_tokens)

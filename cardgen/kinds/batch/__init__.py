@@ -1,0 +1,20 @@
+"""The batch table (TGI's): rounds of a fixed batch sent at once.
+
+This folder owns the kind: its suite entry and its points' params (``schema.py``), its program (``program.py``: what
+a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`) and its traits (here; listed in
+:data:`cardgen.kinds.KINDS`)."""
+
+from __future__ import annotations
+
+from cardgen.kinds.batch.program import BatchProgram
+from cardgen.kinds.batch.schema import BatchParams, BatchSweep
+from cardgen.kinds.kind import USERS, Kind
+
+__all__ = ['BATCH', 'BatchParams', 'BatchProgram', 'BatchSweep']
+
+
+BATCH = Kind[BatchParams](
+    "batch", program=BatchProgram, parallel=USERS, load_words="{parallel} parallel", batched=True, diff_rank=2, replayed=True,
+    fitted_figures=True, spot_check=1, check_load="batch", precision=("decode",), precision_note=" (mean decode)",
+    expected_requests=lambda p: (p.parallel or 1) * (p.params.warmups + p.params.runs),
+    target_ci=lambda p: p.params.target_ci)

@@ -1,0 +1,24 @@
+"""Multi-turn chat: users holding conversations whose every turn sends the history so far.
+
+This folder owns the kind: its suite entry and its points' params (``schema.py``), its program (``program.py``: what
+a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`) and its traits (here; listed in
+:data:`cardgen.kinds.KINDS`)."""
+
+from __future__ import annotations
+
+from cardgen.kinds.chat.program import ChatProgram
+from cardgen.kinds.chat.schema import Chat, ChatParams
+from cardgen.kinds.kind import USERS, Kind, Params
+
+__all__ = ['CHAT', 'Chat', 'ChatParams', 'ChatProgram']
+
+
+def _chat_longest(p: Params[ChatParams]) -> int:
+    chat = p.params
+    return p.prompt_tokens + max(0, chat.turns - 1) * (chat.message_tokens + p.output_tokens) + p.output_tokens
+
+
+CHAT = Kind[ChatParams](
+    "chat", program=ChatProgram, parallel=USERS, load_words="{parallel} parallel", conversation=True,
+    expected_requests=lambda p: p.params.conversations * p.params.turns, longest_request=_chat_longest,
+    prompt_lengths=lambda p: sorted({p.prompt_tokens, p.params.message_tokens}))

@@ -1,0 +1,19 @@
+"""The closed loop: ``parallel`` users, each sending its next request when its last one ends.
+
+This folder owns the kind: its suite entry and its points' params (``schema.py``), its program (``program.py``: what
+a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`) and its traits (here; listed in
+:data:`cardgen.kinds.KINDS`)."""
+
+from __future__ import annotations
+
+from cardgen.kinds.closed.program import ClosedJudge, ClosedProgram
+from cardgen.kinds.closed.schema import ClosedLoop, ClosedParams
+from cardgen.kinds.kind import USERS, Kind
+
+__all__ = ['CLOSED', 'ClosedJudge', 'ClosedLoop', 'ClosedParams', 'ClosedProgram']
+
+
+CLOSED = Kind[ClosedParams](
+    "closed", program=ClosedProgram, judge=ClosedJudge, parallel=USERS, load_words="{parallel} parallel", closed_loop=True, diff_rank=0, replayed=True,
+    fitted_figures=True, spot_check=0, check_load="parallel count", precision=("speed_from_start", "ttft"),
+    expected_requests=lambda p: p.params.min_requests, target_ci=lambda p: p.params.target_ci)

@@ -1,0 +1,18 @@
+"""The shared prefix: requests that share prefixes the point makes, a cold pass then warm ones.
+
+This folder owns the kind: its suite entry and its points' params (``schema.py``), its program (``program.py``: what
+a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`) and its traits (here; listed in
+:data:`cardgen.kinds.KINDS`)."""
+
+from __future__ import annotations
+
+from cardgen.kinds.kind import Kind
+from cardgen.kinds.prefix.program import PrefixProgram
+from cardgen.kinds.prefix.schema import PrefixParams, SharedPrefix
+
+__all__ = ['PREFIX', 'PrefixParams', 'PrefixProgram', 'SharedPrefix']
+
+
+PREFIX = Kind[PrefixParams](
+    "prefix", program=PrefixProgram, shared_prefix=True, expected_requests=lambda p: p.params.prefixes * (1 + p.params.warm_rounds),
+    longest_request=lambda p: p.params.prefix_tokens + p.params.suffix_tokens + p.output_tokens)

@@ -1,0 +1,16 @@
+"""The SLO search: the highest load whose percentiles meet a service-level objective.
+
+This folder owns the kind: its suite entry and its points' params (``schema.py``), its program (``program.py``: what
+a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`) and its traits (here; listed in
+:data:`cardgen.kinds.KINDS`)."""
+
+from __future__ import annotations
+
+from cardgen.kinds.kind import Kind
+from cardgen.kinds.slosearch.program import SloProgram
+from cardgen.kinds.slosearch.schema import SEARCH_REQUESTS, SloParams, SloSearch
+
+__all__ = ['SEARCH_REQUESTS', 'SLO', 'SloParams', 'SloProgram', 'SloSearch']
+
+
+SLO = Kind[SloParams]("slo", program=SloProgram, slo_search=True, fitted_figures=True, expected_requests=lambda p: p.params.min_requests)

@@ -1,0 +1,18 @@
+"""Waves of growing size at once: the KV cache profiled by what the server says.
+
+This folder owns the kind: its suite entry and its points' params (``schema.py``), its program (``program.py``: what
+a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`) and its traits (here; listed in
+:data:`cardgen.kinds.KINDS`)."""
+
+from __future__ import annotations
+
+from cardgen.kinds.kind import LARGEST_WAVE, Kind
+from cardgen.kinds.waves.program import WavesProgram
+from cardgen.kinds.waves.schema import Waves, WavesParams
+
+__all__ = ['WAVES', 'Waves', 'WavesParams', 'WavesProgram']
+
+
+WAVES = Kind[WavesParams](
+    "waves", program=WavesProgram, parallel=LARGEST_WAVE, load_words="waves up to {parallel}", capacity_probe=True,
+    expected_requests=lambda p: sum(range(1, p.params.max_wave + 1, p.params.step)))
