@@ -12,7 +12,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import ConfigDict
 
-from cardgen.kinds.program import Judge, Program
+from cardgen.kinds.program import Judge, PointView, Program, Send
 
 # what a point's ``parallel`` is
 USERS = "users"  # the requests it keeps in flight by design (users, a batch)
@@ -46,6 +46,19 @@ class Kinded(Protocol):
 
     @property
     def kind(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """Tokens at the head of a prompt that other prompts share: ``tokens`` tokens, the same for every prompt whose
+    span has the same ``key`` (one point's prefix, one trace block: another point's or another run's never match)."""
+
+    key: tuple[Any, ...]
+    tokens: int
+
+
+def _own(point: PointView, send: Send) -> tuple[Shared, ...]:
+    return ()
 
 
 def _none(point: Params[Any]) -> int:
@@ -95,6 +108,11 @@ class Kind(Generic[P]):
     longest_request: Callable[[Params[P]], int] | None = None
     prompt_lengths: Callable[[Params[P]], list[int]] | None = None
     target_ci: Callable[[Params[P]], float | None] = _no_target
+    # its prompt plan, the one both interpreters follow: what a request's prompt shares with others, from its head
+    # (the load engine writes those spans as the same text, cardgen.datasets.resolve; the virtual server hashes
+    # them as the same blocks, cardgen.sim.drive); the rest of the prompt is the request's own. A chat turn's
+    # history is the chat's own rule (cardgen.kinds.chat.program.Conversations)
+    shared_spans: Callable[[PointView, Send], tuple[Shared, ...]] = _own
 
     @property
     def serving_load(self) -> bool:

@@ -42,7 +42,7 @@ from typing import Any
 
 from cardgen.datasets import resolve
 from cardgen.engines import get_adapter
-from cardgen.kinds import ChatParams, ClosedParams, OpenParams, PrefixParams, kind_of
+from cardgen.kinds import ChatParams, ClosedParams, kind_of
 from cardgen.kinds.chat.program import Conversations, fresh_history
 from cardgen.kinds.program import Judge, Said, Send, Verdict, record_fields
 from cardgen.outcome import Outcome
@@ -401,30 +401,21 @@ class VirtualInterpreter:
 
     def _prompt(self, run: _PointRun, send: Send) -> tuple[int, tuple[int, ...]]:
         """The prompt as the virtual server sees it (its text is not modelled): its tokens, and the hashes of its
-        blocks. A chat turn's are its conversation's messages, in order (:meth:`_chat_ids`); a shared-prefix
-        request's first ``prefix_tokens`` tokens are its prefix's, the rest its own, as the load engine's prompts
-        (``cardgen.prompts.prefix_templates``); a replayed trace's request starts with the blocks it shares (its
-        ``blocks``, ``block_tokens`` each, as ``cardgen.prompts.trace_templates`` writes them), the rest its own;
-        every other prompt is unique from its first token (the request id), so shares no block."""
+        blocks. A chat turn's are its conversation's messages, in order (:meth:`_chat_ids`); any other prompt
+        follows its kind's prompt plan (``Kind.shared_spans``, the plan the load engine's texts follow): each
+        shared span's tokens the same for every prompt that shares it (a shared prefix, a replayed trace's
+        blocks), the rest the request's own. A prompt that shares nothing is unique from its first token (the
+        request id), so shares no block."""
         point, size = run.point, self.clock.server.scheduler.block_size
         if send.conversation is not None:
             ids = self._chat_ids(run, send)
             return len(ids), block_hashes(ids, size)
-        if point.replay and send.item is not None:
-            trace = point.params_as(OpenParams)
-            if trace.blocks and trace.blocks[send.item]:
-                # a replayed trace's shared prompt blocks: the same tokens for every request that names a block's id
-                ids = [hash(("trace", point.dataset, h, j)) for h in trace.blocks[send.item]
-                       for j in range(trace.block_tokens)]
-                unique = next(self.clock.order)
-                ids += [hash(("request", unique, j)) for j in range(max(0, send.prompt_tokens - len(ids)))]
-                return send.prompt_tokens, block_hashes(ids, size)
-        if not kind_of(point).shared_prefix or send.prefix is None:
+        spans = kind_of(point).shared_spans(point, send)
+        if not spans:
             return send.prompt_tokens, ()
-        shared = min(point.params_as(PrefixParams).prefix_tokens, send.prompt_tokens)
+        ids = [hash((*span.key, j)) for span in spans for j in range(span.tokens)]
         unique = next(self.clock.order)
-        ids = [hash(("prefix", point.name, send.prefix, j)) for j in range(shared)]
-        ids += [hash(("request", unique, j)) for j in range(send.prompt_tokens - shared)]
+        ids += [hash(("request", unique, j)) for j in range(max(0, send.prompt_tokens - len(ids)))]
         return send.prompt_tokens, block_hashes(ids, size)
 
     @staticmethod

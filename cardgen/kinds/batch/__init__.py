@@ -10,7 +10,7 @@ from cardgen.kinds.batch.program import BatchProgram
 from cardgen.kinds.batch.schema import BatchParams, BatchSweep
 from cardgen.kinds.kind import USERS, Kind
 
-__all__ = ['BATCH', 'BatchParams', 'BatchProgram', 'BatchSweep']
+__all__ = ["BATCH", "BatchParams", "BatchProgram", "BatchSweep"]
 
 
 BATCH = Kind[BatchParams](

@@ -10,7 +10,7 @@ from cardgen.kinds.chat.program import ChatProgram
 from cardgen.kinds.chat.schema import Chat, ChatParams
 from cardgen.kinds.kind import USERS, Kind, Params
 
-__all__ = ['CHAT', 'Chat', 'ChatParams', 'ChatProgram']
+__all__ = ["CHAT", "Chat", "ChatParams", "ChatProgram"]
 
 
 def _chat_longest(p: Params[ChatParams]) -> int:

@@ -10,7 +10,7 @@ from cardgen.kinds.closed.program import ClosedJudge, ClosedProgram
 from cardgen.kinds.closed.schema import ClosedLoop, ClosedParams
 from cardgen.kinds.kind import USERS, Kind
 
-__all__ = ['CLOSED', 'ClosedJudge', 'ClosedLoop', 'ClosedParams', 'ClosedProgram']
+__all__ = ["CLOSED", "ClosedJudge", "ClosedLoop", "ClosedParams", "ClosedProgram"]
 
 
 CLOSED = Kind[ClosedParams](

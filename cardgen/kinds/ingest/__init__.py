@@ -10,7 +10,7 @@ from cardgen.kinds.ingest.program import IngestProgram
 from cardgen.kinds.ingest.schema import Ingest, IngestParams
 from cardgen.kinds.kind import Kind
 
-__all__ = ['INGEST', 'Ingest', 'IngestParams', 'IngestProgram']
+__all__ = ["INGEST", "Ingest", "IngestParams", "IngestProgram"]
 
 
 INGEST = Kind[IngestParams](

@@ -6,13 +6,26 @@ a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`
 
 from __future__ import annotations
 
-from cardgen.kinds.kind import Kind
+from cardgen.kinds.kind import Kind, Shared
 from cardgen.kinds.openloop.program import OpenProgram
 from cardgen.kinds.openloop.schema import OpenLoop, OpenParams
+from cardgen.kinds.program import PointView, Send
 
-__all__ = ['OPEN', 'OpenLoop', 'OpenParams', 'OpenProgram']
+__all__ = ["OPEN", "OpenLoop", "OpenParams", "OpenProgram", "trace_spans"]
+
+
+
+
+def trace_spans(point: PointView, send: Send) -> tuple[Shared, ...]:
+    """A replayed trace's request: the trace's prompt blocks it shares (``blocks``, by id, ``block_tokens`` each),
+    then its own tail; a request of a rate's, nothing shared."""
+    params = point.params_as(OpenParams)
+    if not params.replay or send.item is None or not params.blocks:
+        return ()
+    return tuple(Shared(("trace", point.dataset, h), params.block_tokens) for h in params.blocks[send.item])
 
 
 OPEN = Kind[OpenParams](
-    "open", program=OpenProgram, load_words="{rate}", rate_driven=True, diff_rank=1, replayed=True, fitted_figures=True, spot_check=2,
-    check_load="rate", expected_requests=lambda p: p.params.num_requests)
+    "open", program=OpenProgram, load_words="{rate}", rate_driven=True, diff_rank=1, replayed=True,
+    fitted_figures=True, spot_check=2, check_load="rate", shared_spans=trace_spans,
+    expected_requests=lambda p: p.params.num_requests)

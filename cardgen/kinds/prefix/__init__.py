@@ -6,13 +6,26 @@ a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`
 
 from __future__ import annotations
 
-from cardgen.kinds.kind import Kind
+from cardgen.kinds.kind import Kind, Shared
 from cardgen.kinds.prefix.program import PrefixProgram
 from cardgen.kinds.prefix.schema import PrefixParams, SharedPrefix
+from cardgen.kinds.program import PointView, Send
 
-__all__ = ['PREFIX', 'PrefixParams', 'PrefixProgram', 'SharedPrefix']
+__all__ = ["PREFIX", "PrefixParams", "PrefixProgram", "SharedPrefix", "prefix_spans"]
+
+
+
+
+def prefix_spans(point: PointView, send: Send) -> tuple[Shared, ...]:
+    """A request of prefix ``send.prefix``: the prefix's ``prefix_tokens`` first (the point's own prefixes), then
+    its own suffix."""
+    if send.prefix is None:
+        return ()
+    shared = min(point.params_as(PrefixParams).prefix_tokens, send.prompt_tokens)
+    return (Shared(("prefix", point.name, send.prefix), shared),)
 
 
 PREFIX = Kind[PrefixParams](
-    "prefix", program=PrefixProgram, shared_prefix=True, expected_requests=lambda p: p.params.prefixes * (1 + p.params.warm_rounds),
+    "prefix", program=PrefixProgram, shared_prefix=True, shared_spans=prefix_spans,
+    expected_requests=lambda p: p.params.prefixes * (1 + p.params.warm_rounds),
     longest_request=lambda p: p.params.prefix_tokens + p.params.suffix_tokens + p.output_tokens)

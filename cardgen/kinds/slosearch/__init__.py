@@ -10,7 +10,7 @@ from cardgen.kinds.kind import Kind
 from cardgen.kinds.slosearch.program import SloProgram
 from cardgen.kinds.slosearch.schema import SEARCH_REQUESTS, SloParams, SloSearch
 
-__all__ = ['SEARCH_REQUESTS', 'SLO', 'SloParams', 'SloProgram', 'SloSearch']
+__all__ = ["SEARCH_REQUESTS", "SLO", "SloParams", "SloProgram", "SloSearch"]
 
 
 SLO = Kind[SloParams]("slo", program=SloProgram, slo_search=True, fitted_figures=True, expected_requests=lambda p: p.params.min_requests)

@@ -10,7 +10,7 @@ from cardgen.kinds.kind import LARGEST_WAVE, Kind
 from cardgen.kinds.waves.program import WavesProgram
 from cardgen.kinds.waves.schema import Waves, WavesParams
 
-__all__ = ['WAVES', 'Waves', 'WavesParams', 'WavesProgram']
+__all__ = ["WAVES", "Waves", "WavesParams", "WavesProgram"]
 
 
 WAVES = Kind[WavesParams](
