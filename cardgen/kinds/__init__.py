@@ -8,7 +8,8 @@ the lists below, not a hunt through every layer.
 
     kind.py       what a kind is (Kind: its program, its judge, its traits) and what its rules read of a point
     entry.py      what every suite entry shares (Entry, the dataset sources, SamplingParams)
-    program.py    the language of the programs (Send, Watch, EndWatch; Program, Judge; PointView)
+    program.py    the language of the programs (Send, Watch, EndWatch; Program, Judge)
+    view.py       what the kinds read of a point, typed by its shape (Params, PointView, Kinded)
     closed/ ...   one folder per kind: closed, openloop, waves, ingest, batch, prefix, chat, slosearch, each with
                   schema.py    its suite entry (:data:`Scenario`'s member) and its points' params (:data:`KindParams`')
                   program.py   its program: what a point sends and when it stops, with no clock and no socket
@@ -39,11 +40,12 @@ from cardgen.kinds.chat import CHAT, Chat, ChatParams
 from cardgen.kinds.closed import CLOSED, ClosedLoop, ClosedParams
 from cardgen.kinds.entry import SamplingParams
 from cardgen.kinds.ingest import INGEST, Ingest, IngestParams
-from cardgen.kinds.kind import LARGEST_WAVE, NO_PARALLEL, USERS, Kind, Kinded, Params
+from cardgen.kinds.kind import LARGEST_WAVE, NO_PARALLEL, USERS, Kind
 from cardgen.kinds.openloop import OPEN, OpenLoop, OpenParams
 from cardgen.kinds.prefix import PREFIX, PrefixParams, SharedPrefix
-from cardgen.kinds.program import Judge, PointView, Program
+from cardgen.kinds.program import Judge, Program
 from cardgen.kinds.slosearch import SLO, SloParams, SloSearch
+from cardgen.kinds.view import Kinded, Params, PointView
 from cardgen.kinds.waves import WAVES, Waves, WavesParams
 
 KINDS: dict[str, Kind[Any]] = {k.name: k for k in (CLOSED, OPEN, WAVES, INGEST, BATCH, PREFIX, CHAT, SLO)}

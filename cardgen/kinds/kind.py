@@ -1,6 +1,6 @@
-"""What a kind is: the record of its traits (:class:`Kind`) and what its rules read of a point (:class:`Params`).
+"""What a kind is: the record of its program, its judge, its prompt plan and its traits (:class:`Kind`).
 
-Every kind's module (:mod:`cardgen.kinds.closed` ...) makes one :class:`Kind`; the registry
+Every kind's folder (:mod:`cardgen.kinds.closed` ...) makes one :class:`Kind`; the registry
 (:mod:`cardgen.kinds`) lists them. This module knows no kind.
 """
 
@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import ConfigDict
 
-from cardgen.kinds.program import Judge, PointView, Program, Send
+from cardgen.kinds.program import Judge, Program, Send
+from cardgen.kinds.view import Params, PointView
 
 # what a point's ``parallel`` is
 USERS = "users"  # the requests it keeps in flight by design (users, a batch)
@@ -24,28 +25,6 @@ NO_PARALLEL = ""  # nothing: its load is a rate, a sweep or a search
 PARAMS_CONFIG = ConfigDict(extra="forbid")
 
 P = TypeVar("P")
-P_co = TypeVar("P_co", covariant=True)
-
-
-class Params(Protocol[P_co]):
-    """What a kind's rules read of a point (:class:`cardgen.points.Point`, which asks them here; typed by its
-    shape, so this module imports no point): the header's lengths and users, and the kind's own ``params``."""
-
-    @property
-    def prompt_tokens(self) -> int: ...
-    @property
-    def output_tokens(self) -> int: ...
-    @property
-    def parallel(self) -> int | None: ...
-    @property
-    def params(self) -> P_co: ...
-
-
-class Kinded(Protocol):
-    """Anything that names its kind: a point, a scenario's summary, a point's outcome."""
-
-    @property
-    def kind(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,47 +29,11 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar
 
+from cardgen.kinds.view import PointView
 from cardgen.outcome import Outcome
 from cardgen.stops import STOP_COMPLETE
-
-P = TypeVar("P")
-
-
-class PointView(Protocol):
-    """What a program reads of its point (:class:`cardgen.points.Point`, typed by its shape, so that a kind's folder
-    imports no point: the points are made of the kinds' params, one layer up): the header's name, lengths, load,
-    sample and adapters, and the kind's own params, narrowed by ``params_as``."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def group(self) -> str: ...
-    @property
-    def endpoint(self) -> str: ...
-    @property
-    def params(self) -> object: ...
-    @property
-    def prompt_tokens(self) -> int: ...
-    @property
-    def output_tokens(self) -> int: ...
-    @property
-    def parallel(self) -> int | None: ...
-    @property
-    def rate_rps(self) -> float | None: ...
-    @property
-    def dataset(self) -> str | None: ...
-    @property
-    def items(self) -> tuple[tuple[int, int], ...]: ...
-    @property
-    def adapters(self) -> tuple[str, ...]: ...
-    @property
-    def adapter_pick(self) -> str: ...
-    def params_as(self, cls: type[P]) -> P: ...
-    def item_lengths(self, number: int) -> tuple[int, int]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

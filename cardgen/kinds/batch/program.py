@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 
 from cardgen.kinds.batch.schema import BatchParams
-from cardgen.kinds.program import Command, PointView, Program, Send, counted, interval_words
+from cardgen.kinds.program import Command, Program, Send, counted, interval_words
+from cardgen.kinds.view import PointView
 from cardgen.outcome import Outcome
 from cardgen.precision import mean_interval, round_decode_speed, within_target
 from cardgen.stops import STOP_COMPLETE, STOP_PRECISION

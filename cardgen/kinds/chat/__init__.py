@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from cardgen.kinds.chat.program import ChatProgram
 from cardgen.kinds.chat.schema import Chat, ChatParams
-from cardgen.kinds.kind import USERS, Kind, Params
+from cardgen.kinds.kind import USERS, Kind
+from cardgen.kinds.view import Params
 
 __all__ = ["CHAT", "Chat", "ChatParams", "ChatProgram"]
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from cardgen.kinds.chat.schema import ChatParams
-from cardgen.kinds.program import Command, PointView, Program, Send
+from cardgen.kinds.program import Command, Program, Send
+from cardgen.kinds.view import PointView
 from cardgen.outcome import Outcome
 
 

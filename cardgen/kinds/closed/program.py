@@ -13,7 +13,8 @@ once a round (``parallel`` records) after ``min_requests``.
 from __future__ import annotations
 
 from cardgen.kinds.closed.schema import ClosedParams
-from cardgen.kinds.program import Command, Judge, PointView, Program, Send
+from cardgen.kinds.program import Command, Judge, Program, Send
+from cardgen.kinds.view import PointView
 from cardgen.outcome import Outcome
 from cardgen.precision import closed_figures, median_interval, precision_reached
 from cardgen.stops import STOP_MAX_DURATION, STOP_MAX_REQUESTS, STOP_MINIMUM, STOP_PRECISION

@@ -9,7 +9,8 @@ card's line keeps) is within it.
 from __future__ import annotations
 
 from cardgen.kinds.ingest.schema import IngestParams
-from cardgen.kinds.program import Command, PointView, Program, Send, counted, interval_words
+from cardgen.kinds.program import Command, Program, Send, counted, interval_words
+from cardgen.kinds.view import PointView
 from cardgen.outcome import Outcome
 from cardgen.precision import ingest_interval, within_target
 from cardgen.stops import STOP_COMPLETE, STOP_PRECISION

@@ -9,7 +9,8 @@ from __future__ import annotations
 from cardgen.kinds.kind import Kind, Shared
 from cardgen.kinds.openloop.program import OpenProgram
 from cardgen.kinds.openloop.schema import OpenLoop, OpenParams
-from cardgen.kinds.program import PointView, Send
+from cardgen.kinds.program import Send
+from cardgen.kinds.view import PointView
 
 __all__ = ["OPEN", "OpenLoop", "OpenParams", "OpenProgram", "trace_spans"]
 

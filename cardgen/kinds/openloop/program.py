@@ -13,7 +13,8 @@ import random
 
 from cardgen.kinds.closed.program import share
 from cardgen.kinds.openloop.schema import OpenParams
-from cardgen.kinds.program import Command, PointView, Program
+from cardgen.kinds.program import Command, Program
+from cardgen.kinds.view import PointView
 
 
 class OpenProgram(Program):

@@ -9,7 +9,8 @@ from __future__ import annotations
 from cardgen.kinds.kind import Kind, Shared
 from cardgen.kinds.prefix.program import PrefixProgram
 from cardgen.kinds.prefix.schema import PrefixParams, SharedPrefix
-from cardgen.kinds.program import PointView, Send
+from cardgen.kinds.program import Send
+from cardgen.kinds.view import PointView
 
 __all__ = ["PREFIX", "PrefixParams", "PrefixProgram", "SharedPrefix", "prefix_spans"]
 

@@ -7,7 +7,8 @@ prefix-cache counters falls before each phase and each phase has its own hit rat
 from __future__ import annotations
 
 from cardgen.kinds.prefix.schema import PrefixParams
-from cardgen.kinds.program import Command, PointView, Program, Send
+from cardgen.kinds.program import Command, Program, Send
+from cardgen.kinds.view import PointView
 from cardgen.outcome import Outcome
 
 PHASE_PAUSE_S = 1.0

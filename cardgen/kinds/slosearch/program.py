@@ -26,9 +26,10 @@ import math
 import random
 from statistics import NormalDist
 
-from cardgen.kinds.program import Command, PointView, Program, Send
+from cardgen.kinds.program import Command, Program, Send
 from cardgen.kinds.slosearch.loadsearch import FLAT, LoadSearch, Probed
 from cardgen.kinds.slosearch.schema import SloParams
+from cardgen.kinds.view import PointView
 from cardgen.outcome import Outcome
 from cardgen.quantiles import tail_ready
 from cardgen.slo import ProbeJudge, Target, Verdict, targets_text

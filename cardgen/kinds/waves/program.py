@@ -9,7 +9,8 @@ a wave ends when its last request does, and the next one starts then.
 
 from __future__ import annotations
 
-from cardgen.kinds.program import Command, EndWatch, PointView, Program, Said, Send, Verdict, Watch
+from cardgen.kinds.program import Command, EndWatch, Program, Said, Send, Verdict, Watch
+from cardgen.kinds.view import PointView
 from cardgen.kinds.waves.schema import WavesParams
 from cardgen.outcome import Outcome
 from cardgen.stops import STOP_COMPLETE, STOP_SATURATED
