@@ -35,9 +35,11 @@ OPEN_TOLERANCE = 0.06
 # Ingestion is the slope of TTFT against prompt length. Before its prefill, the real-time server reads, counts and
 # hashes each prompt on its event loop: about 1-2 ms for 8,192 tokens, against 82 ms of modelled prefill at
 # 100,000 tok/s. Virtual time does not model that cost, and it grows with the prompt, so it bends the measured
-# slope by 3-5 % on this 2-core machine (95,000-97,000 tok/s in repeated runs). Compared within 6 %; a wrong prefill
-# rate moves it by far more.
-INGESTION_TOLERANCE = 0.06
+# slope down by 3-5 % on this 2-core machine (95,000-97,000 tok/s in repeated runs), and by 10 % once in a
+# fresh-clone make test (89,878 tok/s). That cost only ever adds time, more for a longer prompt: it lowers the rate
+# measured over HTTP and never raises it. So the real-time figure may lie up to 15 % below virtual time's and at
+# most 3 % above; a wrong prefill rate (a unit, a factor of two) moves it by far more.
+INGESTION_BELOW, INGESTION_ABOVE = 0.15, 0.03
 
 pytestmark = pytest.mark.sockets
 
@@ -96,8 +98,10 @@ def test_both_interpreters_find_the_same_points_stops_and_headline_figures(name,
         other = getattr(real_run.headline, figure)
         assert (value is None) == (other is None), figure
         if value is not None:
-            rel = INGESTION_TOLERANCE if figure == "prompt_ingestion_tok_s" else TOLERANCE
-            assert other == pytest.approx(value, rel=rel), figure
+            if figure == "prompt_ingestion_tok_s":
+                assert value * (1 - INGESTION_BELOW) <= other <= value * (1 + INGESTION_ABOVE), (figure, other, value)
+            else:
+                assert other == pytest.approx(value, rel=TOLERANCE), figure
             compared += 1
     assert compared >= (1 if name == "sharegpt" else 4)  # ingestion, generation and decode at 10 parallel, KV
     served = {s.scenario: s.output_tok_s for s in real_run.scenarios if s.kind == "open"}
