@@ -80,6 +80,7 @@ class RunPlan:
     run_dir: Path | None = None  # where local workers' logs go (worker-N.log; None: a temporary folder)
     server_metrics: Path | None = None  # the scraper's server_metrics.jsonl: gauges of closed-loop points
     # (None: no /metrics; saturation is then judged on the requests' speed alone)
+    scrape_interval_s: float = 0.5  # how often the scraper reads /metrics (points wait for one read between them)
     on_point_start: Callable[[Point, PointOutcome], None] | None = None  # the point starts (started_unix, attempt)
     # every point of the plan, in order, once it ended: run (``stop`` says why it stopped), skipped
     # (STOP_SKIPPED, never started) or cut off (STOP_INTERRUPTED, no ``ended_unix``; no later point follows)
@@ -198,6 +199,8 @@ class _LoadInterpreter:
                  check: Callable[[], None] | None) -> None:
         self.assign, self.stop_point, self.dones, self.stop, self.check = assign, stop_point, dones, stop, check
         self.scrapes = ScrapeLog(plan.server_metrics, plan.setup.engine) if plan.server_metrics is not None else None
+        self.scrape_interval_s = plan.scrape_interval_s
+        self.last_end: float | None = None  # when the last point's last request ended
         self.current: tuple[Point, Judge, float] | None = None
         self.gone = _ServerGone()
         recorder.listeners.append(self.on_record)
@@ -213,7 +216,24 @@ class _LoadInterpreter:
                            "could not connect, none succeeded): continue the run with 'cardgen resume' once it is "
                            "back")
 
+    def settle(self) -> None:
+        """Before a point starts, wait for a scrape taken after the last point ended (for at most two scrape
+        intervals and a half: a scraper that cannot read /metrics holds nothing up for long). Then a point's window
+        on the server's counters, from the last scrape before its first send to the first after its last end
+        (:func:`cardgen.analysis.crosscheck.point_windows`), counts its own requests alone: without the wait, the
+        scrape before a point's first send often came before the first token of the last request of the point
+        before it, and the server's TTFT count over the window held one request more than the point's."""
+        if self.scrapes is None or self.last_end is None:
+            return
+        deadline = time.time() + 2.5 * self.scrape_interval_s
+        while not self.stop.event.is_set():
+            readings = self.scrapes.read()
+            if (readings and readings[-1].t > self.last_end) or time.time() >= deadline:
+                return
+            time.sleep(min(0.05, self.scrape_interval_s / 4))
+
     def run_point(self, point: Point, *, attempt: int, judge: Judge, started: Callable[[float], None]) -> Ran:
+        self.settle()
         t = time.time()
         self.current = (point, judge, t)
         started(t)
@@ -223,9 +243,10 @@ class _LoadInterpreter:
             finished = _wait(self.dones.event, self.stop, check=self.check)
         finally:
             self.current = None
+        self.last_end = ended = time.time()
         if not finished:
-            return Ran(started_unix=t, ended_unix=time.time(), cut_off=self.stop.fatal or "interrupted")
-        return Ran(started_unix=t, ended_unix=time.time(),
+            return Ran(started_unix=t, ended_unix=ended, cut_off=self.stop.fatal or "interrupted")
+        return Ran(started_unix=t, ended_unix=ended,
                    said=[Said(stop=d.stop, detail=d.detail) for d in self.dones.by_node.values()])
 
     def readings(self, started: float, ended: float) -> Sequence[Reading]:

@@ -346,7 +346,7 @@ def execute(prepared: Prepared) -> Executed:
     plan = RunPlan(url=base, points=prepared.points, setup=prepared.setup, workers=int(cfg.workers),
                    remote_workers=cfg.remote_workers, master_bind_host=cfg.master_bind_host,
                    master_port=cfg.master_port, run_dir=run_dir,
-                   server_metrics=files.server_metrics_jsonl if scrape else None,
+                   server_metrics=files.server_metrics_jsonl if scrape else None, scrape_interval_s=cfg.scrape_interval_s,
                    attempts=prepared.attempts, run_saturated=cfg.run_saturated, on_point_start=point_started,
                    on_point_end=point_ended)
     outcome: RunOutcome | None = None

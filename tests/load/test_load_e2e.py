@@ -374,3 +374,29 @@ def test_points_beyond_the_servers_context_are_left_out_not_failed(tmp_path, wri
     assert next(s for s in summary["scenarios"] if s["scenario"] == "closed-in1024-out8-p2")["stop_detail"] == \
         unfit["detail"]
     assert unfit["detail"].replace("_", "\\_") in (tmp_path / "run" / "README.md").read_text()  # escaped as Markdown
+
+
+@pytest.mark.wire
+def test_each_closed_points_server_window_counts_its_own_requests_alone(tmp_path, write_suite):
+    """A point starts only once the scraper has read /metrics after the point before it ended, so each point's
+    window on the server's counters (the last scrape before its first send to the first after its last end) holds
+    its own requests and none of its neighbours': an ingestion sweep's last request (its first token is its end)
+    just before the first closed point, and the closed points and a wave one after another. Before, the scrape that
+    opened a window often came before the last first token of the point before it: one request too many."""
+    suite = write_suite("name: t\nscenarios:\n"
+                        "- {kind: ingest, min_prompt_tokens: 16, max_prompt_tokens: 256, points: 3, output_tokens: 1}\n"
+                        "- {kind: closed, prompt_tokens: 64, output_tokens: 8, parallel: [1, 2, 3], min_requests: 4, "
+                        "stop_at_saturation: false}\n"
+                        "- {kind: waves, prompt_tokens: 64, output_tokens: 8, max_wave: 2, search: step}\n")
+    with sim_server(tmp_path) as (sim, _):
+        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    from cardgen.analysis import analyse, load_run  # noqa: PLC0415 - the analysis (pandas) only where it is read
+
+    summary = analyse(load_run(tmp_path / "run")).summary
+    ran = {s.scenario: s.requests for s in summary.scenarios}
+    windows = {w.scope: w for w in summary.server_vs_client.points}
+    assert len(windows) == 3, list(windows)
+    for scope, window in windows.items():
+        ttft = next(c for c in window.latencies if c.metric == "ttft")
+        assert ttft.server_count == ttft.client_count == ran[scope], (scope, ttft)
