@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -277,6 +278,7 @@ from locust.user import User
 env = Environment(user_classes=[User], host=sys.argv[2])
 runner = env.create_worker_runner("127.0.0.1", int(sys.argv[1]))
 runner.register_message("cardgen_setup", lambda environment, msg: print("setup", flush=True))
+env.events.heartbeat_received.add_listener(lambda **kw: print("heartbeat", flush=True))
 print("connected", flush=True)
 runner.greenlet.join()
 """
@@ -298,22 +300,30 @@ def test_a_master_sends_setup_only_to_a_worker_that_says_it_listens(tmp_path, wr
         try:
             worker = subprocess.Popen([sys.executable, "-c", BARE_WORKER, str(port), sim.url],
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            # a safety net, not a judge: a worker that hears nothing is killed, and the test fails below
+            watchdog = threading.Timer(60, worker.kill)
+            watchdog.start()
             assert worker.stdout is not None and worker.stdout.readline().strip() == "connected"
-            time.sleep(3)  # the master polls for workers every 0.1 s: it would have sent Setup long since
+            # what the worker heard, in order, until the master has answered two of its heartbeats (a second
+            # apart): by then the master had long counted it, and (polling every 0.1 s) would have sent Setup
+            heard: list[str] = []
+            for line in iter(worker.stdout.readline, ""):
+                heard.append(line.strip())
+                if heard.count("heartbeat") == 2:
+                    break
+            watchdog.cancel()
+            assert heard.count("heartbeat") == 2, heard
+            assert "setup" not in heard
             assert master.poll() is None  # still waiting for a worker that listens
         finally:
             for p in (master, worker):
                 if p is not None and p.poll() is None:
                     p.kill()
-        out, _ = worker.communicate()
-    assert "setup" not in out
 
 
 @pytest.mark.sockets
 def test_gpu_telemetry_from_a_dcgm_exporter_or_a_reason(tmp_path, write_suite):
-    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from pathlib import Path
 
     dcgm_text = (Path(__file__).resolve().parents[1] / "data" / "gpu" / "dcgm_exporter.txt").read_bytes()
 
