@@ -15,8 +15,6 @@ from cardgen.kinds.view import PointView
 __all__ = ["OPEN", "OpenLoop", "OpenParams", "OpenProgram", "trace_spans"]
 
 
-
-
 def trace_spans(point: PointView, send: Send) -> tuple[Shared, ...]:
     """A replayed trace's request: the trace's prompt blocks it shares (``blocks``, by id, ``block_tokens`` each),
     then its own tail; a request of a rate's, nothing shared."""

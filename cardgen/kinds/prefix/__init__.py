@@ -15,8 +15,6 @@ from cardgen.kinds.view import PointView
 __all__ = ["PREFIX", "PrefixParams", "PrefixProgram", "SharedPrefix", "prefix_spans"]
 
 
-
-
 def prefix_spans(point: PointView, send: Send) -> tuple[Shared, ...]:
     """A request of prefix ``send.prefix``: the prefix's ``prefix_tokens`` first (the point's own prefixes), then
     its own suffix."""
