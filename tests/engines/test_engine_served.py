@@ -39,9 +39,9 @@ scenarios:
     adapter_counts: [0, 2]
 """
 WORKLOADS = {
-    "sharegpt": "name: spec-sharegpt\nscenarios:\n  - {kind: open, dataset: sharegpt, rates: [inf], num_requests: 16}\n",
-    "random": ("name: spec-random\nscenarios:\n  - {kind: open, prompt_tokens: 256, output_tokens: 128, rates: [inf], "
-               "num_requests: 16}\n"),
+    "sharegpt": "name: spec-sharegpt\nscenarios:\n  - {kind: open, dataset: sharegpt, rates: [inf], num_requests: 8}\n",
+    "random": ("name: spec-random\nscenarios:\n  - {kind: open, prompt_tokens: 256, output_tokens: 64, rates: [inf], "
+               "num_requests: 8}\n"),
 }
 
 
