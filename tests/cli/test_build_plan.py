@@ -46,7 +46,7 @@ def test_a_modelled_build_is_its_plan_computed_in_virtual_time(tmp_path):
     assert info["clock"] == "virtual" and "plan:" not in proc.stderr
 
 
-@pytest.mark.sockets
+@pytest.mark.wire
 def test_a_real_time_build_of_the_virtual_server_prints_the_plan_and_then_planned_against_measured(tmp_path):
     suite = tmp_path / "tiny.yaml"
     suite.write_text(SUITE)
@@ -59,7 +59,7 @@ def test_a_real_time_build_of_the_virtual_server_prints_the_plan_and_then_planne
     assert json.loads((tmp_path / "run" / "run.json").read_text())["clock"] == "real"
 
 
-@pytest.mark.sockets
+@pytest.mark.wire
 def test_build_against_a_real_server_plans_only_a_known_model_on_a_given_gpu(tmp_path):
     suite = tmp_path / "tiny.yaml"
     suite.write_text(SUITE)
@@ -73,7 +73,7 @@ def test_build_against_a_real_server_plans_only_a_known_model_on_a_given_gpu(tmp
     assert "plan:" not in default.stderr  # --gpu not given: the GPU is not known, nothing is said
 
 
-@pytest.mark.sockets
+@pytest.mark.wire
 def test_an_unknown_model_on_a_real_server_is_not_planned(tmp_path):
     suite = tmp_path / "tiny.yaml"
     suite.write_text(SUITE)

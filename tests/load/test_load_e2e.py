@@ -110,7 +110,7 @@ def test_two_workers_account_for_every_request(tmp_path, write_suite):
     assert {x["worker"] for x in lg} == {"worker-0", "worker-1"}
 
 
-@pytest.mark.sockets
+@pytest.mark.wire
 def test_workers_auto_counts_the_busiest_point_and_every_point_says_whether_the_client_kept_up(tmp_path,
                                                                                                   write_suite):
     from cardgen.load.workers import choose_workers
@@ -321,7 +321,7 @@ def test_a_master_sends_setup_only_to_a_worker_that_says_it_listens(tmp_path, wr
                     p.kill()
 
 
-@pytest.mark.sockets
+@pytest.mark.wire
 def test_gpu_telemetry_from_a_dcgm_exporter_or_a_reason(tmp_path, write_suite):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
