@@ -157,7 +157,7 @@ def test_build_launch_vllm_records_the_command_and_stops_it(tiny_model, tmp_path
     suite.write_text(SMOKE_SUITE)
     out = tmp_path / "run"
     done = cardgen("build", str(tiny_model), "--launch", "vllm", "--engine-args", VLLM_ARGS, "--suite", str(suite),
-                   "--out", str(out), "--quiet", env=vllm_env(tmp_path))
+                   "--out", str(out), "--quiet", "--no-card", env=vllm_env(tmp_path))  # run.json and the log
     assert done.returncode == 0, f"cardgen build --launch failed ({done.returncode}):\n{done.stderr[-4000:]}"
     run = json.loads((out / "run.json").read_text())
     launch = run["server"]["launch"]
