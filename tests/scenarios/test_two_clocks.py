@@ -1,6 +1,6 @@
 """One scenario program, two clocks: every built-in suite run by both interpreters against the same virtual-server
 configuration finds the same points, stops them for the same reasons, and gives the same headline figures within
-3 %: the load engine in real time (``cardgen build --url``, over HTTP, against the virtual server on loopback) and
+3 % (the speeds and ingestion, which real time can only lower, within the one-sided bounds below): the load engine in real time (``cardgen build --url``, over HTTP, against the virtual server on loopback) and
 the virtual-time driver (in process, no socket).
 
 Reduced where real time would be too long: each suite is cut down by :func:`reduced` (fewer prompt lengths,
@@ -40,6 +40,12 @@ OPEN_TOLERANCE = 0.06
 # measured over HTTP and never raises it. So the real-time figure may lie up to 15 % below virtual time's and at
 # most 3 % above; a wrong prefill rate (a unit, a factor of two) moves it by far more.
 INGESTION_BELOW, INGESTION_ABOVE = 0.15, 0.03
+# The speeds at 10 parallel (generation from the start, decode) are one step's tokens over its 7 ms (5 ms + 0.2 ms
+# a sequence). The real-time server does its own work between steps on its event loop (10 streams' chunks to
+# write): a step can only take longer than modelled, never shorter. A fresh-clone make test once measured decode
+# 3.4 % below virtual time (134.2 against 138.9 tok/s: 0.25 ms a step). So a speed may lie up to 6 % below virtual
+# time's and at most 3 % above; a wrong step time (a unit, a missing per-sequence cost) moves it by far more.
+SPEED_BELOW, SPEED_ABOVE = 0.06, 0.03
 
 pytestmark = pytest.mark.sockets
 
@@ -100,6 +106,8 @@ def test_both_interpreters_find_the_same_points_stops_and_headline_figures(name,
         if value is not None:
             if figure == "prompt_ingestion_tok_s":
                 assert value * (1 - INGESTION_BELOW) <= other <= value * (1 + INGESTION_ABOVE), (figure, other, value)
+            elif figure.startswith(("generation_tok_s", "decode_tok_s")):
+                assert value * (1 - SPEED_BELOW) <= other <= value * (1 + SPEED_ABOVE), (figure, other, value)
             else:
                 assert other == pytest.approx(value, rel=TOLERANCE), figure
             compared += 1
