@@ -16,7 +16,6 @@ can no longer tell it from corruption, so :func:`set_torn_tail_aside` moves it t
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -25,7 +24,7 @@ from typing import IO
 
 from cardgen.rundir import RunDir
 from cardgen.runinfo import RecordTally
-from cardgen.schemas.records import LoadgenSample, MetricSample, RequestRecord
+from cardgen.schemas.records import LoadgenSample, MetricSample, RequestRecord, metric_line
 
 log = logging.getLogger("cardgen")
 
@@ -134,12 +133,6 @@ class Recorder:
                 errors.append(exc)
         if errors:
             raise errors[0]
-
-
-def metric_line(sample: MetricSample) -> str:
-    """One line of ``server_metrics.jsonl``: the scrape as compact JSON, unset fields left out."""
-    fields = {"t": sample.t, "t_end": sample.t_end, "error": sample.error, "samples": sample.samples}
-    return json.dumps({k: v for k, v in fields.items() if v is not None}, separators=(",", ":")) + "\n"
 
 
 def set_torn_tail_aside(path: Path) -> int:

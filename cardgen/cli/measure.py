@@ -13,12 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cardgen.buildconfig import BuildConfig, LaunchTarget, ResumeConfig, UrlTarget, VirtualTarget
-from cardgen.calibrated.loadmeasure import LoadMeasurer
-from cardgen.calibrated.steps import Start, calibrate
 from cardgen.cli.options import check_server_options
 from cardgen.cli.planning import plan_in_background
 from cardgen.cli.price import price_for, record_price
@@ -38,6 +37,9 @@ from cardgen.schemas.run import RunInfo
 from cardgen.sim.launch import running_sim
 from cardgen.sim.modelled import ModelledServer
 from cardgen.sim.roofline import list_engines
+
+if TYPE_CHECKING:
+    from cardgen.calibrated.steps import Start
 
 
 def build_measured(config: BuildConfig, *, api_key: str | None = None) -> None:
@@ -121,6 +123,8 @@ def measure(config: BuildConfig, *, api_key: str | None, run_dir: Path | None, g
                      else {}, build=config)
     engine_args = launch_args(target) if isinstance(target, LaunchTarget) else ""
     if config.calibrate_tolerance is not None:
+        from cardgen.calibrated.steps import Start  # noqa: PLC0415  the fit (1 s of imports): a calibrated run's alone
+
         start = Start(model=config.model, model_config=target.model_config_path, gpu=gpu, tp=target.tp,
                       profile=profile, tolerance=config.calibrate_tolerance)
         start.shape()  # a model the virtual server cannot describe fails here, before any server starts
@@ -154,6 +158,9 @@ def model_name(model: str) -> str:
 def measure_calibrated(cfg: LoadConfig, start: Start, *, quiet: bool) -> None:
     """A calibrated run against the server ``cfg`` points at (:func:`cardgen.calibrated.steps.calibrate`), and
     what it took: the GPU time, against measuring every point as the fitted server plans it."""
+    from cardgen.calibrated.loadmeasure import LoadMeasurer  # noqa: PLC0415  as measure's Start
+    from cardgen.calibrated.steps import calibrate  # noqa: PLC0415  as measure's Start
+
     began = time.monotonic()
     info = calibrate(LoadMeasurer(cfg), start, say=(lambda line: None) if quiet else
                      (lambda line: click.echo(f"cardgen: {line}", err=True)))

@@ -6,7 +6,10 @@ they run in the sampler's own process (``cardgen.gpu.sampler``), never in the lo
 
 from __future__ import annotations
 
+import ctypes
 import importlib
+import importlib.util
+import sys
 import time
 from types import ModuleType
 from typing import Any
@@ -38,6 +41,23 @@ def load_nvml(module: str = "pynvml") -> tuple[ModuleType | None, str | None]:
         _shutdown(nvml)
         return None, f"{NO_TELEMETRY}: NVML found no GPU"
     return nvml, None
+
+
+def nvml_absent(module: str = "pynvml") -> str | None:
+    """Why NVML cannot work here, found without calling it (so without blocking): the module is not installed,
+    or (nvidia-ml-py on Linux) ``libnvidia-ml.so.1`` does not load, as ``nvmlInit`` loads it. None where it may
+    work: only the sampler's own process then finds out. The reasons are :func:`load_nvml`'s, word for word."""
+    try:
+        if importlib.util.find_spec(module) is None:
+            return f"{NO_TELEMETRY}: nvidia-ml-py ({module}) is not installed"
+    except (ImportError, ValueError):
+        return f"{NO_TELEMETRY}: nvidia-ml-py ({module}) is not installed"
+    if module == "pynvml" and sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libnvidia-ml.so.1")
+        except OSError:
+            return f"{NO_TELEMETRY}: NVML library not found"
+    return None
 
 
 def nvml_reason(nvml: Any, exc: BaseException) -> str:

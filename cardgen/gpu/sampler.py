@@ -81,6 +81,9 @@ def start_gpu_sampler(run_dir: Path, *, interval_s: float = 0.5, dcgm_url: str |
     sampler's ``reason`` says what is missing. ``nvml_module`` names the NVML module to import (tests pass a
     stand-in that is importable from ``sys.path``)."""
     path = Path(run_dir) / GPU_METRICS_JSONL
+    absent = None if dcgm_url else nv.nvml_absent(nvml_module)
+    if absent is not None:  # no process to spawn (about a second, importing cardgen) only to say so
+        return GpuSampler(path, reason=absent)
     ctx = mp.get_context("spawn")
     receiver, sender = ctx.Pipe(duplex=False)
     stop_event = ctx.Event()

@@ -9,6 +9,7 @@ written by a newer cardgen that only added fields still load. Every time is Unix
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
@@ -164,3 +165,9 @@ class LoadgenSample(Saved):
     loop_lag_s: float  # how late a sleep(interval) woke up
     cpu_percent: float | None = None  # this process, 100 = one core
     in_flight: int = 0
+
+
+def metric_line(sample: MetricSample) -> str:
+    """One line of ``server_metrics.jsonl``: the scrape as compact JSON, unset fields left out."""
+    fields = {"t": sample.t, "t_end": sample.t_end, "error": sample.error, "samples": sample.samples}
+    return json.dumps({k: v for k, v in fields.items() if v is not None}, separators=(",", ":")) + "\n"

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from cardgen.sim import tokenizer
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 def error_body(status: int, message: str, kind: str) -> dict[str, Any]:
@@ -24,6 +25,8 @@ class ApiError(Exception):
         self.status, self.message, self.kind = status, message, kind
 
     def response(self) -> web.Response:
+        from aiohttp import web  # noqa: PLC0415  only the server answers over HTTP; the virtual clock's drive does not
+
         return web.json_response(error_body(self.status, self.message, self.kind), status=self.status)
 
 

@@ -109,6 +109,22 @@ def test_missing_nvml_package_is_a_reason(tmp_path):
     assert sampler.reason == "no GPU telemetry: nvidia-ml-py (no_such_nvml_module) is not installed"
 
 
+def test_nvml_found_absent_without_a_process_says_what_the_process_would(tmp_path, monkeypatch):
+    # the parent's check (no NVML call) and the sampler process' own load give the same words; where the check
+    # finds NVML absent, no process is spawned
+    import cardgen.gpu.sampler as sampler_module
+
+    for module in ("pynvml", "no_such_nvml_module"):
+        absent = nv.nvml_absent(module)
+        if absent is not None:
+            assert absent == nv.load_nvml(module)[1]
+    monkeypatch.setattr(sampler_module.nv, "nvml_absent", lambda module: "no GPU telemetry: NVML library not found")
+    monkeypatch.setattr(sampler_module.mp, "get_context", lambda method: pytest.fail("a process was spawned"))
+    sampler = start_gpu_sampler(tmp_path)
+    assert sampler.describe() == {"telemetry": False, "reason": "no GPU telemetry: NVML library not found"}
+    assert not sampler.running
+
+
 def test_the_real_nvml_here_either_works_or_says_why(tmp_path):
     sampler = start_gpu_sampler(tmp_path, interval_s=0.1)
     try:
