@@ -33,7 +33,7 @@ def render(run_dir: Path, slo_ttft_s: float, slo_tpot_s: float, min_speed: float
         RunDir(run_dir).load_run_info()  # a one-line error for what is not a run directory, before writing to it
         record_price(run_dir, price_for(price_per_hour, None, source="cardgen render --price-per-hour"))
 
-    from cardgen.card import RenderOptions, render_run  # noqa: PLC0415  as render_card's
+    from cardgen.card import RenderOptions, render_run  # noqa: PLC0415  the analysis and card load only to render
 
     path = render_run(run_dir, options=RenderOptions(slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s,
                                                      min_speed_tok_s=min_speed))
@@ -41,9 +41,7 @@ def render(run_dir: Path, slo_ttft_s: float, slo_tpot_s: float, min_speed: float
 
 
 def render_card(run_dir: Path, *, quiet: bool) -> None:
-    # the analysis and the card (pandas, Jinja: 0.8 s of imports) load once a load is done, and not at all for a
-    # build with --no-card
-    from cardgen.card import render_run  # noqa: PLC0415
+    from cardgen.card import render_run  # noqa: PLC0415  pandas and Jinja (0.8 s) after the load, or never (--no-card)
 
     card = render_run(run_dir)
     if not quiet:
