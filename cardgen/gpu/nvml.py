@@ -15,6 +15,11 @@ from types import ModuleType
 from typing import Any
 
 NO_TELEMETRY = "no GPU telemetry"
+LIBRARY_NOT_FOUND = "NVML library not found"
+
+
+def _not_installed(module: str) -> str:
+    return f"{NO_TELEMETRY}: nvidia-ml-py ({module}) is not installed"
 
 
 def _text(value: Any) -> str:
@@ -27,7 +32,7 @@ def load_nvml(module: str = "pynvml") -> tuple[ModuleType | None, str | None]:
     try:
         nvml = importlib.import_module(module)
     except ImportError:
-        return None, f"{NO_TELEMETRY}: nvidia-ml-py ({module}) is not installed"
+        return None, _not_installed(module)
     try:
         nvml.nvmlInit()
     except Exception as exc:  # noqa: BLE001 - NVMLError subclasses are made at run time
@@ -48,22 +53,23 @@ def nvml_absent(module: str = "pynvml") -> str | None:
     or (nvidia-ml-py on Linux) ``libnvidia-ml.so.1`` does not load, as ``nvmlInit`` loads it. None where it may
     work: only the sampler's own process then finds out. The reasons are :func:`load_nvml`'s, word for word."""
     try:
-        if importlib.util.find_spec(module) is None:
-            return f"{NO_TELEMETRY}: nvidia-ml-py ({module}) is not installed"
+        found = importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
-        return f"{NO_TELEMETRY}: nvidia-ml-py ({module}) is not installed"
+        found = False
+    if not found:
+        return _not_installed(module)
     if module == "pynvml" and sys.platform.startswith("linux"):
         try:
             ctypes.CDLL("libnvidia-ml.so.1")
         except OSError:
-            return f"{NO_TELEMETRY}: NVML library not found"
+            return f"{NO_TELEMETRY}: {LIBRARY_NOT_FOUND}"
     return None
 
 
 def nvml_reason(nvml: Any, exc: BaseException) -> str:
     """A short reason for an NVML failure."""
     known = (
-        ("NVMLError_LibraryNotFound", "NVML library not found"),
+        ("NVMLError_LibraryNotFound", LIBRARY_NOT_FOUND),
         ("NVMLError_DriverNotLoaded", "NVIDIA driver not loaded"),
         ("NVMLError_NoPermission", "no permission to use NVML"),
         ("NVMLError_InsufficientPower", "a GPU reports insufficient power"),
