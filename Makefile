@@ -47,28 +47,19 @@ install-engine:
 
 # The tests that time nothing run on both cores (pytest-xdist), including those marked `wire` (real processes
 # over real sockets that judge no timing: kills, faults, workers, resume) and `browser` (Chromium, waiting on its
-# events); then, one at a time, the tests that time real sockets and the real vLLM: they must not share the cores
-# with each other (their figures are timings). Together they are every test; with CI=true none is skipped.
+# events); the tests that time real sockets and the real engines run one at a time: they must not share the cores
+# with each other (their figures are timings). tests/stages.py runs the three stages: where it may (root, as CI
+# runs), the untimed tests and the starting vLLM servers run in Linux's idle scheduling class beside the timed
+# stages, taking only the CPU those leave; elsewhere one after another. Together they are every test; with CI=true
+# none is skipped.
 PYTEST := $(BIN)/python -m pytest -q
 XDIST ?= -n 2
 UNTIMED := not sockets and not engine
 
-# The session's vLLM servers start while the untimed tests run (tests/engines/servers.py; the fixtures take them
-# from $$CARDGEN_TEST_SERVERS, or start their own), and stop when the engine tests are done, however they end:
-# the tests that time the virtual server over sockets run last, with no engine idling beside them (two idle vLLM
-# servers take 2.3 % of the two cores, 136 of 6,000 ticks in 30 s: enough to move the real-time decode figure at
-# 10 parallel 3.4 % below virtual time, past its 3 % bar).
-SERVERS := $(abspath $(VENV))/test-servers
 # The engine tests all live in tests/engines (tests/packaging/test_stages.py checks it): that stage collects only
-# there (2.8 s, where collecting every module takes 11.5 s).
-
+# there (2.8 s, where collecting every module takes 11.5 s). PYTEST_ARGS go to every stage (e.g. --durations=20).
 test: install-engine browser-deps lint
-	@$(BIN)/python tests/engines/servers.py start $(SERVERS) $(abspath $(VENV))/cardgen-cache
-	@$(PYTEST) $(XDIST) -m "$(UNTIMED)"; untimed=$$?; \
-	CARDGEN_TEST_SERVERS=$(SERVERS) $(PYTEST) -m engine tests/engines; engine=$$?; \
-	$(BIN)/python tests/engines/servers.py stop $(SERVERS); \
-	$(PYTEST) -m "sockets and not engine"; sockets=$$?; \
-	test $$untimed -eq 0 -a $$engine -eq 0 -a $$sockets -eq 0
+	@$(BIN)/python tests/stages.py $(VENV) $(PYTEST_ARGS)
 
 test-browser: install browser-deps
 	$(BIN)/python -m pytest -q -m browser

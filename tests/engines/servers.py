@@ -7,6 +7,11 @@ lifetime ends) and stops them afterwards (``stop DIR``). The session fixtures (`
 server that failed to start ahead, still gets one.
 
 Each server is what its fixture would start (:data:`RECIPES`): the same engine, model, flags and environment.
+
+Started ahead with ``--idle``, the servers run in Linux's idle scheduling class (``SCHED_IDLE``): they take only the
+CPU that the tests timing real sockets leave, and a fixture moves every process of the servers back to the normal
+class (:func:`promote`) when it takes one, before any engine test times it. Only a process allowed to raise its
+priority can do that (root, or an ``RLIMIT_NICE`` of 20): :func:`can_promote` says whether this one can.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -104,7 +110,43 @@ def started_ahead(name: str) -> dict[str, Any] | None:
             return None
         time.sleep(0.5)
     state = json.loads(ready.read_text())
+    promote(Path(where))
     return state if healthy(state["url"]) else None
+
+
+def can_promote() -> bool:
+    """Whether this process may move a process from the idle scheduling class back to the normal one."""
+    return hasattr(os, "SCHED_IDLE") and (os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20)
+
+
+def idle() -> None:
+    """This process (and what it starts from now on) into the idle scheduling class."""
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+def _descendants(root: int) -> list[int]:
+    """``root`` and every process below it (an engine runs in a session of its own, so not by process group)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def promote(where: Path) -> None:
+    """Every thread of the servers' processes back to the normal scheduling class (a no-op when they run in it)."""
+    with contextlib.suppress(OSError, ValueError):
+        root = int((where / "pid").read_text())
+        for pid in _descendants(root):
+            for task in Path(f"/proc/{pid}/task").glob("*"):
+                with contextlib.suppress(OSError):  # a thread that ended, or no right to (see can_promote)
+                    os.sched_setscheduler(int(task.name), os.SCHED_OTHER, os.sched_param(0))
 
 
 def serve(where: Path, cache: Path) -> None:
@@ -138,16 +180,18 @@ def serve(where: Path, cache: Path) -> None:
             time.sleep(0.5)
 
 
-def start(where: Path, cache: Path) -> None:
+def start(where: Path, cache: Path, *, in_idle_class: bool = False) -> None:
+    """Start the servers in a process of their own (in the idle scheduling class with ``in_idle_class``)."""
     where.mkdir(parents=True, exist_ok=True)
     for old in where.glob("*"):
         if old.is_file():
             old.unlink()
     log = (where / "servers.log").open("w")
     proc = subprocess.Popen([sys.executable, __file__, "serve", str(where), str(cache)], stdout=log, stderr=log,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=idle if in_idle_class else None)
     (where / "pid").write_text(str(proc.pid))
-    print(f"engine servers starting ahead in {where} (pid {proc.pid})")
+    print(f"engine servers starting ahead in {where} (pid {proc.pid}{', idle class' if in_idle_class else ''})")
 
 
 def stop(where: Path) -> None:
@@ -172,10 +216,10 @@ def stop(where: Path) -> None:
 if __name__ == "__main__":
     command, where = sys.argv[1], Path(sys.argv[2])
     if command == "start":
-        start(where, Path(sys.argv[3]))
+        start(where, Path(sys.argv[3]), in_idle_class="--idle" in sys.argv[4:])
     elif command == "serve":
         serve(where, Path(sys.argv[3]))
     elif command == "stop":
         stop(where)
     else:
-        sys.exit(f"usage: {sys.argv[0]} start|serve|stop DIR [CACHE]")
+        sys.exit(f"usage: {sys.argv[0]} start|serve|stop DIR [CACHE [--idle]]")

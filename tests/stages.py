@@ -1,0 +1,100 @@
+"""``make test``'s three stages, and how they share the two cores.
+
+- **untimed**: the tests that time nothing (rules, figures, formats, and those marked ``wire`` or ``browser``), on
+  both cores with pytest-xdist;
+- **sockets**: the tests that time the virtual server over real sockets, one at a time;
+- **engine**: the tests against the real engines (``tests/engines``), one at a time, with the session's vLLM
+  servers started ahead (``tests/engines/servers.py``).
+
+The timed stages must not share the cores with other work. Where this process may lower and raise a process's
+scheduling class (``servers.can_promote``: root, as CI runs), the untimed stage and the starting servers run in
+Linux's idle class (``SCHED_IDLE``) *beside* the sockets stage: an idle-class process runs only on a core that no
+normal process wants, and a normal process that wakes preempts it at once, so the sockets tests see the cores as
+if alone (they wait on the virtual server's clock for most of their 2 1/2 minutes: 5 to 40 % of the cores),
+while the untimed tests take the time they leave. The engine stage waits until the untimed tests are done: beside
+them, even in the idle class, a real engine's figures moved (the client's share of vLLM's TTFT went from under
+0.1 s to 0.113 s, and llama.cpp's saturation probe did not run). A fixture moves the servers back to the normal
+class when it takes one. Elsewhere the stages run one after another: untimed (with the servers starting beside
+it), engine, sockets.
+
+The untimed stage's output goes to a log, printed once it ends. The exit status is 0 only when every stage
+passed; Ctrl-C stops the stages and the servers.
+
+    python tests/stages.py VENV [PYTEST ARGS...]
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "engines"))
+
+import servers  # noqa: E402  (tests/engines, put on the path above)
+
+UNTIMED = ["-n", "2", "-m", "not sockets and not engine"]
+SOCKETS = ["-m", "sockets and not engine"]
+ENGINE = ["-m", "engine", "tests/engines"]  # only that folder is collected (tests/packaging/test_stages.py)
+
+
+def _say(text: str) -> None:
+    print(f"\n== make test: {text}", flush=True)
+
+
+def _stage(name: str, args: list[str], extra: list[str], env: dict[str, str]) -> int:
+    _say(f"{name} tests")
+    started = time.monotonic()
+    code = subprocess.call([sys.executable, "-m", "pytest", "-q", *extra, *args], env=env)
+    _say(f"{name} tests: {'passed' if code == 0 else f'FAILED (exit {code})'} in {time.monotonic() - started:.0f} s")
+    return code
+
+
+def main(venv: Path, extra: list[str]) -> int:
+    where, cache, log = venv / "test-servers", venv / "cardgen-cache", venv / "test-untimed.log"
+    env = dict(os.environ)
+    engine_env = {**env, "CARDGEN_TEST_SERVERS": str(where)}
+    overlap = servers.can_promote()
+    servers.start(where, cache, in_idle_class=overlap)
+    codes: dict[str, int] = {}
+    try:
+        if not overlap:
+            _say("the stages run one after another (no right to raise a process's scheduling class back)")
+            codes["untimed"] = _stage("untimed", UNTIMED, extra, env)
+            codes["engine"] = _stage("engine", ENGINE, extra, engine_env)
+            servers.stop(where)
+            codes["sockets"] = _stage("sockets", SOCKETS, extra, env)
+            return _verdict(codes)
+        _say(f"untimed tests in the idle scheduling class, beside the sockets stage (output: {log})")
+        started = time.monotonic()
+        with log.open("w") as out:
+            untimed = subprocess.Popen([sys.executable, "-m", "pytest", "-q", *extra, *UNTIMED], env=env,
+                                       stdout=out, stderr=subprocess.STDOUT, preexec_fn=servers.idle)
+            try:
+                codes["sockets"] = _stage("sockets", SOCKETS, extra, env)
+                if untimed.poll() is None:
+                    _say("waiting for the untimed tests")
+                codes["untimed"] = untimed.wait()
+            finally:
+                if untimed.poll() is None:
+                    untimed.terminate()
+                    untimed.wait()
+        print(log.read_text(), end="", flush=True)
+        _say(f"untimed tests: {'passed' if codes['untimed'] == 0 else 'FAILED'} in {time.monotonic() - started:.0f} s")
+        codes["engine"] = _stage("engine", ENGINE, extra, engine_env)
+        return _verdict(codes)
+    finally:
+        servers.stop(where)
+
+
+def _verdict(codes: dict[str, int]) -> int:
+    failed = [name for name, code in codes.items() if code != 0]
+    _say(f"FAILED: {', '.join(failed)}" if failed else "every stage passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]).resolve(), sys.argv[2:]))
