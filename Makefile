@@ -49,8 +49,8 @@ install-engine:
 # over real sockets that judge no timing: kills, faults, workers, resume) and `browser` (Chromium, waiting on its
 # events); the tests that time real sockets and the real engines run one at a time: they must not share the cores
 # with each other (their figures are timings). tests/stages.py runs the three stages: where it may (root, as CI
-# runs), the untimed tests and the starting vLLM servers run in Linux's idle scheduling class beside the timed
-# stages, taking only the CPU those leave; elsewhere one after another. Together they are every test; with CI=true
+# runs), the untimed tests and the starting vLLM servers run in Linux's idle scheduling class beside the sockets
+# stage, taking only the CPU it leaves, and the engine stage runs alone after them; elsewhere one after another. Together they are every test; with CI=true
 # none is skipped.
 PYTEST := $(BIN)/python -m pytest -q
 XDIST ?= -n 2

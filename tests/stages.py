@@ -45,10 +45,14 @@ def _say(text: str) -> None:
     print(f"\n== make test: {text}", flush=True)
 
 
+def _pytest(args: list[str], extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-q", *extra, *args]
+
+
 def _stage(name: str, args: list[str], extra: list[str], env: dict[str, str]) -> int:
     _say(f"{name} tests")
     started = time.monotonic()
-    code = subprocess.call([sys.executable, "-m", "pytest", "-q", *extra, *args], env=env)
+    code = subprocess.call(_pytest(args, extra), env=env)
     _say(f"{name} tests: {'passed' if code == 0 else f'FAILED (exit {code})'} in {time.monotonic() - started:.0f} s")
     return code
 
@@ -71,7 +75,7 @@ def main(venv: Path, extra: list[str]) -> int:
         _say(f"untimed tests in the idle scheduling class, beside the sockets stage (output: {log})")
         started = time.monotonic()
         with log.open("w") as out:
-            untimed = subprocess.Popen([sys.executable, "-m", "pytest", "-q", *extra, *UNTIMED], env=env,
+            untimed = subprocess.Popen(_pytest(UNTIMED, extra), env=env,
                                        stdout=out, stderr=subprocess.STDOUT, preexec_fn=servers.idle)
             try:
                 codes["sockets"] = _stage("sockets", SOCKETS, extra, env)

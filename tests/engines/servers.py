@@ -1,14 +1,14 @@
 """The session's real engine servers, started ahead of the tests that use them.
 
-``make test`` starts them while the untimed tests run (``python tests/engines/servers.py start DIR``: a process of
-its own starts each server, writes ``DIR/NAME.json`` once it is healthy, and keeps it until ``stop`` or its
-lifetime ends) and stops them afterwards (``stop DIR``). The session fixtures (``conftest.py``) take a server from
-``$CARDGEN_TEST_SERVERS`` when one is there and healthy, and start their own otherwise, so a test run alone, or a
-server that failed to start ahead, still gets one.
+``make test`` (``tests/stages.py``) starts them while the untimed tests run (:func:`start`; by hand,
+``python tests/engines/servers.py start DIR``: a process of its own starts each server, writes ``DIR/NAME.json``
+once it is healthy, and keeps it until ``stop`` or its lifetime ends) and stops them afterwards (:func:`stop`).
+The session fixtures (``conftest.py``) take a server from ``$CARDGEN_TEST_SERVERS`` when one is there and healthy,
+and start their own otherwise, so a test run alone, or a server that failed to start ahead, still gets one.
 
 Each server is what its fixture would start (:data:`RECIPES`): the same engine, model, flags and environment.
 
-Started ahead with ``--idle``, the servers run in Linux's idle scheduling class (``SCHED_IDLE``): they take only the
+Started ``in_idle_class``, the servers run in Linux's idle scheduling class (``SCHED_IDLE``): they take only the
 CPU that the tests timing real sockets leave, and a fixture moves every process of the servers back to the normal
 class (:func:`promote`) when it takes one, before any engine test times it. Only a process allowed to raise its
 priority can do that (root, or an ``RLIMIT_NICE`` of 20): :func:`can_promote` says whether this one can.
@@ -216,10 +216,10 @@ def stop(where: Path) -> None:
 if __name__ == "__main__":
     command, where = sys.argv[1], Path(sys.argv[2])
     if command == "start":
-        start(where, Path(sys.argv[3]), in_idle_class="--idle" in sys.argv[4:])
+        start(where, Path(sys.argv[3]))
     elif command == "serve":
         serve(where, Path(sys.argv[3]))
     elif command == "stop":
         stop(where)
     else:
-        sys.exit(f"usage: {sys.argv[0]} start|serve|stop DIR [CACHE [--idle]]")
+        sys.exit(f"usage: {sys.argv[0]} start|serve|stop DIR [CACHE]")
