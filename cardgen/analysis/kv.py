@@ -149,9 +149,14 @@ def _wave_result(rows: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None
 
 
 def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None,
-                     slots: int | None = None) -> tuple[KVEstimate | None, list[WaveResult], str | None]:
+                     slots: int | None = None, cache_per_slot: bool = False,
+                     ) -> tuple[KVEstimate | None, list[WaveResult], str | None]:
     """(estimate, the waves, a note when the probe could not give a figure). ``slots``: the most requests the
-    server runs at once (llama.cpp's slots): a wave larger than that queues for a slot, whatever its KV cache."""
+    server runs at once (llama.cpp's slots): a wave larger than that queues for a slot, whatever its KV cache.
+    ``cache_per_slot``: each slot holds a cache of its own (llama.cpp without a unified cache), so a request that
+    fits a slot never waits for KV, only for a slot: no wave can saturate the cache, and one that seems to have
+    (a small wave of requests too short to overlap: on a fast server the second starts after the first ended) is
+    no measure of it."""
     rows = requests[requests["kind"].isin(kinds_where(lambda k: k.capacity_probe)) & ~requests["warmup"] & requests["wave"].notna()]
     if rows.empty:
         return None, [], None
@@ -168,6 +173,11 @@ def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: in
     first = saturated[0] if saturated else None
     calm = [w for w in waves if not w.saturated and (first is None or w.size < first.size)]
     previous = max(calm, key=lambda w: w.size) if calm else None
+    if slots and cache_per_slot:
+        largest = max(w.size for w in waves)
+        return None, waves, (f"each of the server's {slots} slots holds a cache of its own and every request fits "
+                             f"one: requests queue behind the server's {slots} slots, never for KV blocks, so the "
+                             f"waves (up to {largest} requests) measured its slots, not its KV cache")
     if first is not None:
         if slots and first.size > slots and (previous is None or previous.size <= slots):
             note = (f"wave {first.wave} ({first.size} requests) queued behind the server's {slots} slots: it runs at "
@@ -214,7 +224,8 @@ def kv_capacity(*, declared: Mapping[str, Any] | None, requests: pd.DataFrame, t
         estimates.append(usage)
     else:
         not_run["usage_extrapolation"] = _why_no_usage(ts)
-    probe, waves, note = saturation_probe(requests, ts, block_size=block_size, slots=slots)
+    probe, waves, note = saturation_probe(requests, ts, block_size=block_size, slots=slots,
+                                          cache_per_slot=(declared or {}).get("kv_unified") is False)
     if probe is not None:
         estimates.append(probe)
     else:

@@ -173,3 +173,30 @@ def test_probe_without_waves():
                                          sent_at=1.0, end_at=2.0, first_token_at=1.5, output_tokens=1)])
     assert saturation_probe(frame, server_timeseries([], engine="vllm"), block_size=None) == (None, [], None)
     assert isinstance(server_timeseries([], engine=None), pd.DataFrame)
+
+
+def _waves_as_llamacpp_ran_them() -> pd.DataFrame:
+    """The waves of a run against llama.cpp with 4 slots, a cache per slot, serving a tiny model (CI, 2026-11-29):
+    each request took about 25 ms, so in the waves of 2 and 4 the second request started after the first ended;
+    the wave of 8 ran 4 at once and queued the rest for a slot. (sent, first token, end) from the wave's start."""
+    waves = {1: [(0.0, 0.018, 0.027)],
+             2: [(0.031, 0.056, 0.056), (0.031, 0.085, 0.086)],
+             4: [(0.091, 0.118, 0.118), (0.091, 0.144, 0.145), (0.09, 0.162, 0.206), (0.09, 0.175, 0.208)],
+             8: [(0.221, 0.275, 0.351)] * 4 + [(0.221, 0.379, 0.41)] * 2 + [(0.222, 0.48, 0.509)] * 2}
+    return request_frame([
+        RequestRecord(scenario="waves-in256-out32", kind="waves", wave=wave, prompt_tokens_target=256,
+                      output_tokens_target=32, prompt_tokens=256, output_tokens=32, sent_at=100 + sent,
+                      first_token_at=100 + first, end_at=100 + end, chunk_times=[100 + first, 100 + end])
+        for wave, rows in waves.items() for sent, first, end in rows])
+
+
+def test_waves_against_a_cache_per_slot_measure_slots_never_kv():
+    frame, ts = _waves_as_llamacpp_ran_them(), server_timeseries([], engine="llamacpp")
+    # read as waves alone, the wave of 2 queued: a capacity of 2 requests, 94 % below what the server allocated
+    estimate, waves, _ = saturation_probe(frame, ts, block_size=None, slots=4)
+    assert [w.size for w in waves if w.queued] == [2, 4, 8] and estimate.high == 2 * 288
+    # a cache per slot cannot be filled by requests that each fit a slot: no figure, and the card says why
+    estimate, waves, note = saturation_probe(frame, ts, block_size=None, slots=4, cache_per_slot=True)
+    assert estimate is None and len(waves) == 4
+    assert note.startswith("each of the server's 4 slots holds a cache of its own")
+    assert "never for KV blocks, so the waves (up to 8 requests) measured its slots, not its KV cache" in note
