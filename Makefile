@@ -50,12 +50,8 @@ install-engine:
 # events); the tests that time real sockets and the real engines run one at a time: they must not share the cores
 # with each other (their figures are timings). tests/stages.py runs the three stages: where it may (root, as CI
 # runs), the untimed tests and the starting vLLM servers run in Linux's idle scheduling class beside the sockets
-# stage, taking only the CPU it leaves, and the engine stage runs alone after them; elsewhere one after another. Together they are every test; with CI=true
-# none is skipped.
-PYTEST := $(BIN)/python -m pytest -q
-XDIST ?= -n 2
-UNTIMED := not sockets and not engine
-
+# stage, taking only the CPU it leaves, and the engine stage runs alone after them; elsewhere one after another.
+# Together they are every test; with CI=true none is skipped.
 # The engine tests all live in tests/engines (tests/packaging/test_stages.py checks it): that stage collects only
 # there (2.8 s, where collecting every module takes 11.5 s). PYTEST_ARGS go to every stage (e.g. --durations=20).
 test: install-engine browser-deps lint
@@ -64,10 +60,10 @@ test: install-engine browser-deps lint
 test-browser: install browser-deps
 	$(BIN)/python -m pytest -q -m browser
 
-# The rules, figures and formats (about 650 tests, within 3 minutes on two cores): no engine, no browser, no timed
+# The rules, figures and formats (659 tests, 35 s on two cores): no engine, no browser, no timed
 # socket, none marked slow (whole runs, servers, processes); make test runs those too.
 test-fast: install
-	$(PYTEST) $(XDIST) -m "$(UNTIMED) and not browser and not slow and not wire"
+	@$(BIN)/python tests/stages.py $(VENV) --fast $(PYTEST_ARGS)
 
 test-engine: install-engine
 	$(BIN)/python -m pytest -q -m engine tests/engines

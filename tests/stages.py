@@ -13,14 +13,17 @@ normal process wants, and a normal process that wakes preempts it at once, so th
 if alone (they wait on the virtual server's clock for most of their 2 1/2 minutes: 5 to 40 % of the cores),
 while the untimed tests take the time they leave. The engine stage waits until the untimed tests are done: beside
 them, even in the idle class, a real engine's figures moved (the client's share of vLLM's TTFT went from under
-0.1 s to 0.113 s, and llama.cpp's saturation probe did not run). A fixture moves the servers back to the normal
+0.1 s to 0.113 s). A fixture moves the servers back to the normal
 class when it takes one. Elsewhere the stages run one after another: untimed (with the servers starting beside
 it), engine, sockets.
 
 The untimed stage's output goes to a log, printed once it ends. The exit status is 0 only when every stage
 passed; Ctrl-C stops the stages and the servers.
 
-    python tests/stages.py VENV [PYTEST ARGS...]
+``--fast`` (``make test-fast``) runs only the untimed stage, less its slow, ``wire`` and browser tests, in the
+foreground, and starts no server.
+
+    python tests/stages.py VENV [--fast] [PYTEST ARGS...]
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ sys.path.insert(0, str(HERE / "engines"))
 
 import servers  # noqa: E402  (tests/engines, put on the path above)
 
-UNTIMED = ["-n", "2", "-m", "not sockets and not engine"]
+UNTIMED_MARKS = "not sockets and not engine"
+UNTIMED = ["-n", "2", "-m", UNTIMED_MARKS]
+FAST = ["-n", "2", "-m", f"{UNTIMED_MARKS} and not browser and not slow and not wire"]
 SOCKETS = ["-m", "sockets and not engine"]
 ENGINE = ["-m", "engine", "tests/engines"]  # only that folder is collected (tests/packaging/test_stages.py)
 
@@ -101,4 +106,7 @@ def _verdict(codes: dict[str, int]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1]).resolve(), sys.argv[2:]))
+    venv_dir, rest = Path(sys.argv[1]).resolve(), sys.argv[2:]
+    if rest[:1] == ["--fast"]:
+        sys.exit(subprocess.call(_pytest(FAST, rest[1:])))
+    sys.exit(main(venv_dir, rest))
