@@ -64,23 +64,25 @@ def require_build_command() -> None:
 
 # every scenario kind the card needs from a real engine, at a size a CPU build finishes in about a minute (the
 # built-in suites run to precision targets and to the KV cache's saturation: far longer on a CPU). The KV usage
-# extrapolation needs 3 scrapes in which the server runs just the requests the client has in flight, nothing
-# waiting, at 5 % KV usage or more: 128 output tokens hold 4 and 10 requests in steady decoding for about 2 s here,
-# scraped every 0.1 s (with 48 tokens scraped every 0.25 s, 6 scrapes qualified here and fewer than 3 on a CI
-# machine, and the estimate went missing)
+# extrapolation needs 3 scrapes (0.25 s apart, and up to 0.7 s while vLLM streams to 10 clients) in which the
+# server runs just the requests the client has in flight, nothing waiting, at 5 % KV usage or more: three rounds
+# of the pair's 128 output tokens and the waves' 96 hold 4 to 10 requests in steady decoding for about 4 s here.
+# With two rounds of 48 tokens and waves of 32, 6 scrapes qualified here and fewer than 3 on a CI machine, and the
+# estimate went missing. Scraping more often, or longer requests, move the client's share of TTFT on these two
+# cores (each scrape of vLLM's /metrics holds its API server's event loop): scraped every 0.1 s it went from
+# under 10 ms to 65-130 ms at 1 and 4 parallel, and with 256 tokens to 0.2 s at 10 parallel
 E2E_SUITE = """name: e2e
 scenarios:
   - {kind: ingest, name: ingestion, min_prompt_tokens: 16, max_prompt_tokens: 2000, points: 6, output_tokens: 1}
   - {kind: closed, name: reference-pair, prompt_tokens: 512, output_tokens: 128, parallel: [1, 4, 10],
-     min_requests: 4, min_rounds: 2}
-  - {kind: waves, name: kv-waves, prompt_tokens: 512, output_tokens: 32, max_wave: 10, step: 3, search: step}
+     min_requests: 4, min_rounds: 3}
+  - {kind: waves, name: kv-waves, prompt_tokens: 512, output_tokens: 96, max_wave: 10, step: 3, search: step}
 """
 
 
-def build_against(vllm_server, tmp_path_factory, name: str, suite_text: str, *, scrape_interval: float = 0.25,
-                  ) -> tuple[Path, str, str]:
-    """``cardgen build`` of ``suite_text`` against the session's vLLM, with /metrics read around it (and every
-    ``scrape_interval`` seconds during it): the run directory, and the metrics text before and after."""
+def build_against(vllm_server, tmp_path_factory, name: str, suite_text: str) -> tuple[Path, str, str]:
+    """``cardgen build`` of ``suite_text`` against the session's vLLM, with /metrics read around it: the run
+    directory, and the metrics text before and after."""
     require_build_command()
     out = tmp_path_factory.mktemp(name) / "run"
     suite = out.parent / f"{name}.yaml"
@@ -88,7 +90,7 @@ def build_against(vllm_server, tmp_path_factory, name: str, suite_text: str, *, 
     with vllm_server.lock:
         before = metrics(vllm_server.url)
         done = cardgen("build", SERVED_NAME, "--url", vllm_server.url, "--suite", str(suite), "--out", str(out),
-                       "--scrape-interval", str(scrape_interval), "--quiet")
+                       "--scrape-interval", "0.25", "--quiet")
         after = metrics(vllm_server.url)
     assert done.returncode == 0, f"cardgen build failed ({done.returncode}):\n{done.stderr[-4000:]}"
     return out, before, after
@@ -97,7 +99,7 @@ def build_against(vllm_server, tmp_path_factory, name: str, suite_text: str, *, 
 @pytest.fixture(scope="module")
 def quick_run(vllm_server, tmp_path_factory):
     """``cardgen build`` with a small suite against the session's vLLM, with /metrics read around it."""
-    return build_against(vllm_server, tmp_path_factory, "e2e", E2E_SUITE, scrape_interval=0.1)
+    return build_against(vllm_server, tmp_path_factory, "e2e", E2E_SUITE)
 
 
 def test_run_json_names_the_engine(quick_run):
