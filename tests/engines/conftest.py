@@ -99,6 +99,7 @@ def _vllm(name: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory)
     recipe = servers.RECIPES[name]
     with launched_engine(recipe.engine, str(tiny_model), engine_args=recipe.args(tiny_model),
                          log_path=tmp / "server.log", env=vllm_env(tmp), startup_timeout_s=240) as handle:
+        servers.engine_behind(handle.pid)
         yield VllmServer(handle, time.monotonic() - started, tmp)
     print(f"\n{name} server: ready after {handle.launch_info['ready_after_s']} s; {handle.launch_info['stopped']}",
           file=sys.stderr)

@@ -139,14 +139,43 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
+ENGINE_NICE = 10
+ENGINE_PROCESSES = ("VLLM::",)  # vLLM's engine core and its worker: the processes that run the model
+
+
+def engine_behind(root: int) -> None:
+    """The engine started as process ``root`` (and everything below it) behind the load generator on the two
+    shared cores: its autogroup at nice :data:`ENGINE_NICE` (an engine runs in a session of its own, and where
+    Linux groups a session's processes, as here, a process's own nice value weighs only inside its group), and
+    every thread of its model-running processes at that nice too (where sessions are not grouped).
+
+    While vLLM decodes, its engine core and worker take about 1.8 of the 2 cores. At the same priority the load
+    generator's process waited on the run queue for most of each second: its event loop lagged 0.2 to 0.6 s,
+    a stream's chunks were read all at once at its end, and the client's share of TTFT read 0.06 to 0.2 s. With
+    the engine's autogroup at nice 10 the lag was 1 to 4 ms and the client's share 2 to 4 ms (the engine stamps
+    its own times, so its figures stay its own); its threads' nice alone changed nothing."""
+    for pid in _descendants(root):  # each engine below the servers' process has a session of its own
+        with contextlib.suppress(OSError):  # no autogroups (CONFIG_SCHED_AUTOGROUP off), or the process ended
+            if os.getsid(pid) != os.getsid(0):  # never the group of the tests and the load generator
+                Path(f"/proc/{pid}/autogroup").write_text(f"{ENGINE_NICE}\n")
+        with contextlib.suppress(OSError):
+            if not Path(f"/proc/{pid}/comm").read_text().startswith(ENGINE_PROCESSES):
+                continue
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            with contextlib.suppress(OSError):  # a thread that ended
+                os.setpriority(os.PRIO_PROCESS, int(task.name), ENGINE_NICE)
+
+
 def promote(where: Path) -> None:
-    """Every thread of the servers' processes back to the normal scheduling class (a no-op when they run in it)."""
+    """Every thread of the servers' processes back to the normal scheduling class (a no-op when they run in it),
+    the engine's own behind the load generator (:func:`engine_behind`)."""
     with contextlib.suppress(OSError, ValueError):
         root = int((where / "pid").read_text())
         for pid in _descendants(root):
             for task in Path(f"/proc/{pid}/task").glob("*"):
                 with contextlib.suppress(OSError):  # a thread that ended, or no right to (see can_promote)
                     os.sched_setscheduler(int(task.name), os.SCHED_OTHER, os.sched_param(0))
+        engine_behind(root)
 
 
 def serve(where: Path, cache: Path) -> None:
