@@ -13,9 +13,8 @@ normal process wants, and a normal process that wakes preempts it at once, so th
 if alone (they wait on the virtual server's clock for most of their 2 1/2 minutes: 5 to 40 % of the cores),
 while the untimed tests take the time they leave. The engine stage waits until the untimed tests are done: beside
 them, even in the idle class, a real engine's figures moved (the client's share of vLLM's TTFT went from under
-0.1 s to 0.113 s). A fixture moves the servers back to the normal
-class when it takes one. Elsewhere the stages run one after another: untimed (with the servers starting beside
-it), engine, sockets.
+0.1 s to 0.113 s). A fixture moves the servers back to the normal class when it takes one. Elsewhere the stages
+run one after another: untimed (with the servers starting beside it), engine, sockets.
 
 The untimed stage's output goes to a log, printed once it ends. The exit status is 0 only when every stage
 passed; Ctrl-C stops the stages and the servers.

@@ -167,17 +167,17 @@ def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: in
         _wave_result(g, ts, block_size=block_size, has_load_metrics=has_load)
         for _, g in sorted(rows.groupby("wave"), key=lambda item: float(item[1]["sent_at"].min()))
     ]
+    if slots and cache_per_slot:
+        largest = max(w.size for w in waves)
+        return None, waves, (f"each of the server's {slots} slots holds a cache of its own and every request fits "
+                             f"one: requests queue behind the server's {slots} slots, never for KV blocks, so the "
+                             f"waves (up to {largest} requests) measured its slots, not its KV cache")
     # waves may come in any order (a bisecting search): the smallest wave that saturated, and the largest
     # below it that did not, bracket the capacity
     saturated = sorted((w for w in waves if w.saturated and w.tokens_per_request), key=lambda w: w.size)
     first = saturated[0] if saturated else None
     calm = [w for w in waves if not w.saturated and (first is None or w.size < first.size)]
     previous = max(calm, key=lambda w: w.size) if calm else None
-    if slots and cache_per_slot:
-        largest = max(w.size for w in waves)
-        return None, waves, (f"each of the server's {slots} slots holds a cache of its own and every request fits "
-                             f"one: requests queue behind the server's {slots} slots, never for KV blocks, so the "
-                             f"waves (up to {largest} requests) measured its slots, not its KV cache")
     if first is not None:
         if slots and first.size > slots and (previous is None or previous.size <= slots):
             note = (f"wave {first.wave} ({first.size} requests) queued behind the server's {slots} slots: it runs at "

@@ -154,7 +154,12 @@ def engine_behind(root: int) -> None:
     a stream's chunks were read all at once at its end, and the client's share of TTFT read 0.06 to 0.2 s. With
     the engine's autogroup at nice 10 the lag was 1 to 4 ms and the client's share 2 to 4 ms (the engine stamps
     its own times, so its figures stay its own); its threads' nice alone changed nothing."""
-    for pid in _descendants(root):  # each engine below the servers' process has a session of its own
+    _behind(_descendants(root))
+
+
+def _behind(pids: list[int]) -> None:
+    """:func:`engine_behind` for the processes ``pids``."""
+    for pid in pids:  # each engine below the servers' process has a session of its own
         with contextlib.suppress(OSError):  # no autogroups (CONFIG_SCHED_AUTOGROUP off), or the process ended
             if os.getsid(pid) != os.getsid(0):  # never the group of the tests and the load generator
                 Path(f"/proc/{pid}/autogroup").write_text(f"{ENGINE_NICE}\n")
@@ -170,12 +175,12 @@ def promote(where: Path) -> None:
     """Every thread of the servers' processes back to the normal scheduling class (a no-op when they run in it),
     the engine's own behind the load generator (:func:`engine_behind`)."""
     with contextlib.suppress(OSError, ValueError):
-        root = int((where / "pid").read_text())
-        for pid in _descendants(root):
+        pids = _descendants(int((where / "pid").read_text()))
+        for pid in pids:
             for task in Path(f"/proc/{pid}/task").glob("*"):
                 with contextlib.suppress(OSError):  # a thread that ended, or no right to (see can_promote)
                     os.sched_setscheduler(int(task.name), os.SCHED_OTHER, os.sched_param(0))
-        engine_behind(root)
+        _behind(pids)
 
 
 def serve(where: Path, cache: Path) -> None:
