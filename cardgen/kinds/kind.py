@@ -70,6 +70,9 @@ class Kind(Generic[P]):
     shared_prefix: bool = False  # its requests share prefixes it makes (the prefix-cache view)
     conversation: bool = False  # multi-turn conversations (the chat view)
     slo_search: bool = False  # searches the highest load that meets an SLO
+    # what the kind does by design, which the card's notes and the saturation rules must not report as a fault:
+    # the parts of TTFT its load makes large on purpose (``"queue"``: waves fill the server to find where it queues)
+    by_design: frozenset[str] = frozenset()
     diff_rank: int | None = None  # where ``cardgen diff`` lists its points (None: it compares none)
     # calibration: replayed on the fitted server; its figures fitted and judged; a spot check's preference (the
     # lowest first) and what its load is called there
