@@ -39,8 +39,10 @@ from importlib import resources
 from pathlib import Path
 
 from cardgen.errors import UsageError
-from cardgen.kinds import OpenParams, PrefixParams, SamplingParams, kind_of
+from cardgen.kinds import SamplingParams, kind_of
 from cardgen.kinds.entry import SHAREGPT, check_source
+from cardgen.kinds.openloop.schema import OpenParams
+from cardgen.kinds.prefix.schema import PrefixParams
 from cardgen.points import Point
 from cardgen.prompts import dataset_template, id_tokens, prefix_templates, trace_templates
 from cardgen.traces import describe as describe_trace

@@ -19,7 +19,9 @@ from typing import Any, TypeVar
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
-from cardgen.kinds import IngestParams, KindParams, OpenParams, SamplingParams, kind_of
+from cardgen.kinds import KindParams, SamplingParams, kind_of
+from cardgen.kinds.ingest.schema import IngestParams
+from cardgen.kinds.openloop.schema import OpenParams
 from cardgen.suite import Suite
 
 P = TypeVar("P")

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from cardgen.kinds import KINDS, UNKNOWN, ClosedParams, KindParams, kind_of, program_for
+from cardgen.kinds import KINDS, UNKNOWN, KindParams, kind_of, program_for
+from cardgen.kinds.closed.schema import ClosedParams
 from cardgen.points import Point, expand
 from cardgen.suite import Scenario, load_suite
 

@@ -21,7 +21,9 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from cardgen.kinds import LARGEST_WAVE, NO_PARALLEL, WavesParams, kind_of
+from cardgen.kinds import NO_PARALLEL, kind_of
+from cardgen.kinds.kind import LARGEST_WAVE
+from cardgen.kinds.waves.schema import WavesParams
 from cardgen.points import Point, expand
 from cardgen.schemas.run import PointOutcome, RunInfo, point_attempts
 from cardgen.schemas.summary import ScenarioSummary

@@ -23,7 +23,7 @@ from cardgen.analysis.scenarios import meets_slo
 from cardgen.analysis.stats import describe
 from cardgen.analysis.timeseries import window
 from cardgen.engines import metric_names
-from cardgen.kinds import OpenParams
+from cardgen.kinds.openloop.schema import OpenParams
 from cardgen.points import Point
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.summary import ReplayResult, ReplayWindow, ScenarioSummary

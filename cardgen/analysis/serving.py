@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from cardgen.kinds import OpenParams, kind_of
+from cardgen.kinds import kind_of
+from cardgen.kinds.openloop.schema import OpenParams
 from cardgen.points import Point, expand
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import ScenarioSummary

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cardgen.analysis.cost import usd_per_million
-from cardgen.kinds import SloParams, kind_of
+from cardgen.kinds import kind_of
 from cardgen.kinds.slosearch.program import LATE, answer_words, new_search, probed, unit
+from cardgen.kinds.slosearch.schema import SloParams
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.schemas.records import RequestRecord

@@ -22,7 +22,9 @@ from cardgen.analysis.serving import (
     nightly_serving_table,
     sent_lengths,
 )
-from cardgen.kinds import ChatParams, PrefixParams, kind_of
+from cardgen.kinds import kind_of
+from cardgen.kinds.chat.schema import ChatParams
+from cardgen.kinds.prefix.schema import PrefixParams
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import RunInfo

@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cardgen.analysis.analyse import HEADLINE_POINT
-from cardgen.kinds import IngestParams, kind_of
+from cardgen.kinds import kind_of
+from cardgen.kinds.ingest.schema import IngestParams
 from cardgen.points import Point
 from cardgen.schemas.calibration import IdentifyPoint
 

@@ -15,7 +15,10 @@ from dataclasses import dataclass, replace
 
 from cardgen.calibrated.figures import figures_of_records
 from cardgen.calibrated.settings import ServerSettings
-from cardgen.kinds import BatchParams, ClosedParams, IngestParams, kind_of
+from cardgen.kinds import kind_of
+from cardgen.kinds.batch.schema import BatchParams
+from cardgen.kinds.closed.schema import ClosedParams
+from cardgen.kinds.ingest.schema import IngestParams
 from cardgen.points import Point
 from cardgen.schemas.run import PointOutcome
 from cardgen.sim.config import SimConfig

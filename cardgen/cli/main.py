@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "site": ("cardgen.cli.site", "site", "Build the static report site from every run."),
     "push": ("cardgen.cli.push", "push", "Push a card (or a run) to the Hugging Face Hub."),
     "diff": ("cardgen.cli.diff", "diff", "Compare two runs: every shared figure's ratio and its significance."),
+    "kinds": ("cardgen.cli.kinds", "kinds", "List the installed scenario kinds, where each comes from, and what it measures."),
 }
 
 

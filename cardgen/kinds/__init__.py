@@ -31,38 +31,63 @@ runs its programs in both interpreters.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from importlib.metadata import entry_points
+from typing import Annotated, Any, Union
 
 from pydantic import Field
 
-from cardgen.kinds.batch import BATCH, BatchParams, BatchSweep
-from cardgen.kinds.chat import CHAT, Chat, ChatParams
-from cardgen.kinds.closed import CLOSED, ClosedLoop, ClosedParams
 from cardgen.kinds.entry import SamplingParams
-from cardgen.kinds.ingest import INGEST, Ingest, IngestParams
-from cardgen.kinds.kind import LARGEST_WAVE, NO_PARALLEL, USERS, Kind
-from cardgen.kinds.openloop import OPEN, OpenLoop, OpenParams
-from cardgen.kinds.prefix import PREFIX, PrefixParams, SharedPrefix
+from cardgen.kinds.kind import NO_PARALLEL, USERS, Kind
 from cardgen.kinds.program import Judge, Program
-from cardgen.kinds.slosearch import SLO, SloParams, SloSearch
 from cardgen.kinds.view import Kinded, Params, PointView
-from cardgen.kinds.waves import WAVES, Waves, WavesParams
 
-KINDS: dict[str, Kind[Any]] = {k.name: k for k in (CLOSED, OPEN, WAVES, INGEST, BATCH, PREFIX, CHAT, SLO)}
+GROUP = "cardgen.kinds"  # the entry-point group every kind is installed under, cardgen's own included
+
+
+def _installed() -> tuple[dict[str, Kind[Any]], dict[str, str], dict[str, str]]:
+    """Every kind installed under :data:`GROUP`, by name, in the order the distributions list them (cardgen's
+    first); the kinds that could not be loaded, with why; and where each came from (its distribution and module)."""
+    found: dict[str, Kind[Any]] = {}
+    broken: dict[str, str] = {}
+    origin: dict[str, str] = {}
+    eps = sorted(entry_points(group=GROUP), key=lambda ep: (ep.dist is None or ep.dist.name != "cardgen",))
+    for ep in eps:
+        if ep.name in found or ep.name in broken:
+            continue  # the same kind twice on the path (an editable install beside a wheel): the first wins
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "?"
+        try:
+            kind = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a plugin's own import error: reported, the other kinds still load
+            broken[ep.name] = f"{ep.value} ({dist}) could not be loaded: {type(exc).__name__}: {exc}"
+            continue
+        if not isinstance(kind, Kind) or kind.name != ep.name or kind.entry is None or kind.params is None:
+            broken[ep.name] = (f"{ep.value} ({dist}) is not a Kind named {ep.name!r} with its entry and params "
+                               "types")
+            continue
+        found[ep.name] = kind
+        origin[ep.name] = f"{dist}, {ep.module}"
+    return found, broken, origin
+
+
+KINDS, BROKEN, ORIGIN = _installed()
 UNKNOWN = Kind[Any]("unknown")  # a kind this cardgen does not know (a newer run's): in no view, no rule of its own
+if not KINDS:  # an install without its entry points (a bare source tree on the path): nothing could run
+    raise ImportError("no scenario kind is installed (entry-point group 'cardgen.kinds'): reinstall cardgen "
+                      "(make install)")
 
-#: a suite's entry, by its kind (the YAML a suite declares: :class:`cardgen.suite.Suite`)
-Scenario = Annotated[ClosedLoop | OpenLoop | Waves | Ingest | BatchSweep | SharedPrefix | Chat | SloSearch,
-                     Field(discriminator="kind")]
-#: a point's own parameters, by its kind (``Point.params``)
-KindParams = Annotated[
-    ClosedParams | OpenParams | WavesParams | IngestParams | BatchParams | PrefixParams | ChatParams | SloParams,
-    Field(discriminator="kind")]
 
-__all__ = ["KINDS", "LARGEST_WAVE", "NO_PARALLEL", "UNKNOWN", "USERS", "BatchParams", "ChatParams", "ClosedParams",
-           "IngestParams", "Kind", "KindParams", "Kinded", "OpenParams", "Params", "PrefixParams", "SamplingParams",
-           "Scenario", "SloParams", "WavesParams", "judge_for", "kind_of", "kinds_where", "program_for", "runs_on"]
+def _union(types: list[type[Any]]) -> Any:
+    return Annotated[Union[tuple(types)], Field(discriminator="kind")]  # noqa: UP007 - built from a runtime list
 
+
+#: a suite's entry, by its kind (the YAML a suite declares: :class:`cardgen.suite.Suite`): every installed kind's
+Scenario = _union([k.entry for k in KINDS.values() if k.entry is not None])
+#: a point's own parameters, by its kind (``Point.params``): every installed kind's
+KindParams = _union([k.params for k in KINDS.values() if k.params is not None])
+
+__all__ = ["BROKEN", "GROUP", "KINDS", "NO_PARALLEL", "ORIGIN", "UNKNOWN", "USERS", "Kind", "KindParams",
+           "Kinded", "Params", "SamplingParams", "Scenario", "judge_for", "kind_of", "kinds_where", "program_for",
+           "runs_on"]
 
 def kind_of(x: str | Kinded | None) -> Kind[Any]:
     """The kind ``x`` names (a kind's name, or anything with a ``kind``); :data:`UNKNOWN` for a name not listed."""

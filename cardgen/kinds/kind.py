@@ -53,6 +53,12 @@ class Kind(Generic[P]):
     """One scenario kind's traits. The booleans say which of cardgen's views a kind's points belong to."""
 
     name: str
+    description: str = ""  # one line: what its points measure (``cardgen kinds``)
+    # its suite entry (an :class:`cardgen.kinds.entry.Entry` whose ``kind`` is a Literal of ``name``) and its
+    # points' params (a frozen pydantic dataclass made with :data:`PARAMS_CONFIG`, ``kind`` defaulting to ``name``):
+    # the registry joins every installed kind's into the unions a suite and a point are read with
+    entry: type[Any] | None = None
+    params: type[Any] | None = None
     # its program (what a point sends and when it stops: cardgen.kinds.program) and the judge of its records where
     # every process's meet (a kind whose figures are judged across processes; the plain Judge counts them)
     program: type[Program] | None = None

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cardgen.kinds import OpenParams, kind_of, runs_on
+from cardgen.kinds import kind_of, runs_on
+from cardgen.kinds.openloop.schema import OpenParams
 from cardgen.points import Point
 
 CLIENT_CPU_PER_CHUNK_S = 20e-6  # client CPU per chunk, all its processes: 17-19 us measured at 256 streams (bench_client)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cardgen.errors import one_line
-from cardgen.kinds import ClosedParams, judge_for, kind_of
+from cardgen.kinds import judge_for, kind_of
+from cardgen.kinds.closed.schema import ClosedParams
 from cardgen.kinds.program import Judge, Said
 from cardgen.points import Point
 from cardgen.saturation import Reading, closed_load_seen, point_saturation, skip_words

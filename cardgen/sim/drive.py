@@ -42,8 +42,10 @@ from typing import Any
 
 from cardgen.datasets import resolve
 from cardgen.engines import get_adapter
-from cardgen.kinds import ChatParams, ClosedParams, kind_of
+from cardgen.kinds import kind_of
 from cardgen.kinds.chat.program import Conversations, fresh_history
+from cardgen.kinds.chat.schema import ChatParams
+from cardgen.kinds.closed.schema import ClosedParams
 from cardgen.kinds.program import Judge, Said, Send, Verdict, record_fields
 from cardgen.outcome import Outcome
 from cardgen.points import Point, expand, fit_context

@@ -9,7 +9,8 @@ import msgpack
 import pytest
 from pydantic import ValidationError
 
-from cardgen.kinds import KINDS, OpenParams
+from cardgen.kinds import KINDS
+from cardgen.kinds.openloop.schema import OpenParams
 from cardgen.load import messages
 from cardgen.load.messages import Assignment, Done, Fatal, LoadgenTick, Ready, Record, Setup, StopPoint
 from cardgen.points import Point, expand

@@ -4,7 +4,9 @@ import math
 
 import pytest
 
-from cardgen.kinds import ClosedParams, OpenParams, WavesParams
+from cardgen.kinds.closed.schema import ClosedParams
+from cardgen.kinds.openloop.schema import OpenParams
+from cardgen.kinds.waves.schema import WavesParams
 from cardgen.load import workers as w
 from cardgen.points import Point
 

@@ -8,27 +8,23 @@ from dataclasses import fields, replace
 
 import pytest
 
-from cardgen.kinds import (
-    BatchParams,
-    ChatParams,
-    ClosedParams,
-    IngestParams,
-    OpenParams,
-    PrefixParams,
-    SloParams,
-    WavesParams,
-    judge_for,
-    program_for,
-    runs_on,
-)
+from cardgen.kinds import judge_for, program_for, runs_on
 from cardgen.kinds.batch.program import BatchProgram
+from cardgen.kinds.batch.schema import BatchParams
 from cardgen.kinds.chat.program import ChatProgram, Conversations
+from cardgen.kinds.chat.schema import ChatParams
 from cardgen.kinds.closed.program import ClosedProgram
+from cardgen.kinds.closed.schema import ClosedParams
 from cardgen.kinds.ingest.program import IngestProgram
+from cardgen.kinds.ingest.schema import IngestParams
 from cardgen.kinds.openloop.program import OpenProgram
+from cardgen.kinds.openloop.schema import OpenParams
 from cardgen.kinds.prefix.program import PHASE_PAUSE_S, PrefixProgram
+from cardgen.kinds.prefix.schema import PrefixParams
 from cardgen.kinds.program import EndWatch, Send, Verdict, Watch
+from cardgen.kinds.slosearch.schema import SloParams
 from cardgen.kinds.waves.program import WaveSearch, WavesProgram
+from cardgen.kinds.waves.schema import WavesParams
 from cardgen.points import Point
 from cardgen.schemas.records import RequestRecord
 

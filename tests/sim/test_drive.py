@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from cardgen.card import render_run
-from cardgen.kinds import ClosedParams
 from cardgen.kinds.batch.program import BatchProgram
+from cardgen.kinds.closed.schema import ClosedParams
 from cardgen.kinds.ingest.program import IngestProgram
 from cardgen.kinds.openloop.program import OpenProgram
 from cardgen.points import Point, expand

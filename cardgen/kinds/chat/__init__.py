@@ -20,6 +20,7 @@ def _chat_longest(p: Params[ChatParams]) -> int:
 
 
 CHAT = Kind[ChatParams](
-    "chat", program=ChatProgram, parallel=USERS, load_words="{parallel} parallel", conversation=True,
+    "chat", description="multi-turn conversations on /v1/chat/completions: TTFT per turn, with and without the prefix cache",
+    entry=Chat, params=ChatParams, program=ChatProgram, parallel=USERS, load_words="{parallel} parallel", conversation=True,
     expected_requests=lambda p: p.params.conversations * p.params.turns, longest_request=_chat_longest,
     prompt_lengths=lambda p: sorted({p.prompt_tokens, p.params.message_tokens}))

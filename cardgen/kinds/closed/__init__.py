@@ -14,6 +14,7 @@ __all__ = ["CLOSED", "ClosedJudge", "ClosedLoop", "ClosedParams", "ClosedProgram
 
 
 CLOSED = Kind[ClosedParams](
-    "closed", program=ClosedProgram, judge=ClosedJudge, parallel=USERS, load_words="{parallel} parallel", closed_loop=True, diff_rank=0, replayed=True,
+    "closed", description="a closed loop of N parallel users: generation speed, TTFT, ITL and throughput at N parallel requests",
+    entry=ClosedLoop, params=ClosedParams, program=ClosedProgram, judge=ClosedJudge, parallel=USERS, load_words="{parallel} parallel", closed_loop=True, diff_rank=0, replayed=True,
     fitted_figures=True, spot_check=0, check_load="parallel count", precision=("speed_from_start", "ttft"),
     expected_requests=lambda p: p.params.min_requests, target_ci=lambda p: p.params.target_ci)

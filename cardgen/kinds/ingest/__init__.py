@@ -14,6 +14,7 @@ __all__ = ["INGEST", "Ingest", "IngestParams", "IngestProgram"]
 
 
 INGEST = Kind[IngestParams](
-    "ingest", program=IngestProgram, prefill_sweep=True, replayed=True, precision=("slope",), precision_note=" (slope)",
+    "ingest", description="one request at a time over prompt lengths: prompt ingestion speed, the slope of TTFT against prompt tokens",
+    entry=Ingest, params=IngestParams, program=IngestProgram, prefill_sweep=True, replayed=True, precision=("slope",), precision_note=" (slope)",
     expected_requests=lambda p: len(p.params.lengths) * p.params.repeats,
     prompt_lengths=lambda p: list(p.params.lengths), target_ci=lambda p: p.params.target_ci)

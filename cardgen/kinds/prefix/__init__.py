@@ -25,6 +25,7 @@ def prefix_spans(point: PointView, send: Send) -> tuple[Shared, ...]:
 
 
 PREFIX = Kind[PrefixParams](
-    "prefix", program=PrefixProgram, shared_prefix=True, shared_spans=prefix_spans,
+    "prefix", description="prompts that share prefixes, cold then warm: what the prefix cache saves of TTFT",
+    entry=SharedPrefix, params=PrefixParams, program=PrefixProgram, shared_prefix=True, shared_spans=prefix_spans,
     expected_requests=lambda p: p.params.prefixes * (1 + p.params.warm_rounds),
     longest_request=lambda p: p.params.prefix_tokens + p.params.suffix_tokens + p.output_tokens)

@@ -13,4 +13,6 @@ from cardgen.kinds.slosearch.schema import SEARCH_REQUESTS, SloParams, SloSearch
 __all__ = ["SEARCH_REQUESTS", "SLO", "SloParams", "SloProgram", "SloSearch"]
 
 
-SLO = Kind[SloParams]("slo", program=SloProgram, slo_search=True, fitted_figures=True, expected_requests=lambda p: p.params.min_requests)
+SLO = Kind[SloParams](
+    "slo", description="the highest load (a rate or parallel users) that meets an SLO on TTFT, TPOT, ITL or E2E percentiles",
+    entry=SloSearch, params=SloParams, program=SloProgram, slo_search=True, fitted_figures=True, expected_requests=lambda p: p.params.min_requests)

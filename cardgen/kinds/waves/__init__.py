@@ -14,5 +14,6 @@ __all__ = ["WAVES", "Waves", "WavesParams", "WavesProgram"]
 
 
 WAVES = Kind[WavesParams](
-    "waves", program=WavesProgram, parallel=LARGEST_WAVE, load_words="waves up to {parallel}", capacity_probe=True,
+    "waves", description="waves of growing size sent at once: the KV cache's capacity, from where the server starts to queue or preempt",
+    entry=Waves, params=WavesParams, program=WavesProgram, parallel=LARGEST_WAVE, load_words="waves up to {parallel}", capacity_probe=True,
     expected_requests=lambda p: sum(range(1, p.params.max_wave + 1, p.params.step)))
