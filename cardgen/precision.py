@@ -237,11 +237,6 @@ def ingest_interval(records: Sequence[Outcome]) -> MedianInterval | None:
     return slope_interval(x[line.inlier], y[line.inlier])
 
 
-def ingest_precise(records: Sequence[Outcome], *, target: float) -> bool:
-    """Whether an ingestion sweep's slope (:func:`ingest_interval`) is positive and known within ``target``."""
-    return within_target(ingest_interval(records), target, positive=True)
-
-
 def within_target(interval: MedianInterval | None, target: float, *, positive: bool = False) -> bool:
     """Whether ``interval`` is known within ``target`` (a fraction of its centre; ``positive``: and its centre is
     above 0, as a slope must be)."""
@@ -256,12 +251,6 @@ def round_decode_speed(records: Sequence[Outcome]) -> float | None:
               and r.end_at is not None and (r.output_tokens or 0) > 1
               and r.end_at > r.first_token_at]
     return sum(speeds) / len(speeds) if speeds else None
-
-
-def batch_precise(round_speeds: Sequence[float | None], *, target: float) -> bool:
-    """Whether the measured rounds' mean decode speeds (:func:`round_decode_speed`) give a mean known within
-    ``target`` (:func:`mean_interval`)."""
-    return within_target(mean_interval([s for s in round_speeds if s is not None]), target)
 
 
 def mean_interval(values: Sequence[float]) -> MedianInterval | None:

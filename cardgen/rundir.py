@@ -264,10 +264,6 @@ class RunDir:
     def gpu_metrics_jsonl(self) -> Path:
         return self.path / GPU_METRICS_JSONL
 
-    @property
-    def server_log(self) -> Path:
-        return self.path / SERVER_LOG
-
     def worker_log(self, name: str) -> Path:
         return self.path / WORKER_LOG.format(name=name)
 
@@ -276,16 +272,8 @@ class RunDir:
         return self.path / SUMMARY_JSON
 
     @property
-    def bootstrap_json(self) -> Path:
-        return self.path / BOOTSTRAP_JSON
-
-    @property
     def tables_dir(self) -> Path:
         return self.path / TABLES_DIR
-
-    @property
-    def figures_dir(self) -> Path:
-        return self.path / FIGURES_DIR
 
     @property
     def card_md(self) -> Path:

@@ -29,7 +29,6 @@ causes it where the engine's adapter knows one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -219,11 +218,3 @@ def time_budgets(requests: pd.DataFrame, windows: Mapping[str, CrossCheckWindow]
                                   "responses, no queue, prefill or TTFT histogram in /metrics)")
     sources = sorted({p.source for b in [*points, *([run] if run else [])] for p in b.parts if p.source})
     return TimeBudgets(available=True, sources=sources, run=run, points=points)
-
-
-def share_text(part: TimePart | None) -> str:
-    """``0.512 s (93 %)``-style words for a part (for notes)."""
-    if part is None or part.seconds is None:
-        return "—"
-    share = f" ({part.share:.0%})" if part.share is not None and math.isfinite(part.share) else ""
-    return f"{part.seconds:.3g} s{share}"
