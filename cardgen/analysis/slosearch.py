@@ -33,7 +33,7 @@ def _percentile(e: PercentileEstimate) -> SloPercentile:
                          tail=e.tail)
 
 
-def _order_key(params: SloParams):  # noqa: ANN202 - a sort key
+def _order_key(params: SloParams):  # a sort key
     if params.load == "rate":
         return lambda r: (r.scheduled_at if r.scheduled_at is not None else r.sent_at, r.index)
     return lambda r: (r.index, r.sent_at)

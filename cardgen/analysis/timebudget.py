@@ -72,7 +72,7 @@ def _per_request_source(rows: pd.DataFrame) -> str | None:
     return PER_REQUEST.get(next(iter(sources)), next(iter(sources))) if len(sources) == 1 else None
 
 
-def _check(window: CrossCheckWindow | None, metric: str):  # noqa: ANN202 - a LatencyCheck or None
+def _check(window: CrossCheckWindow | None, metric: str):  # a LatencyCheck or None
     return next((c for c in window.latencies if c.metric == metric and c.server_metric and c.server_count), None) \
         if window is not None else None
 

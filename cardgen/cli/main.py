@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
+    except Exception as exc:  # the last line of defence: one line, not a traceback
         if os.environ.get("CARDGEN_DEBUG"):
             raise
         click.echo(f"cardgen: internal error: {type(exc).__name__}: {exc} (set CARDGEN_DEBUG=1 for details)",

@@ -104,7 +104,7 @@ def _listens_on(pid: int, port: int) -> bool | None:
             if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
                 return True
         return False
-    except Exception:  # noqa: BLE001 - psutil missing or access denied: trust the health check alone
+    except Exception:  # psutil missing or access denied: trust the health check alone
         return None
 
 

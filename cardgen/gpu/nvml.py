@@ -35,11 +35,11 @@ def load_nvml(module: str = "pynvml") -> tuple[ModuleType | None, str | None]:
         return None, _not_installed(module)
     try:
         nvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - NVMLError subclasses are made at run time
+    except Exception as exc:  # NVMLError subclasses are made at run time
         return None, f"{NO_TELEMETRY}: {nvml_reason(nvml, exc)}"
     try:
         count = int(nvml.nvmlDeviceGetCount())
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         _shutdown(nvml)
         return None, f"{NO_TELEMETRY}: {nvml_reason(nvml, exc)}"
     if count == 0:
@@ -84,7 +84,7 @@ def nvml_reason(nvml: Any, exc: BaseException) -> str:
 def _shutdown(nvml: Any) -> None:
     try:
         nvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001, S110 - nothing to do about a failing shutdown
+    except Exception:  # nothing to do about a failing shutdown
         pass
 
 
@@ -99,7 +99,7 @@ def _try(nvml: Any, fn: Any, *args: Any) -> Any:
     itself is reported as the reason there is no telemetry, not taken for a device without the feature."""
     try:
         return fn(*args)
-    except Exception as exc:  # noqa: BLE001 - NVMLError subclasses are made at run time
+    except Exception as exc:  # NVMLError subclasses are made at run time
         if _not_supported(nvml, exc):
             return None
         raise
@@ -111,7 +111,7 @@ def _read(nvml: Any, fn: Any, handle: Any, field: str, errors: dict[str, str]) -
     the record says which field failed and why, and the card counts them."""
     try:
         return _try(nvml, fn, handle)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         errors[field] = nvml_reason(nvml, exc)
         return None
 

@@ -150,7 +150,7 @@ def _nvml_source(module: str) -> tuple[Any, dict[str, Any], Any]:
     try:
         inv = nv.inventory(lib)
         handles = nv.handles(lib)
-    except Exception as exc:  # noqa: BLE001 - NVMLError types are made at run time
+    except Exception as exc:  # NVMLError types are made at run time
         nv.shutdown(lib)
         return (lambda: []), {"reason": f"{NO_TELEMETRY}: {nv.nvml_reason(lib, exc)}"}, (lambda: None)
     return (lambda: nv.sample(lib, handles)), {"inventory": inv}, (lambda: nv.shutdown(lib))
@@ -171,13 +171,13 @@ def _dcgm_source(url: str) -> tuple[Any, dict[str, Any], Any]:
         sent = time.time()
         try:
             records = scrape()[1]
-        except Exception as exc:  # noqa: BLE001 - a missed scrape leaves a gap, not a crash, and is counted
+        except Exception as exc:  # a missed scrape leaves a gap, not a crash, and is counted
             return [failed_sample(sent, "dcgm", f"{type(exc).__name__}: {exc}")]
         return records or [failed_sample(sent, "dcgm", "EmptyScrape: the exporter listed no GPU")]
 
     try:
         inv, records = scrape()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return take, {"reason": f"{NO_TELEMETRY}: DCGM exporter at {url} did not answer: {type(exc).__name__}"}, \
             session.close
     if not records:

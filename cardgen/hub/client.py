@@ -102,7 +102,7 @@ def push_plan(plan: PushPlan) -> str:
                 for u in plan.uploads
             ],
         )
-    except Exception as exc:  # noqa: BLE001 - translated into one line at the edge
+    except Exception as exc:  # translated into one line at the edge
         raise hub_error(exc, repo_id=plan.repo_id, repo_type=plan.repo_type, action=action) from None
     return str(info.pr_url or info.commit_url)
 
@@ -125,7 +125,7 @@ def downloaded_runs(repo_id: str) -> Iterator[Path]:
                 token=_token(required=False),
                 allow_patterns=[f"{DATASET_ROOT}/**"],
             )
-        except Exception as exc:  # noqa: BLE001 - translated into one line at the edge
+        except Exception as exc:  # translated into one line at the edge
             raise hub_error(
                 exc, repo_id=repo_id, repo_type="dataset", action=f"download runs from {repo_id}"
             ) from None

@@ -396,7 +396,7 @@ class CardgenUser(HttpUser):
     host = "http://127.0.0.1"  # replaced by the Environment's host
     agent: ClassVar[Agent | None] = None
 
-    def wait_time(self) -> float:  # noqa: D102 - Locust API
+    def wait_time(self) -> float:  # Locust API
         return 0.0
 
     @task

@@ -139,7 +139,7 @@ def listen(runner: Any, kind: type[M], handler: Callable[[M, str], None], *,
     def listener(environment: Any, msg: Any) -> None:  # Locust's signature for message handlers
         try:
             handler(kind.model_validate(msg.data), str(msg.node_id))
-        except Exception as exc:  # noqa: BLE001 - Locust would only log it: see the module docstring
+        except Exception as exc:  # Locust would only log it: see the module docstring
             on_error(f"{kind.__name__} message from {msg.node_id}: {type(exc).__name__}: {one_line(exc)}")
 
     runner.register_message(kind.topic, listener)

@@ -277,7 +277,7 @@ def _run_points(plan: RunPlan, outcome: RunOutcome, *, recorder: Recorder, assig
 def _record(recorder: Recorder, stop: _Stop, record: Callable[[], None], what: str) -> None:
     try:
         record()
-    except Exception as exc:  # noqa: BLE001 - a record that cannot be written stops the run, loudly
+    except Exception as exc:  # a record that cannot be written stops the run, loudly
         stop.fail(f"{what} could not be written: {type(exc).__name__}: {one_line(exc)}")
 
 

@@ -130,7 +130,7 @@ class _Template:
         self.reasoning = reasoning  # the text is the reasoning part's (``delta.reasoning``...)
 
     @classmethod
-    def of(cls, payload: bytes, obj: dict[str, Any]) -> _Template | None:  # noqa: C901 - one event's shape
+    def of(cls, payload: bytes, obj: dict[str, Any]) -> _Template | None:  # one event's shape
         """The template of a parsed token event: one choice, no finish, usage or error (their effect would have
         to be repeated), text in ``text`` or in one of ``delta.content``, ``delta.reasoning``,
         ``delta.reasoning_content`` (the others absent or null); None for any other event."""

@@ -362,7 +362,7 @@ def execute(prepared: Prepared) -> Executed:
             stack.enter_context(progress)
             stack.enter_context(heartbeat)
             outcome = run_plan(plan, recorder)  # returns once every agent has stopped sending
-    except BaseException as exc:  # noqa: BLE001 - finish() writes run.json, then raises it
+    except BaseException as exc:  # finish() writes run.json, then raises it
         error = exc
     try:
         writer.close()

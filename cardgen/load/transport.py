@@ -462,7 +462,7 @@ class _LoopReader:
                 data, anc, _, _ = recvmsg(READ_SIZE, anc_size)
             except BlockingIOError:  # a spurious wake-up
                 return
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting greenlet
+            except BaseException as exc:  # handed to the waiting greenlet
                 end(None, exc)
                 return
             t = (kernel_time(anc) if anc else None) or now()  # when the bytes arrived, else now
@@ -471,7 +471,7 @@ class _LoopReader:
                 return
             try:
                 verdict = take(t, data)
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 end(None, exc)
                 return
             if verdict is not None:

@@ -48,7 +48,7 @@ def run_worker(*, master_host: str, master_port: int, url: str, name: str = "wor
         """Tell the master; a worker that cannot even do that leaves, and the master sees it lost."""
         try:
             send(Fatal(worker=agent.worker, error=reason, delivered=sink.delivered))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.error("cardgen worker %s: %s; the master could not be told (%s)", agent.worker, reason, exc)
             os._exit(4)
 

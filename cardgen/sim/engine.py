@@ -190,7 +190,7 @@ class Engine:
             else:
                 self._emit_special(seq, live, n, target_wall)
 
-    def _emit_special(self, seq: Seq, live: Live, n: int, target_wall: float) -> None:  # noqa: C901 - one chunk
+    def _emit_special(self, seq: Seq, live: Live, n: int, target_wall: float) -> None:  # one chunk
         """First token, last token, a fault, a turn of the reasoning's span, or several tokens in one step
         (speculative decoding): one chunk with every token the step gave."""
         metrics = self.metrics

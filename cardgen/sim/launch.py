@@ -44,7 +44,7 @@ class SimHandle:
 
     def get_json(self, path: str, *, timeout_s: float = 5.0) -> Any:
         """GET ``path`` (e.g. ``/cardgen/sim/lag``) and decode the JSON answer."""
-        with urllib.request.urlopen(f"{self.url}{path}", timeout=timeout_s) as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(f"{self.url}{path}", timeout=timeout_s) as resp:  # loopback
             return json.loads(resp.read())
 
     @cached_property
@@ -62,7 +62,7 @@ def _tail(path: Path | None, lines: int = 20) -> str:
 
 def _healthy(url: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=1.0) as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(f"{url}/health", timeout=1.0) as resp:  # loopback
             return resp.status == 200
     except (urllib.error.URLError, OSError):
         return False

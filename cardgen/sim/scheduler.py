@@ -350,7 +350,7 @@ class Scheduler:
             i += 1
         return budget
 
-    def _admit(self, step: Step, budget: int, now_s: float) -> None:  # noqa: C901 - one admission loop
+    def _admit(self, step: Step, budget: int, now_s: float) -> None:  # one admission loop
         waiting = self.waiting
         running = self.running
         chunked = self.chunked_prefill

@@ -34,7 +34,7 @@ class _FastInlineProcessor(InlineProcessor):
         self.fast = names is not None and set(names) <= KNOWN_PATTERNS
         return super().run(tree, ancestors)
 
-    def _InlineProcessor__handleInline(self, data: str, patternIndex: int = 0) -> str:  # noqa: N802,N803
+    def _InlineProcessor__handleInline(self, data: str, patternIndex: int = 0) -> str:
         if (self.fast and patternIndex == 0 and not isinstance(data, util.AtomicString)
                 and not TRIGGERS.search(data)):
             return data  # no inline pattern can match: what trying every one of them would return
@@ -42,10 +42,10 @@ class _FastInlineProcessor(InlineProcessor):
 
 
 class FastInlineExtension(Extension):
-    def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 - Python-Markdown's name
+    def extendMarkdown(self, md: Markdown) -> None:  # Python-Markdown's name
         if hasattr(InlineProcessor, "_InlineProcessor__handleInline"):
             md.treeprocessors.register(_FastInlineProcessor(md), "inline", 20)
 
 
-def makeExtension(**kwargs: object) -> FastInlineExtension:  # noqa: N802 - Python-Markdown's entry point
+def makeExtension(**kwargs: object) -> FastInlineExtension:  # Python-Markdown's entry point
     return FastInlineExtension(**kwargs)

@@ -185,10 +185,10 @@ class _AttributeTreeprocessor(Treeprocessor):
 
 
 class SanitizeExtension(Extension):
-    def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 - Python-Markdown's name
+    def extendMarkdown(self, md: Markdown) -> None:  # Python-Markdown's name
         md.treeprocessors.register(_RawHtmlTreeprocessor(md), "cardgen_raw_html", 19)
         md.treeprocessors.register(_AttributeTreeprocessor(md), "cardgen_attributes", 2)
 
 
-def makeExtension(**kwargs: object) -> SanitizeExtension:  # noqa: N802 - Python-Markdown's entry point
+def makeExtension(**kwargs: object) -> SanitizeExtension:  # Python-Markdown's entry point
     return SanitizeExtension(**kwargs)

@@ -38,38 +38,38 @@ class FakeNvml:
     def __init__(self, t0: float, peak_at: float) -> None:
         self.t0, self.peak_at, self.now = t0, peak_at, t0
 
-    def nvmlDeviceGetCount(self):  # noqa: N802 - pynvml's names
+    def nvmlDeviceGetCount(self):  # pynvml's names
         return 2
 
-    def nvmlDeviceGetHandleByIndex(self, i):  # noqa: N802
+    def nvmlDeviceGetHandleByIndex(self, i):
         return i
 
-    def nvmlDeviceGetName(self, h):  # noqa: N802
+    def nvmlDeviceGetName(self, h):
         return b"NVIDIA H100 80GB HBM3"
 
-    def nvmlDeviceGetUUID(self, h):  # noqa: N802
+    def nvmlDeviceGetUUID(self, h):
         return f"GPU-{h}"
 
-    def nvmlDeviceGetPowerManagementLimit(self, h):  # noqa: N802
+    def nvmlDeviceGetPowerManagementLimit(self, h):
         return 700_000
 
-    def nvmlSystemGetDriverVersion(self):  # noqa: N802
+    def nvmlSystemGetDriverVersion(self):
         return "550.54.15"
 
-    def nvmlSystemGetCudaDriverVersion(self):  # noqa: N802
+    def nvmlSystemGetCudaDriverVersion(self):
         return 12040
 
-    def nvmlDeviceGetMemoryInfo(self, h):  # noqa: N802
+    def nvmlDeviceGetMemoryInfo(self, h):
         used = (40 + 10 * h) * GIB - int(abs(self.now - self.peak_at) * 1e6)
         return SimpleNamespace(total=80 * GIB, used=used)
 
-    def nvmlDeviceGetUtilizationRates(self, h):  # noqa: N802
+    def nvmlDeviceGetUtilizationRates(self, h):
         return SimpleNamespace(gpu=UTIL[h], memory=20.0)
 
-    def nvmlDeviceGetPowerUsage(self, h):  # noqa: N802
+    def nvmlDeviceGetPowerUsage(self, h):
         return int(POWER_W[h] * 1000)
 
-    def nvmlDeviceGetTotalEnergyConsumption(self, h):  # noqa: N802
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
         return int(1_000_000 + POWER_W[h] * (self.now - self.t0) * 1000)
 
 

@@ -74,7 +74,7 @@ async def _drive(url: str, parallel: int, seconds: float, tokens: list[int]) -> 
     await asyncio.gather(*(_user(host, port, sent, stop_at, tokens) for _ in range(parallel)))
 
 
-def _run_level(sim, parallel: int) -> dict[str, float]:  # noqa: ANN001
+def _run_level(sim, parallel: int) -> dict[str, float]:
     proc = psutil.Process(sim.pid)
     tokens = [0]
 

@@ -24,14 +24,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scenarios"))
-from slo_oracles import MD1, Lockstep, Plateau, md1_limit, run_search  # noqa: E402  the oracles the tests use
+from slo_oracles import MD1, Lockstep, Plateau, md1_limit, run_search  # the oracles the tests use
 
-from cardgen.analysis.analyse import analyse  # noqa: E402
-from cardgen.analysis.rundata import RunData  # noqa: E402
-from cardgen.points import expand  # noqa: E402
-from cardgen.sim.config import SimConfig  # noqa: E402
-from cardgen.sim.drive import simulate_run  # noqa: E402
-from cardgen.suite import parse_suite  # noqa: E402
+from cardgen.analysis.analyse import analyse
+from cardgen.analysis.rundata import RunData
+from cardgen.points import expand
+from cardgen.sim.config import SimConfig
+from cardgen.sim.drive import simulate_run
+from cardgen.suite import parse_suite
 
 SEARCHES = int(os.environ.get("BENCH_SLO_SEARCHES", "200"))
 BUDGET = 20_000

@@ -16,7 +16,7 @@ from cardgen.card.render import render_run
 from cardgen.rundir import CARD_MD, RUN_JSON, SUMMARY_JSON
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "card"))
-from test_server_and_gpu import write_gpu_run  # noqa: E402  the card tests' run with NVML telemetry
+from test_server_and_gpu import write_gpu_run  # the card tests' run with NVML telemetry
 
 pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
 

@@ -31,7 +31,7 @@ class ReplayServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:  # http.server's naming
                 outer.seen.append((self.path, self.headers.get("Authorization")))
                 status, ctype, body = outer.routes.get(self.path, (404, "application/json", b'{"detail":"Not Found"}'))
                 self.send_response(status)

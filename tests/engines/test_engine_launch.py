@@ -192,7 +192,7 @@ def test_a_server_already_on_the_port_is_not_taken_for_the_engine(fake, tmp_path
         def log_message(self, *a):
             pass
 
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             self.send_response(200)
             self.send_header("Content-Length", "0")
             self.end_headers()

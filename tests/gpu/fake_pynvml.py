@@ -14,15 +14,15 @@ class NVMLError(Exception):
     pass
 
 
-class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 - pynvml's names
+class NVMLError_LibraryNotFound(NVMLError):  # pynvml's names
     pass
 
 
-class NVMLError_DriverNotLoaded(NVMLError):  # noqa: N801
+class NVMLError_DriverNotLoaded(NVMLError):
     pass
 
 
-class NVMLError_NotSupported(NVMLError):  # noqa: N801
+class NVMLError_NotSupported(NVMLError):
     pass
 
 
@@ -45,60 +45,60 @@ def _mode():
     return os.environ.get("FAKE_NVML_MODE", "ok")
 
 
-def nvmlInit():  # noqa: N802
+def nvmlInit():
     if _mode() == "nolib":
         raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
     if _mode() == "nodriver":
         raise NVMLError_DriverNotLoaded("Driver Not Loaded")
 
 
-def nvmlShutdown():  # noqa: N802
+def nvmlShutdown():
     pass
 
 
-def nvmlDeviceGetCount():  # noqa: N802
+def nvmlDeviceGetCount():
     return 0 if _mode() == "nogpu" else 2
 
 
-def nvmlDeviceGetHandleByIndex(i):  # noqa: N802
+def nvmlDeviceGetHandleByIndex(i):
     return i
 
 
-def nvmlDeviceGetName(h):  # noqa: N802
+def nvmlDeviceGetName(h):
     return b"NVIDIA H100 80GB HBM3"  # older nvidia-ml-py returned bytes
 
 
-def nvmlDeviceGetUUID(h):  # noqa: N802
+def nvmlDeviceGetUUID(h):
     return f"GPU-0000000{h}"
 
 
-def nvmlSystemGetDriverVersion():  # noqa: N802
+def nvmlSystemGetDriverVersion():
     return "550.54.15"
 
 
-def nvmlSystemGetCudaDriverVersion():  # noqa: N802
+def nvmlSystemGetCudaDriverVersion():
     return 12040
 
 
-def nvmlDeviceGetPowerManagementLimit(h):  # noqa: N802
+def nvmlDeviceGetPowerManagementLimit(h):
     return 700000
 
 
-def nvmlDeviceGetUtilizationRates(h):  # noqa: N802
+def nvmlDeviceGetUtilizationRates(h):
     return _Util(50 + 10 * h, 20)
 
 
-def nvmlDeviceGetMemoryInfo(h):  # noqa: N802
+def nvmlDeviceGetMemoryInfo(h):
     return _Mem(80 * GIB, (10 + h) * GIB)
 
 
-def nvmlDeviceGetPowerUsage(h):  # noqa: N802
+def nvmlDeviceGetPowerUsage(h):
     if _mode() == "flaky" and h == 1:
         raise NVMLError("Unknown Error")
     return int(POWER_W[h] * 1000)
 
 
-def nvmlDeviceGetTotalEnergyConsumption(h):  # noqa: N802
+def nvmlDeviceGetTotalEnergyConsumption(h):
     if _mode() == "noenergy":
         raise NVMLError_NotSupported("Not Supported")
     return int(1_000_000 + POWER_W[h] * 1000 * (time.time() - _T0))

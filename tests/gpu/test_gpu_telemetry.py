@@ -156,7 +156,7 @@ class FakeExporter:
             def log_message(self, *a):
                 pass
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 grown = int((time.time() - start) * 300_000)
                 text = re.sub(r"(TOTAL_ENERGY_CONSUMPTION\{[^}]*\}) (\d+)",
                               lambda m: f"{m.group(1)} {int(m.group(2)) + grown}", DCGM_TEXT)

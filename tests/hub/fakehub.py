@@ -64,7 +64,7 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _reply(
@@ -116,10 +116,10 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 return None
             return key, hub.repos[key]
 
-        def do_HEAD(self) -> None:  # noqa: N802
+        def do_HEAD(self) -> None:
             self.do_GET(head=True)
 
-        def do_GET(self, head: bool = False) -> None:  # noqa: N802
+        def do_GET(self, head: bool = False) -> None:
             req = self._record()
             if not self._authorized():
                 return
@@ -155,7 +155,7 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 return self._reply(200, data, {"ETag": etag, "X-Repo-Commit": SHA}, head=head)
             self._reply(404, {"error": f"no route {req.path}"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             req = self._record()
             if not self._authorized():
                 return

@@ -331,7 +331,7 @@ def test_gpu_telemetry_from_a_dcgm_exporter_or_a_reason(tmp_path, write_suite):
         def log_message(self, *a):
             pass
 
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             self.send_response(200)
             self.send_header("Content-Length", str(len(dcgm_text)))
             self.end_headers()
@@ -401,7 +401,7 @@ def test_each_closed_points_server_window_counts_its_own_requests_alone(tmp_path
     with sim_server(tmp_path) as (sim, _):
         proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr
-    from cardgen.analysis import analyse, load_run  # noqa: PLC0415 - the analysis (pandas) only where it is read
+    from cardgen.analysis import analyse, load_run  # the analysis (pandas) only where it is read
 
     summary = analyse(load_run(tmp_path / "run")).summary
     ran = {s.scenario: s.requests for s in summary.scenarios}

@@ -29,7 +29,7 @@ HEAVY = ("cardgen.engines", "cardgen.schemas.run", "cardgen.schemas.summary", "c
 
 
 class _Metrics(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the handler's name
+    def do_GET(self) -> None:  # the handler's name
         body = EXPOSITION.encode() if self.path == "/metrics" else b""
         self.send_response(200 if self.path == "/metrics" else 404)
         self.send_header("Content-Length", str(len(body)))

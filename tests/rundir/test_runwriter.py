@@ -23,7 +23,7 @@ POINTS = expand(SUITE)
 T0 = 1_800_000_000.0
 
 
-def info(points=()):  # noqa: ANN001, ANN201
+def info(points=()):
     return begin_run_info(argv=["cardgen"], model="m", suite=SUITE, server=ServerInfo(url="http://x"),
                           started_unix=T0, clock="virtual", modelled=True, points=points)
 

@@ -46,7 +46,7 @@ def cut_off_run(out: Path, monkeypatch: pytest.MonkeyPatch, *, after: int) -> No
     complete = drive_module.VirtualInterpreter._complete
     ended = {"n": 0}
 
-    def interrupted(self, *args, **kwargs):  # noqa: ANN001, ANN202
+    def interrupted(self, *args, **kwargs):
         ended["n"] += 1
         if ended["n"] == after:
             raise KeyboardInterrupt
@@ -140,6 +140,6 @@ def test_which_runs_may_be_resumed_is_a_rule_on_run_json_alone():
     assert refusal(modelled_info(points, []), "died") == "unrecorded"
 
 
-def modelled_info(points, outcomes):  # noqa: ANN001, ANN201
+def modelled_info(points, outcomes):
     return begin_run_info(argv=["cardgen"], model="m", suite=SUITE, server=ServerInfo(url="http://x"),
                           started_unix=T0, clock="virtual", modelled=True, points=outcomes)
