@@ -21,25 +21,25 @@ import tempfile
 import time
 from pathlib import Path
 
+from cardgen.analysis.analyse import analyse
+from cardgen.analysis.rundata import load_run
+from cardgen.calibrated.accuracy import accuracy, format_accuracy, model_accuracy
+from cardgen.calibrated.figures import figures_of_records
+from cardgen.calibrated.plan import format_calibrated_plan, make_calibrated_plan
+from cardgen.engines import get_adapter, launched_engine
+from cardgen.engines.tinymodel import make_tiny_model
+from cardgen.numbers import duration_text
+from cardgen.runinfo import load_seconds
+from cardgen.schemas.calibration import FIGURES
+from cardgen.schemas.run import RunInfo
+from cardgen.sim.config import SimConfig
+from cardgen.suite import load_suite
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests" / "calibrated"), str(ROOT / "tests" / "engines")]
 
-from engine_helpers import SERVED_NAME, TINY_MAX_POSITIONS, VLLM_ARGS, vllm_env  # noqa: E402
-from unknown_server import run_unknown  # noqa: E402
-
-from cardgen.analysis.analyse import analyse  # noqa: E402
-from cardgen.analysis.rundata import load_run  # noqa: E402
-from cardgen.calibrated.accuracy import accuracy, format_accuracy, model_accuracy  # noqa: E402
-from cardgen.calibrated.figures import figures_of_records  # noqa: E402
-from cardgen.calibrated.plan import format_calibrated_plan, make_calibrated_plan  # noqa: E402
-from cardgen.engines import get_adapter, launched_engine  # noqa: E402
-from cardgen.engines.tinymodel import make_tiny_model  # noqa: E402
-from cardgen.numbers import duration_text  # noqa: E402
-from cardgen.runinfo import load_seconds  # noqa: E402
-from cardgen.schemas.calibration import FIGURES  # noqa: E402
-from cardgen.schemas.run import RunInfo  # noqa: E402
-from cardgen.sim.config import SimConfig  # noqa: E402
-from cardgen.suite import load_suite  # noqa: E402
+from engine_helpers import SERVED_NAME, TINY_MAX_POSITIONS, VLLM_ARGS, vllm_env  # noqa: E402  on the path set above
+from unknown_server import run_unknown  # noqa: E402  on the path set above
 
 PARTS = os.environ.get("BENCH_CALIBRATED_PARTS", "plan,unknown,vllm").split(",")
 

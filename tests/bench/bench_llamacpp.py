@@ -22,10 +22,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from cardgen.engines import launched_engine
+from cardgen.engines.tinygguf import GgufShape, make_tiny_gguf
 
-from cardgen.engines import launched_engine  # noqa: E402
-from cardgen.engines.tinygguf import GgufShape, make_tiny_gguf  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 SHAPE = GgufShape(layers=8, hidden=512, ffn=1536, heads=8, kv_heads=8, vocab=4096, context=8192)
 SUITE = """\

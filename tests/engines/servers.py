@@ -33,7 +33,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # engine_helpers, run as a script
 
-from engine_helpers import (  # noqa: E402
+from engine_helpers import (  # noqa: E402  on the path set above
     LORA_ADAPTERS,
     SPEC_CONFIG,
     TINY_MAX_POSITIONS,
