@@ -17,7 +17,8 @@ them, even in the idle class, a real engine's figures moved (the client's share 
 run one after another: untimed (with the servers starting beside it), engine, sockets.
 
 The untimed stage's output goes to a log, printed once it ends. The exit status is 0 only when every stage
-passed; Ctrl-C stops the stages and the servers.
+passed; Ctrl-C, SIGTERM or SIGHUP stop the stages and the servers, and should this process be killed outright
+(SIGKILL), its watchdog stops whatever it started (``tests/reaper.py``).
 
 ``--fast`` (``make test-fast``) runs only the untimed stage, less its slow, ``wire`` and browser tests, in the
 foreground, and starts no server.
@@ -28,6 +29,7 @@ foreground, and starts no server.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -36,6 +38,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "engines"))
 
+import reaper  # noqa: E402  (tests/, this file's folder)
 import servers  # noqa: E402  (tests/engines, put on the path above)
 
 UNTIMED_MARKS = "not sockets and not engine"
@@ -98,6 +101,12 @@ def main(venv: Path, extra: list[str]) -> int:
         servers.stop(where)
 
 
+def _exit_on(signum: int, frame: object) -> None:
+    """A SIGTERM or SIGHUP ends this process as Ctrl-C does: through every ``finally`` (the stage's pytest is
+    killed by ``subprocess.call``, the servers are stopped), where the default action would skip them."""
+    raise SystemExit(128 + signum)
+
+
 def _verdict(codes: dict[str, int]) -> int:
     failed = [name for name, code in codes.items() if code != 0]
     _say(f"FAILED: {', '.join(failed)}" if failed else "every stage passed")
@@ -105,6 +114,9 @@ def _verdict(codes: dict[str, int]) -> int:
 
 
 if __name__ == "__main__":
+    reaper.guard()  # before any stage or server starts: each inherits the session's mark
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit_on)
     venv_dir, rest = Path(sys.argv[1]).resolve(), sys.argv[2:]
     if rest[:1] == ["--fast"]:
         sys.exit(subprocess.call(_pytest(FAST, rest[1:])))

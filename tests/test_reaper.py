@@ -1,0 +1,112 @@
+"""A test session that is killed leaves no server running (``tests/reaper.py``): the stage runner
+(``tests/stages.py``) runs a test whose fixture starts servers as the engine fixtures do (each in a session of its
+own, so no signal to the tests reaches it, one of them deaf to SIGTERM like a hung engine), and is killed with
+SIGKILL or SIGTERM mid-test; afterwards no process of that session is left, and no server answers on its port."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import reaper
+
+pytestmark = [pytest.mark.wire, pytest.mark.slow]  # real processes and signals; nothing timed is judged
+
+HERE = Path(__file__).resolve().parent
+
+SERVER = textwrap.dedent("""
+    import signal, socket, sys, time
+    if sys.argv[2] == "deaf":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sock = socket.create_server(("127.0.0.1", 0))
+    open(sys.argv[1], "w").write(str(sock.getsockname()[1]))
+    while True:
+        time.sleep(60)
+""")
+
+INNER = textwrap.dedent("""
+    import json, os, subprocess, sys, time
+    from pathlib import Path
+
+    import pytest
+
+    OUT = Path({out!r})
+
+    @pytest.fixture
+    def servers():
+        procs = []
+        for name in ("plain", "deaf"):
+            port = OUT / f"{{name}}.port"
+            procs.append(subprocess.Popen([sys.executable, "-c", {server!r}, str(port), name],
+                                          start_new_session=True))  # as cardgen.engines.launch starts an engine
+            while not port.exists() or not port.read_text():
+                time.sleep(0.05)
+        yield procs
+        for proc in procs:
+            proc.kill()
+
+    def test_held(servers):
+        ports = [int((OUT / f"{{name}}.port").read_text()) for name in ("plain", "deaf")]
+        state = {{"pids": [p.pid for p in servers], "ports": ports, "token": os.environ["{mark}"]}}
+        (OUT / "state.json.part").write_text(json.dumps(state))
+        (OUT / "state.json.part").rename(OUT / "state.json")
+        time.sleep(120)
+""")
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped yet counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_killed_stage_runner_leaves_no_server_running(sig, tmp_path):
+    (tmp_path / "test_inner.py").write_text(INNER.format(out=str(tmp_path), server=SERVER, mark=reaper.MARK))
+    env = {k: v for k, v in os.environ.items() if k != reaper.MARK}  # a session of its own, as make test's
+    runner = subprocess.Popen([sys.executable, str(HERE / "stages.py"), sys.prefix, "--fast", "-p",
+                               "no:cacheprovider", str(tmp_path / "test_inner.py")], env=env, cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state_file = tmp_path / "state.json"
+    try:
+        deadline = time.monotonic() + 120
+        while not state_file.exists():
+            assert runner.poll() is None, "the stage runner ended before its test held the servers"
+            assert time.monotonic() < deadline, "the inner test never started its servers"
+            time.sleep(0.1)
+        state = json.loads(state_file.read_text())
+        assert all(alive(pid) for pid in state["pids"]) and all(answers(port) for port in state["ports"])
+        assert set(state["pids"]) <= set(reaper.marked(state["token"]))
+        runner.send_signal(sig)
+        runner.wait(timeout=60)
+        deadline = time.monotonic() + reaper.GRACE_S + 30  # the deaf server waits out the grace
+        while any(alive(pid) for pid in reaper.marked(state["token"])) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = [pid for pid in reaper.marked(state["token"]) if alive(pid)]
+        assert not left, f"left running after {sig.name}: {left}"
+        assert not any(alive(pid) for pid in state["pids"])
+        assert not any(answers(port) for port in state["ports"])
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        if state_file.exists():
+            reaper.sweep(json.loads(state_file.read_text())["token"], grace_s=0)
