@@ -170,13 +170,15 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                        "or waiting figures")
 
     scenarios = scenario_summaries(requests, ts, slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
-    scenarios = with_outcomes(scenarios, info, superseded={str(k): int(v) for k, v in superseded.items()})
+    points = suite_points(info)  # the suite's points by name, expanded once here, handed to every module after
+    scenarios = with_outcomes(scenarios, info, points=points,
+                              superseded={str(k): int(v) for k, v in superseded.items()})
     speculative_points(data.metrics, scenarios, engine=engine)
-    points = suite_points(info)  # the suite's points by name, expanded once for the replays and the SLO searches
     mark_replays(scenarios, points)
     predicted = predicted_frame(data)  # a calibrated run's predicted points (empty for any other run)
     if info.calibration is not None:
-        scenarios = in_suite_order(scenarios, predicted_scenarios(data, predicted, slo_ttft_s=options.slo_ttft_s,
+        scenarios = in_suite_order(scenarios, predicted_scenarios(data, predicted, points=points,
+                                                                  slo_ttft_s=options.slo_ttft_s,
                                                                   slo_tpot_s=options.slo_tpot_s),
                                    info.calibration.order)
 
@@ -275,7 +277,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                               slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
-                    tables=tables, workloads=workloads(info, scenarios, requests, data.metrics))
+                    tables=tables, workloads=workloads(info, scenarios, requests, data.metrics,
+                                                            points=list(points.values())))
 
 
 def _price_and_search(summary: Summary, data: RunData, every: pd.DataFrame, points: list[Point]) -> None:

@@ -15,7 +15,7 @@ its last points. Each still has a scenario row, with no request and no figure, s
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -43,7 +43,8 @@ def counted_mask(requests: pd.DataFrame, points: Sequence[PointOutcome]) -> np.n
 
 def suite_points(info: RunInfo) -> dict[str, Point]:
     """The suite's points by name, expanded from ``run.json``'s ``suite_spec`` (the names the load stage gave
-    them); empty when the spec is missing or no longer parses."""
+    them); empty when the spec is missing or no longer parses. :func:`cardgen.analysis.analyse.analyse` expands
+    them once and hands them to every module that needs them."""
     try:
         suite = Suite.model_validate(info.suite_spec)
     except ValidationError:
@@ -70,13 +71,13 @@ def _parallel(outcome: PointOutcome, point: Point | None) -> int | None:
     return point.params_as(WavesParams).max_wave if what == LARGEST_WAVE else point.parallel
 
 
-def with_outcomes(scenarios: Sequence[ScenarioSummary], info: RunInfo, *,
+def with_outcomes(scenarios: Sequence[ScenarioSummary], info: RunInfo, *, points: Mapping[str, Point],
                   superseded: dict[str, int]) -> list[ScenarioSummary]:
     """The scenarios in suite order (``run.json``'s points), each with why it stopped, its saturation, its
-    precision target and its superseded records; a row for every listed point that has no counted request
-    (skipped, or never reached); then the scenarios ``run.json`` does not list, in run order."""
+    precision target (from the suite's ``points``, by name) and its superseded records; a row for every listed
+    point that has no counted request (skipped, or never reached); then the scenarios ``run.json`` does not
+    list, in run order."""
     by_name = {s.scenario: s for s in scenarios}
-    points = suite_points(info)
     out: list[ScenarioSummary] = []
     for outcome in info.points:
         point = points.get(outcome.name)

@@ -12,13 +12,16 @@ nothing about the prediction), and ``prediction`` holds them all, the output thr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
-from cardgen.analysis.outcomes import silent_summary, suite_points
+from cardgen.analysis.outcomes import silent_summary
 from cardgen.analysis.requests import request_frame
 from cardgen.analysis.rundata import RunData
 from cardgen.analysis.scenarios import scenario_summaries
 from cardgen.analysis.timeseries import server_timeseries
+from cardgen.points import Point
 from cardgen.schemas.calibration import PREDICTED, PointPrediction
 from cardgen.schemas.run import PointOutcome
 from cardgen.schemas.summary import Distribution, ScenarioSummary
@@ -48,7 +51,7 @@ def predicted_frame(data: RunData) -> pd.DataFrame:
     return frame[frame["scenario"].isin({p.point for p in cal.predictions})].reset_index(drop=True)
 
 
-def predicted_scenarios(data: RunData, frame: pd.DataFrame, *, slo_ttft_s: float,
+def predicted_scenarios(data: RunData, frame: pd.DataFrame, *, points: Mapping[str, Point], slo_ttft_s: float,
                         slo_tpot_s: float) -> list[ScenarioSummary]:
     """Every predicted point of a calibrated run, analysed (see the module docstring); a point the prediction
     did not run (saturated before it) gets a row that says so."""
@@ -58,7 +61,6 @@ def predicted_scenarios(data: RunData, frame: pd.DataFrame, *, slo_ttft_s: float
     ts = server_timeseries(data.predicted_metrics, engine=VIRTUAL_ENGINE)
     analysed = {s.scenario: s for s in (scenario_summaries(frame, ts, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
                                         if not frame.empty else [])}
-    points = suite_points(data.info)
     out = []
     for p in cal.predictions:
         point = points.get(p.point)

@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from pydantic import ValidationError
 
 from cardgen.kinds import kind_of
 from cardgen.kinds.openloop.schema import OpenParams
-from cardgen.points import Point, expand
+from cardgen.points import Point
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import ScenarioSummary
-from cardgen.suite import Suite
 
 NIGHTLY_COLUMNS = (
     "Test name", "GPU", "# of req.", "Tput (req/s)", "Output Tput (tok/s)", "Total Tput (tok/s)",
@@ -53,15 +51,10 @@ class DatasetGroup:
     rates: tuple[float, ...]
 
 
-def dataset_groups(info: RunInfo) -> list[DatasetGroup]:
-    """The run's dataset entries, from the suite it ran (run.json's ``suite_spec``)."""
-
-    try:
-        suite = Suite.model_validate(info.suite_spec or {})
-    except ValidationError:
-        return []
+def dataset_groups(points: Iterable[Point]) -> list[DatasetGroup]:
+    """The run's dataset entries, from the points of the suite it ran (run.json's ``suite_spec``, expanded)."""
     groups: dict[str, list[Point]] = {}
-    for point in expand(suite):
+    for point in points:
         if point.dataset is not None and kind_of(point).rate_driven and not point.replay:
             groups.setdefault(point.group, []).append(point)
     samples = {g: ps[0].params_as(OpenParams) for g, ps in groups.items()}
@@ -95,12 +88,14 @@ def _ms(value: float | None) -> float | None:
     return None if value is None else value * 1000
 
 
-def nightly_serving_table(scenarios: Sequence[ScenarioSummary], info: RunInfo) -> pd.DataFrame:
-    """Seed 003's table: one row per rate of every dataset entry that sent requests, its columns exactly."""
+def nightly_serving_table(scenarios: Sequence[ScenarioSummary], info: RunInfo,
+                          groups: Sequence[DatasetGroup]) -> pd.DataFrame:
+    """Seed 003's table: one row per rate of every dataset entry (``groups``) that sent requests, its columns
+    exactly."""
     by_name = {s.scenario: s for s in scenarios}
     gpu = gpu_label(info)
     rows = []
-    for group in dataset_groups(info):
+    for group in groups:
         for name, rate in zip(group.points, group.rates, strict=True):
             s = by_name.get(name)
             if s is None or s.requests == 0:

@@ -11,7 +11,6 @@ from pathlib import Path
 import pandas as pd
 
 from cardgen.analysis.chat import ChatResult, chat_turns
-from cardgen.analysis.outcomes import suite_points
 from cardgen.analysis.prefixcache import PrefixCacheResult, prefix_cache
 from cardgen.analysis.serving import (
     NIGHTLY_JSON,
@@ -25,6 +24,7 @@ from cardgen.analysis.serving import (
 from cardgen.kinds import kind_of
 from cardgen.kinds.chat.schema import ChatParams
 from cardgen.kinds.prefix.schema import PrefixParams
+from cardgen.points import Point
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import RunInfo
@@ -43,9 +43,8 @@ class Workloads:
 
 
 def workloads(info: RunInfo, scenarios: Sequence[ScenarioSummary], requests: pd.DataFrame,
-              metrics: Sequence[MetricSample] = ()) -> Workloads:
-    """The workload figures of a run."""
-    points = list(suite_points(info).values())
+              metrics: Sequence[MetricSample] = (), *, points: Sequence[Point]) -> Workloads:
+    """The workload figures of a run, of the ``points`` of the suite it ran."""
     chats = [(p, p.params_as(ChatParams)) for p in points if kind_of(p).conversation]
     chat = chat_turns(requests, metrics, engine=info.server.engine,
                       points=[(p.name, p.group, c.fresh_history, p.parallel or 1, c.conversations, c.think_time_s)
@@ -53,13 +52,13 @@ def workloads(info: RunInfo, scenarios: Sequence[ScenarioSummary], requests: pd.
     prefixes = [(p.name, p.params_as(PrefixParams)) for p in points if kind_of(p).shared_prefix]
     prefix = prefix_cache(requests, metrics, engine=info.server.engine,
                           points=[(name, x.prefixes, x.prefix_tokens, x.suffix_tokens) for name, x in prefixes])
-    groups = dataset_groups(info)
+    groups = dataset_groups(points)
     lengths = {}
     for g in groups:
         hist = sent_lengths(requests, g.points)
         if hist is not None:
             lengths[g.group] = hist
-    return Workloads(groups=groups, nightly=nightly_serving_table(scenarios, info), lengths=lengths,
+    return Workloads(groups=groups, nightly=nightly_serving_table(scenarios, info, groups), lengths=lengths,
                      prefix=prefix, chat=chat)
 
 
