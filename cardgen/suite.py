@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cardgen.errors import UsageError
-from cardgen.kinds import KINDS, Scenario
+from cardgen.kinds import BROKEN, KINDS, Scenario
 from cardgen.kinds.entry import Endpoint
 
 BUILTIN_SUITES = ("quick", "standard", "full", "sharegpt")
@@ -39,6 +39,11 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     where = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in KINDS))
     if first["type"] == "extra_forbidden":
         return f"{source}: unknown key '{where}'; remove it or fix its spelling"
+    if first["type"] == "union_tag_invalid":
+        tag = first.get("ctx", {}).get("tag", "?")
+        broken = f" ({BROKEN[tag]})" if tag in BROKEN else ""
+        return (f"{source}: {where}: no installed kind is named '{tag}'{broken}; installed: {', '.join(KINDS)} "
+                "('cardgen kinds' lists them)")
     return f"{source}: {where or 'suite'}: {first['msg']}"
 
 

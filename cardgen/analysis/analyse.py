@@ -17,6 +17,7 @@ from cardgen.analysis.cost import point_energy, price_points, tokens_per_joule
 from cardgen.analysis.crosscheck import every_window, server_vs_client
 from cardgen.analysis.gpu import gpu_telemetry, modelled_gpu_name
 from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion_points
+from cardgen.analysis.kindparts import kind_results
 from cardgen.analysis.kv import declared_kv, kv_capacity
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.outcomes import counted_mask, suite_points, with_outcomes
@@ -276,6 +277,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     summary.replays = replays(list(points.values()), requests, ts, data.metrics, engine=engine,
                               slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})
+    summary.kinds = kind_results(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info)
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, data.metrics,
                                                             points=list(points.values())))

@@ -13,6 +13,7 @@ from typing import TypedDict
 from markupsafe import Markup
 
 from cardgen.analysis.analyse import Analysis
+from cardgen.card.kindparts import kind_sections
 from cardgen.card.sections.adapters import AdaptersSection, adapters_section
 from cardgen.card.sections.batch import batch_table
 from cardgen.card.sections.calibration import CalibrationView, calibration_view
@@ -100,6 +101,7 @@ class CardContext(TypedDict):
     time_budget: TableView | None  # where the time goes: each point's TTFT in the engine's parts (issue 27)
     time_notes: list[str]  # a part other than prompt compute that takes most of the time, and why
     engine_ingestion: str | None  # the engine's own ingestion speed beside the client's
+    kind_sections: dict[str, Markup]  # the installed kinds' own sections, by the card's slot (cardgen.card.kindparts)
 
 
 def _workload_sections(analysis: Analysis) -> WorkloadSections:
@@ -137,4 +139,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         calibration=calibration_view(s, analysis.info),
         time_budget=time_budget_table(s.time_budget), time_notes=dominant_notes(s.time_budget),
         engine_ingestion=engine_ingestion(s.time_budget, s.ingestion, s.scenarios),
+        kind_sections=kind_sections(s),
     )

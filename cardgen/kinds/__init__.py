@@ -30,9 +30,9 @@ runs its programs in both interpreters.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, TypeVar, Union
 
 from pydantic import Field
 
@@ -41,6 +41,7 @@ from cardgen.kinds.kind import NO_PARALLEL, USERS, Kind
 from cardgen.kinds.program import Judge, Program
 from cardgen.kinds.view import Kinded, Params, PointView
 
+K = TypeVar("K", bound=Kinded)
 GROUP = "cardgen.kinds"  # the entry-point group every kind is installed under, cardgen's own included
 
 
@@ -86,7 +87,7 @@ Scenario = _union([k.entry for k in KINDS.values() if k.entry is not None])
 KindParams = _union([k.params for k in KINDS.values() if k.params is not None])
 
 __all__ = ["BROKEN", "GROUP", "KINDS", "NO_PARALLEL", "ORIGIN", "UNKNOWN", "USERS", "Kind", "KindParams",
-           "Kinded", "Params", "SamplingParams", "Scenario", "judge_for", "kind_of", "kinds_where", "program_for",
+           "Kinded", "Params", "SamplingParams", "Scenario", "judge_for", "kind_of", "kinds_where", "of_kind", "program_for",
            "runs_on"]
 
 def kind_of(x: str | Kinded | None) -> Kind[Any]:
@@ -112,6 +113,11 @@ def runs_on(point: PointView, index: int) -> bool:
     """Whether load-generating process ``index`` takes part in ``point`` (a barrier kind runs on process 0)."""
     program = kind_of(point).program
     return program is not None and program.runs_on(index)
+
+
+def of_kind(name: str, items: Iterable[K]) -> list[K]:
+    """The ``items`` (points, their summaries: anything with a ``kind``) of kind ``name``, in their order."""
+    return [x for x in items if x.kind == name]
 
 
 def kinds_where(trait: Callable[[Kind[Any]], bool]) -> tuple[str, ...]:

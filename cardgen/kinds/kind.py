@@ -6,6 +6,7 @@ Every kind's folder (:mod:`cardgen.kinds.closed` ...) makes one :class:`Kind`; t
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -101,6 +102,13 @@ class Kind(Generic[P]):
     # them as the same blocks, cardgen.sim.drive); the rest of the prompt is the request's own. A chat turn's
     # history is the chat's own rule (cardgen.kinds.chat.program.Conversations)
     shared_spans: Callable[[PointView, Send], tuple[Shared, ...]] = _own
+    # its stages past the load, each named "module:attribute" (as an entry point is) and imported only when that
+    # stage runs: they sit in the layers above this one, in the kind's own folder (or its own package)
+    #   analysis  a cardgen.analysis.kindparts.KindAnalysis: its points' records -> its result, saved in
+    #             summary.json's ``kinds`` under its name
+    #   section   a cardgen.card.kindparts.KindSection: that result -> its part of the card (a template beside it)
+    analysis: str | None = None
+    section: str | None = None
 
     @property
     def serving_load(self) -> bool:
@@ -111,3 +119,12 @@ class Kind(Generic[P]):
     def users(self, point: Params[Any]) -> int:
         """How many requests ``point`` keeps in flight at once by design; 1 for the others."""
         return (point.parallel or 1) if self.parallel == USERS else 1
+
+
+def part(ref: str) -> Any:
+    """The object a kind's ``"module:attribute"`` names (its analysis, its section), imported now."""
+    module, _, attr = ref.partition(":")
+    obj: Any = importlib.import_module(module)
+    for name in attr.split(".") if attr else ():
+        obj = getattr(obj, name)
+    return obj

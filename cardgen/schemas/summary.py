@@ -32,6 +32,7 @@ Layout (``schema_version`` 3)::
     missing, warnings
     calibration   a calibrated run's fit, spot checks and predictions (run.json ``calibration``); each scenario's
                   ``basis`` is then ``measured`` or ``predicted``
+    kinds         {kind name: its KindResult}: the figures a kind's own analysis makes of its points
 
 Version 3: a closed-loop point's figures come from its steady requests only (ramp and drain left out and
 counted), its rates over its steady window; every point says why it stopped and how precise it is; records of
@@ -589,6 +590,14 @@ class ReplayResult(Saved):
     windows: list[ReplayWindow] = Field(default_factory=list)
 
 
+class KindResult(Saved):
+    """A kind's own result (``Summary.kinds[name]``: what its analysis made of its points; each kind subclasses
+    it). ``version`` is the kind's own: a kind that changes its result's meaning bumps it, and its section reads
+    older versions or says it cannot."""
+
+    version: int = 1
+
+
 class Summary(Saved):
     schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
@@ -634,6 +643,9 @@ class Summary(Saved):
     price_source: str | None = None
     replays: list[ReplayResult] = Field(default_factory=list)  # one per replayed trace
     calibration: CalibrationReport | None = None  # a calibrated run: run.json's account of the fit and its checks
+    # each kind's own result, by the kind's name (cardgen.analysis.kindparts): a KindResult's fields as JSON, read
+    # back by the kind's section with its own result type
+    kinds: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     def to_json(self) -> str:
         """The file's text: stable key order, two-space indent, NaN and inf written as null."""

@@ -1,0 +1,67 @@
+"""A kind's own part of the card: the card stage's half of the kind interface.
+
+A kind whose figures are its own names a :class:`KindSection` (``Kind.section``, ``"module:attribute"``, in its
+folder): the type of its result (as its analysis saved it in ``summary.json``'s ``kinds``: read back here, so a
+card is rendered from the run's files alone), a Jinja template beside it, the context that template prints, and
+the place of the card it goes in (:data:`SLOTS`: places the card's template names, never a kind). The template is
+rendered with the card's own environment (its filters, and its escaping of every expression), so a kind's
+section reads like the rest of the card. The card never names a kind here: it asks every installed kind.
+
+    Kind.section ──> KindSection(result=R, template=PATH, context=f, slot=S)
+    kind_sections(summary) -> {slot: Markdown}        f(R, summary) -> dict | None   (None: no section)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+from pydantic import ValidationError
+
+from cardgen.card.templates import environment
+from cardgen.errors import RenderError
+from cardgen.kinds import KINDS
+from cardgen.kinds.kind import part
+from cardgen.schemas.summary import KindResult, Summary
+
+# where on the card a kind's section may go: after the workload sections (datasets, prefix cache, chat), or after
+# the batch table
+SLOTS = ("workloads", "tables")
+
+
+@dataclass(frozen=True)
+class KindSection:
+    """A kind's part of the card."""
+
+    result: type[KindResult]  # what its analysis saved (summary.json ``kinds[name]``)
+    template: Path  # its Jinja template (beside the module that makes the section)
+    context: Callable[[Any, Summary], dict[str, Any] | None]  # result, summary -> what the template prints
+    slot: str = "workloads"  # one of SLOTS
+
+
+def kind_sections(summary: Summary) -> dict[str, Markup]:
+    """Every installed kind's section that the run has a result for, rendered, joined by slot (each slot's text
+    empty when no kind fills it)."""
+    out = {slot: [] for slot in SLOTS}
+    for name, kind in KINDS.items():
+        saved = summary.kinds.get(name)
+        if kind.section is None or saved is None:
+            continue
+        section: KindSection = part(kind.section)
+        if section.slot not in out:
+            raise RenderError(f"kind {name!r}: its section's slot {section.slot!r} is none of the card's "
+                              f"({', '.join(SLOTS)})")
+        try:
+            result = section.result.model_validate(saved)
+        except ValidationError as exc:
+            raise RenderError(f"kind {name!r}: summary.json's result does not read as "
+                              f"{section.result.__name__} ({exc.error_count()} errors)") from None
+        context = section.context(result, summary)
+        if context is None:
+            continue
+        text = environment().from_string(section.template.read_text(encoding="utf-8")).render(**context)
+        out[section.slot].append(text.strip("\n") + "\n")
+    return {slot: Markup("\n".join(texts)) for slot, texts in out.items()}
