@@ -1,16 +1,44 @@
-"""What a scenario's rules are told of a request that ended: a small typed outcome, not the stored record.
+"""What a scenario's rules are told of a request that ended (a small typed :class:`Outcome`, not the stored
+record), and the one place a request's figures are computed from its stamps (:class:`RequestFigures`).
 
 The programs (:mod:`cardgen.scenarios`) and the rules' statistics (:mod:`cardgen.precision`, :mod:`cardgen.slo`)
 read only when a request was sent, when its first token and its end arrived, its tokens and its chunks' times.
 Each interpreter makes an :class:`Outcome` of the record it wrote (:meth:`Outcome.of`); the record itself, with its
 37 fields, stays with the files.
+
+**One request's figures.** The analysis (the card's per-request columns), the SLO verdict, the precision
+stops, the kinds' judges and Locust's stats event all take a request's figures from :meth:`RequestFigures.of`,
+so a point stops, and an SLO is judged, on the figures the card shows. Seconds, and tokens per second:
+
+- ``end_at`` = the stream's end; its last text chunk's arrival when the end was not recorded
+- ``elapsed_s`` = end - send, whatever the outcome (what the request took, failed or not: Locust's response
+  time)
+- ``ttft_s`` = first text chunk - send
+- ``e2e_s`` = end - send
+- ``tpot_s`` = (e2e - ttft) / (output tokens - 1)
+- ``decode_tok_s`` = 1 / tpot
+- ``speed_from_start_tok_s`` = output tokens / e2e
+- ``itl_s``: the gaps between consecutive text chunks' arrivals (:func:`chunk_gaps_s`)
+
+Every figure a request cannot give is NaN (ITL: no gaps), never a stand-in value:
+
+- a failed request has no latency figure (``ttft_s``, ``e2e_s``, ``tpot_s``, the speeds NaN, no gaps); only
+  ``elapsed_s``. A rule that counts a failure against a target (the SLO: a miss) says so itself, on top of
+  these;
+- an end never recorded falls back to the last chunk; with no chunk either, the end and what needs it are NaN;
+- a one-token answer (or a server that gave no token count) has no TPOT and no decode speed; no count, or a
+  count of 0, no speed from start;
+- a decode time of 0 or less (every token in the first chunk) gives no TPOT and no decode speed, not 0 or inf.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+import numpy as np
 
 
 class Recorded(Protocol):
@@ -52,3 +80,77 @@ class Outcome:
         return cls(ok=rec.error is None, sent_at=rec.sent_at, first_token_at=rec.first_token_at, end_at=rec.end_at,
                    prompt_tokens=rec.prompt_tokens if rec.prompt_tokens is not None else rec.prompt_tokens_target,
                    output_tokens=rec.output_tokens, chunk_times=tuple(rec.chunk_times))
+
+
+# --- one request's figures -----------------------------------------------------------------------------------
+
+
+class Stamped(Protocol):
+    """What a request's figures are computed from: its outcome and stamps (an :class:`Outcome`, or a
+    :class:`cardgen.schemas.records.RequestRecord`, typed by its shape)."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def sent_at(self) -> float: ...
+    @property
+    def first_token_at(self) -> float | None: ...
+    @property
+    def end_at(self) -> float | None: ...
+    @property
+    def output_tokens(self) -> int | None: ...
+    @property
+    def chunk_times(self) -> Sequence[float]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFigures:
+    """One request's figures (module docstring: their definitions, and NaN for each figure it cannot give)."""
+
+    ok: bool
+    end_at: float  # the end counted: the stream's end, else its last chunk
+    elapsed_s: float  # end - send, failed or not
+    ttft_s: float
+    e2e_s: float
+    tpot_s: float
+    decode_tok_s: float
+    speed_from_start_tok_s: float
+    chunk_times: tuple[float, ...] = ()  # a successful request's text chunks' arrivals (a failed one: none)
+
+    @property
+    def itl_s(self) -> tuple[float, ...]:
+        """The gaps between consecutive text chunks (:func:`chunk_gaps_s`); none for a failed request."""
+        return tuple(chunk_gaps_s(self.chunk_times).tolist())
+
+    @classmethod
+    def of(cls, r: Stamped) -> RequestFigures:
+        """The figures of ``r`` (an :class:`Outcome` or a stored record)."""
+        return cls.from_stamps(ok=r.ok, sent_at=r.sent_at, first_token_at=r.first_token_at, end_at=r.end_at,
+                               output_tokens=r.output_tokens, chunk_times=r.chunk_times)
+
+    @classmethod
+    def from_stamps(cls, *, ok: bool, sent_at: float, first_token_at: float | None, end_at: float | None,
+                    output_tokens: int | None, chunk_times: Sequence[float] = ()) -> RequestFigures:
+        """The figures of a request given its stamps one by one (the simulator's requests, which are no
+        records)."""
+        if end_at is None and len(chunk_times):
+            end_at = chunk_times[-1]
+        end = math.nan if end_at is None else float(end_at)
+        elapsed = end - sent_at
+        if not ok:
+            return cls(ok=False, end_at=end, elapsed_s=elapsed, ttft_s=math.nan, e2e_s=math.nan,
+                       tpot_s=math.nan, decode_tok_s=math.nan, speed_from_start_tok_s=math.nan)
+        out = math.nan if output_tokens is None else float(output_tokens)
+        ttft = math.nan if first_token_at is None else first_token_at - sent_at
+        decode = elapsed - ttft
+        tpot = decode / (out - 1) if out > 1 and decode > 0 else math.nan
+        return cls(ok=True, end_at=end, elapsed_s=elapsed, ttft_s=ttft, e2e_s=elapsed, tpot_s=tpot,
+                   decode_tok_s=1.0 / tpot if tpot > 0 else math.nan,
+                   speed_from_start_tok_s=out / elapsed if elapsed > 0 and out >= 1 else math.nan,
+                   chunk_times=tuple(chunk_times))
+
+
+def chunk_gaps_s(chunk_times: Sequence[float]) -> np.ndarray:
+    """The gaps between consecutive text chunks' arrivals (a request's ITL, seconds; the analysis pools them
+    from its frame's arrays)."""
+    return np.diff(np.asarray(chunk_times, dtype=float))

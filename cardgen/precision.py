@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cardgen.outcome import Outcome
+from cardgen.outcome import Outcome, RequestFigures
 from cardgen.robustline import robust_line
 
 MIN_BATCHES = 5
@@ -199,25 +199,25 @@ def precision_reached(figures: Sequence[Sequence[float]], *, target: float, para
 
 def closed_figures(records: Sequence[Outcome], *, parallel: int = 1, running: bool = True,
                    ) -> tuple[list[float], list[float]]:
-    """Speed from start (output tokens / (end - sent)) and TTFT of a closed-loop point's steady successful
-    records, in send order. ``records`` have ``sent_at``, ``end_at``, ``first_token_at``, ``output_tokens`` and
-    ``ok`` (``RequestRecord``); ``running``: the point still runs (:func:`running_steady_mask`, cut to whole
+    """Speed from start and TTFT (:class:`cardgen.outcome.RequestFigures`, the card's: NaN where a request
+    cannot give one) of a closed-loop point's steady successful records that have both an end and a first
+    token, in send order; ``running``: the point still runs (:func:`running_steady_mask`, cut to whole
     rounds of ``parallel``: the newest requests past the last whole round belong to a round still under way, and a
     batch that straddled two rounds would mix them), else it ended (:func:`steady_mask`, with its ``parallel``
     users)."""
-    done = sorted((r for r in records if r.ok and r.end_at is not None
-                   and r.first_token_at is not None and r.end_at > r.sent_at),
-                  key=lambda r: r.sent_at)
+    figures = ((r.sent_at, RequestFigures.of(r)) for r in records)
+    done = sorted(((sent, f) for sent, f in figures if f.ok and f.e2e_s > 0 and not math.isnan(f.ttft_s)),
+                  key=lambda item: item[0])
     if not done:
         return [], []
-    sent = [r.sent_at for r in done]
-    ended = [r.end_at for r in done]
+    sent = [s for s, _ in done]
+    ended = [f.end_at for _, f in done]
     mask = running_steady_mask(sent, ended) if running else steady_mask(sent, ended, parallel=parallel)
-    kept = [r for r, keep in zip(done, mask, strict=True) if keep]
+    kept = [f for (_, f), keep in zip(done, mask, strict=True) if keep]
     if running:  # judge whole rounds: the newest requests past the last whole round are a round still under way
         kept = kept[:len(kept) - len(kept) % max(int(parallel), 1)]
-    speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in kept]
-    ttfts = [r.first_token_at - r.sent_at for r in kept]
+    speeds = [f.speed_from_start_tok_s for f in kept]
+    ttfts = [f.ttft_s for f in kept]
     cut = warmup_requests([speeds, ttfts], parallel=parallel)
     return speeds[cut:], ttfts[cut:]
 
@@ -226,11 +226,11 @@ def ingest_interval(records: Sequence[Outcome]) -> MedianInterval | None:
     """An ingestion sweep's slope (TTFT seconds per prompt token) and its 95 % t interval
     (:func:`slope_interval`) over the points the card's robust line keeps
     (:func:`cardgen.robustline.robust_line`), from its successful records: ``prompt_tokens`` as the server
-    counted them (the sized target when it did not say) against ``first_token_at - sent_at``. The card's
+    counted them (the sized target when it did not say) against their TTFT. The card's
     ingestion speed is that line, so the sweep stops on the evidence the card shows."""
-    ok = [r for r in records if r.ok and r.first_token_at is not None]
-    x = np.asarray([r.prompt_tokens for r in ok], dtype=float)
-    y = np.asarray([r.first_token_at - r.sent_at for r in ok], dtype=float)
+    ok = [(r.prompt_tokens, ttft) for r in records if not math.isnan(ttft := RequestFigures.of(r).ttft_s)]
+    x = np.asarray([n for n, _ in ok], dtype=float)
+    y = np.asarray([ttft for _, ttft in ok], dtype=float)
     line = robust_line(x, y)
     if line is None:
         return None
@@ -244,12 +244,9 @@ def within_target(interval: MedianInterval | None, target: float, *, positive: b
 
 
 def round_decode_speed(records: Sequence[Outcome]) -> float | None:
-    """The mean decode speed (tokens after the first / time after the first token) of one batch round's
-    successful records; None when none has two tokens."""
-    speeds = [((r.output_tokens or 0) - 1) / (r.end_at - r.first_token_at)
-              for r in records if r.ok and r.first_token_at is not None
-              and r.end_at is not None and (r.output_tokens or 0) > 1
-              and r.end_at > r.first_token_at]
+    """The mean decode speed (tokens after the first / time after the first token: a request's
+    ``decode_tok_s``) of one batch round's successful records; None when none has one."""
+    speeds = [speed for r in records if not math.isnan(speed := RequestFigures.of(r).decode_tok_s)]
     return sum(speeds) / len(speeds) if speeds else None
 
 

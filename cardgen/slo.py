@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from cardgen.outcome import Outcome
+from cardgen.outcome import Outcome, RequestFigures
 from cardgen.quantiles import order_bound, quantile_correlation_time, tail_estimate, tail_ready
 
 METRICS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
@@ -231,16 +231,15 @@ def judge(values: Mapping[str, Sequence[float]], targets: Sequence[Target], *, r
 
 
 def latencies(r: Outcome) -> dict[str, list[float]]:
-    """What one request contributes to each metric: its TTFT, TPOT and E2E, and its gaps between text chunks
-    (ITL). A failed request contributes inf to each (one gap for ITL); a one-token answer has no TPOT."""
-    if not r.ok or r.first_token_at is None or r.end_at is None:
+    """What one request contributes to each metric: its figures (:class:`cardgen.outcome.RequestFigures`, the
+    card's), TTFT, TPOT and E2E, and its gaps between text chunks (ITL); a figure it cannot give (a one-token
+    answer's TPOT) it leaves out. On top of those figures, the SLO's own rule: a failed request, or one whose
+    TTFT or E2E is unknown, missed every target, so it contributes inf to each (one gap for ITL)."""
+    figures = RequestFigures.of(r)
+    if not figures.ok or math.isnan(figures.ttft_s) or math.isnan(figures.e2e_s):
         return {"ttft": [math.inf], "tpot": [math.inf], "e2e": [math.inf], "itl": [math.inf]}
-    ttft = r.first_token_at - r.sent_at
-    e2e = r.end_at - r.sent_at
-    out = r.output_tokens or 0
-    chunks = list(r.chunk_times)
-    return {"ttft": [ttft], "e2e": [e2e], "tpot": [(e2e - ttft) / (out - 1)] if out > 1 else [],
-            "itl": [b - a for a, b in zip(chunks, chunks[1:], strict=False)]}
+    return {"ttft": [figures.ttft_s], "e2e": [figures.e2e_s],
+            "tpot": [] if math.isnan(figures.tpot_s) else [figures.tpot_s], "itl": list(figures.itl_s)}
 
 
 @dataclass

@@ -101,7 +101,8 @@ def test_a_running_point_is_judged_on_whole_rounds_only():
     from cardgen.precision import closed_figures
 
     def rec(sent, end, out=10):
-        return SimpleNamespace(ok=True, sent_at=sent, first_token_at=sent + 0.1, end_at=end, output_tokens=out)
+        return SimpleNamespace(ok=True, sent_at=sent, first_token_at=sent + 0.1, end_at=end,
+                               output_tokens=out, chunk_times=())
 
     # 2 users: the ramp (sent at 0), two whole steady rounds, and the first request of a third round
     records = [rec(0, 1), rec(0, 1), rec(1, 2), rec(1, 2), rec(2, 3), rec(2, 3), rec(3, 3.5, out=99)]
@@ -120,7 +121,8 @@ def test_the_ingestion_sweep_is_judged_on_the_points_the_cards_line_keeps():
     lengths = [100, 500, 1000, 2000, 3000, 4000] * 3
     ttft = [0.02 + n / 10_000 * (1 + 0.002 * ((i % 3) - 1)) for i, n in enumerate(lengths)]
     ttft[4] *= 3  # one prompt queued behind something else: far off the line
-    records = [SimpleNamespace(ok=True, sent_at=0.0, first_token_at=t, prompt_tokens=n, prompt_tokens_target=n)
+    records = [SimpleNamespace(ok=True, sent_at=0.0, first_token_at=t, end_at=None, output_tokens=None,
+                               chunk_times=(), prompt_tokens=n, prompt_tokens_target=n)
                for n, t in zip(lengths, ttft, strict=True)]
     interval = ingest_interval(records)
     fit = fit_ingestion(np.array(lengths, dtype=float), np.array(ttft)).fit
@@ -157,7 +159,7 @@ def test_a_closed_point_leaves_out_the_rounds_still_settling():
     for k in range(12):
         ttft = 0.2 if 1 <= k <= 3 else 0.1 + 0.0005 * (k % 3)
         records += [SimpleNamespace(ok=True, sent_at=t, first_token_at=t + ttft, end_at=t + 2.0,
-                                    output_tokens=100) for _ in range(5)]
+                                    output_tokens=100, chunk_times=()) for _ in range(5)]
         t += 2.0
     speeds, ttfts = closed_figures(records, parallel=5, running=False)
     assert max(ttfts) < 0.15 and len(ttfts) == 5 * 8  # the ramp round and the 3 settling rounds left out

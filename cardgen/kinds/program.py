@@ -26,13 +26,14 @@ virtual server on a virtual clock). What needs every process's records, a closed
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from cardgen.kinds.view import PointView
-from cardgen.outcome import Outcome
+from cardgen.outcome import Outcome, RequestFigures
 from cardgen.stops import STOP_COMPLETE
 
 
@@ -212,9 +213,10 @@ class Judge:
         return said
 
     def median_speed_tok_s(self) -> float | None:
-        """The median speed from start of every successful record (the saturation rule's speed)."""
-        speeds = [(r.output_tokens or 0) / (r.end_at - r.sent_at) for r in self.done
-                  if r.end_at is not None and r.end_at > r.sent_at]
+        """The median speed from start of every successful record that has one (the saturation rule's
+        speed)."""
+        speeds = [speed for r in self.done
+                  if not math.isnan(speed := RequestFigures.of(r).speed_from_start_tok_s)]
         return statistics.median(speeds) if speeds else None
 
 

@@ -20,6 +20,7 @@ from gevent.lock import Semaphore
 from cardgen.load.reasoning import counted, needs_tokenize, tokenize_reasoning
 from cardgen.load.sse import StreamResult, parse_stream
 from cardgen.load.transport import SENDS, Connection, Exchange, body_reads, body_text
+from cardgen.outcome import RequestFigures
 from cardgen.schemas.records import EngineTimings, ErrorKind, RequestRecord
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -164,7 +165,8 @@ def _finish(ex: Exchange, parsed: StreamResult | None, reasoning: tuple[int | No
         cached_tokens=parsed.cached_tokens if parsed else None,
         engine_timings=EngineTimings.of_response(parsed.timings) if parsed else None,
     )
-    report(request_type="POST", name=record["scenario"], response_time=(end_at - ex.sent_at) * 1000.0,
+    took_s = RequestFigures.of(rec).elapsed_s  # failed or not: Locust counts a failure's time too
+    report(request_type="POST", name=record["scenario"], response_time=took_s * 1000.0,
            response_length=sum(len(c) for _, c in ex.reads), response=None, url=PATHS[endpoint],
            start_time=ex.sent_at, exception=RequestFailed(error) if error is not None else None,
            context={"record": rec})

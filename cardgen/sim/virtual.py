@@ -17,9 +17,11 @@ answers the n-th arrival at once, as ``--faults`` does. Clients are not modelled
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from cardgen.outcome import RequestFigures
 from cardgen.sim.faults import FaultPlan
 from cardgen.sim.metrics import SimMetrics
 from cardgen.sim.perf import PerfModel
@@ -49,12 +51,19 @@ class VirtualRequest:
     queued: float | None = None  # joined the waiting queue, when later than ``sent`` (host time before it)
 
     @property
+    def figures(self) -> RequestFigures:
+        """Its figures, as the card defines them (:class:`cardgen.outcome.RequestFigures`), from the server's
+        side: from when it reached the server to when its last token was emitted."""
+        return RequestFigures.from_stamps(ok=True, sent_at=self.sent, first_token_at=self.first_token,
+                                          end_at=self.end, output_tokens=self.output_tokens)
+
+    @property
     def ttft_s(self) -> float:
-        return self.first_token - self.sent
+        return self.figures.ttft_s
 
     @property
     def e2e_s(self) -> float:
-        return self.end - self.sent
+        return self.figures.e2e_s
 
     @property
     def queue_s(self) -> float:
@@ -73,12 +82,13 @@ class VirtualRequest:
     @property
     def tpot_s(self) -> float | None:
         """(E2E - TTFT) / (output tokens - 1); None for a single output token."""
-        return (self.end - self.first_token) / (self.output_tokens - 1) if self.output_tokens > 1 else None
+        tpot = self.figures.tpot_s
+        return None if math.isnan(tpot) else tpot
 
     @property
     def speed_from_start(self) -> float:
         """Output tokens / E2E (the reference card's "generation speed")."""
-        return self.output_tokens / self.e2e_s
+        return self.figures.speed_from_start_tok_s
 
 
 @dataclass(frozen=True, slots=True)

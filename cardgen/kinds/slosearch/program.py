@@ -30,7 +30,7 @@ from cardgen.kinds.program import Command, Program, Send
 from cardgen.kinds.slosearch.loadsearch import FLAT, LoadSearch, Probed
 from cardgen.kinds.slosearch.schema import SloParams
 from cardgen.kinds.view import PointView
-from cardgen.outcome import Outcome
+from cardgen.outcome import Outcome, RequestFigures
 from cardgen.quantiles import tail_ready
 from cardgen.slo import ProbeJudge, Target, Verdict, targets_text
 from cardgen.stops import STOP_COMPLETE, STOP_MAX_REQUESTS, STOP_PRECISION
@@ -211,8 +211,9 @@ class SloProgram(Program):
         return self._next_probe(0.0)
 
     def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
-        if outcome.end_at is not None:
-            self.longest_e2e_s = max(self.longest_e2e_s, outcome.end_at - outcome.sent_at)
+        took = RequestFigures.of(outcome).elapsed_s  # a failed request's time too: a timeout waits as long
+        if not math.isnan(took):
+            self.longest_e2e_s = max(self.longest_e2e_s, took)
         probe = self.probes[-1]
         commands = probe.ended(send, outcome, now)
         if probe.verdict is None:
