@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import math
 
+from typing_extensions import TypeIs
+
 DASH = "—"  # a missing value: an em dash, never the en dash that joins the ends of a range
 RANGE = "–"
 
 
-def _missing(x: float | None) -> bool:
+def _missing(x: float | None) -> TypeIs[None]:
+    """None, NaN or infinite: shown as a dash. (Typed ``TypeIs[None]`` so that the other branch knows a float;
+    the NaN that also answers True is only ever shown as the dash.)"""
     return x is None or not math.isfinite(x)
 
 

@@ -71,7 +71,7 @@ def make_plan(suite: Suite, config: SimConfig, *, price_per_hour: float | None =
                 run_saturated=run_saturated)
     planned = [PlannedPoint(name=p.name, kind=p.kind, requests=p.requests, seconds=round(p.duration_s, 3),
                             skipped=p.skipped) for p in run.points]
-    wall = max(0.0, (run.points and max((p.ended_unix or 0.0) for p in run.points) or 0.0)
+    wall = max(0.0, max(((p.ended_unix or 0.0) for p in run.points), default=0.0)
                - min((p.started_unix for p in run.points if p.started_unix is not None), default=0.0))
     return CostPlan(model=config.model, gpu=config.gpu, tp=config.tp, suite=suite.name, points=planned,
                     wall_s=round(wall, 3), gpu_time_s=round(wall * config.tp, 3), price_per_hour=price_per_hour,

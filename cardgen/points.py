@@ -60,7 +60,7 @@ class Point:
     @property
     def kind(self) -> str:
         """The point's kind (one of :data:`cardgen.kinds.KINDS`): its params'."""
-        return self.params.kind
+        return str(self.params.kind)
 
     def params_as(self, cls: type[P]) -> P:
         """The point's params as ``cls`` (a kind's program knows its kind); a TypeError when they are another

@@ -147,8 +147,8 @@ class RunWriter:
             recorder.record(rec)
         for sample in scrapes:
             recorder.scrape(sample)
-        for sample in loadgen:
-            recorder.loadgen(sample)
+        for reading in loadgen:
+            recorder.loadgen(reading)
 
     def close(self) -> None:
         """Close the session's files (again: nothing); raises when the last flush fails."""

@@ -71,7 +71,7 @@ def gpu_telemetry(info: RunInfo, records: Sequence[Mapping[str, Any]], requests:
     ok = requests[requests["ok"]] if not requests.empty else requests
     tokens = int(np.nansum(ok["output_tokens"].to_numpy(dtype=float))) if len(ok) else 0
     g = summarize_gpu(records, tokens, start_unix=start, end_unix=end)
-    failures = {"failed_samples": int(g["failed_samples"]), "failed_reads": int(g["failed_reads"]),
+    failures: dict[str, Any] = {"failed_samples": int(g["failed_samples"]), "failed_reads": int(g["failed_reads"]),
                 "failure_kinds": list(g["failure_kinds"])}
     if not g.get("available"):
         reason = f"{GPU_METRICS_JSONL} has no sample inside the measured window"

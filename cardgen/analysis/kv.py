@@ -187,8 +187,9 @@ def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: in
             note = (f"wave {first.wave} ({first.size} requests) queued at {first.kv_usage_max:.0%} KV usage: "
                     "limited by something other than the KV cache (max_num_seqs?)")
             return None, waves, note
-        low = (previous.size * previous.tokens_per_request) if previous else 0.0
-        high = first.size * first.tokens_per_request
+        # a calm wave none of whose requests succeeded has no tokens per request: it bounds nothing
+        low = (previous.size * previous.tokens_per_request) if previous and previous.tokens_per_request else 0.0
+        high = first.size * (first.tokens_per_request or 0.0)  # never 0: saturated keeps the waves that have one
         signals = [s for s in ("queued", "preempted", "waiting", "stalled") if getattr(first, s)]
         before = f"the wave of {previous.size} did not" if previous else "no smaller wave ran"
         return (KVEstimate(method="saturation_probe", tokens=(low + high) / 2, low=low, high=high,
@@ -237,10 +238,11 @@ def kv_capacity(*, declared: Mapping[str, Any] | None, requests: pd.DataFrame, t
         result.lower_bound = probe.lower_bound if probe is not None else None
         return result
     result.tokens, result.method = chosen.tokens, chosen.method
+    base = chosen.tokens or math.nan  # never NaN: chosen for its tokens
     others = []
     for e in estimates:
         if e.tokens:
-            e.vs_chosen_pct = 100 * (e.tokens - chosen.tokens) / chosen.tokens
+            e.vs_chosen_pct = 100 * (e.tokens - base) / base
             if e is not chosen:
                 others.append(abs(e.vs_chosen_pct))
     result.agreement_pct = max(others) if others else None

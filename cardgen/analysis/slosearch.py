@@ -11,7 +11,7 @@ A probe is the records of one ``repeat`` of the point; its load is their ``rate_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cardgen.analysis.cost import usd_per_million
 from cardgen.kinds import kind_of
@@ -33,7 +33,7 @@ def _percentile(e: PercentileEstimate) -> SloPercentile:
                          tail=e.tail)
 
 
-def _order_key(params: SloParams):  # a sort key
+def _order_key(params: SloParams) -> Callable[[RequestRecord], tuple[float, float]]:
     if params.load == "rate":
         return lambda r: (r.scheduled_at if r.scheduled_at is not None else r.sent_at, r.index)
     return lambda r: (r.index, r.sent_at)
@@ -55,13 +55,13 @@ def probe_result(params: SloParams, number: int, records: Sequence[RequestRecord
     ok = [r for r in ordered if r.ok]
     out = sum(r.output_tokens or 0 for r in ok)
     total = out + sum(r.prompt_tokens or 0 for r in ok)
-    per_s = duration is not None and duration > 0
+    per_s = duration if duration is not None and duration > 0 else None  # the span to divide by
     return SloProbe(probe=number, load=float(load or 0), met=verdict.met, requests=len(ordered),
                     judged=verdict.requests, look=verdict.look if verdict.met is not None else None,
                     late=verdict.late, cap=cap, futile=verdict.futile, ratio=verdict.ratio,
                     percentiles=[_percentile(e) for e in verdict.estimates], duration_s=duration,
-                    output_tok_s=out / duration if per_s else None,
-                    total_tok_s=total / duration if per_s else None), verdict
+                    output_tok_s=out / per_s if per_s else None,
+                    total_tok_s=total / per_s if per_s else None), verdict
 
 
 def slo_search(point: Point, records: Sequence[RequestRecord], *, gpus: int,

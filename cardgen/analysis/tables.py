@@ -93,7 +93,7 @@ BATCH_STEPS = (  # (step, metric, unit, run column)
 def batch_table(requests: pd.DataFrame) -> pd.DataFrame:
     """TGI's batch table, long form: one row per (step, batch size)."""
     runs = batch_runs(requests)
-    rows = []
+    rows: list[dict[str, object]] = []
     if runs.empty:
         return pd.DataFrame(rows)
     for step, metric, unit, column in BATCH_STEPS:
@@ -116,7 +116,7 @@ def batch_precision(requests: pd.DataFrame) -> dict[str, PointPrecision]:
     """Per batch-sweep point: the relative 95 % half-width of the mean, over its runs, of each run's mean decode
     speed per request (what a batch point's precision target is judged on)."""
     runs = batch_runs(requests)
-    out = {}
+    out: dict[str, PointPrecision] = {}
     if runs.empty:
         return out
     for scenario, g in runs.groupby("scenario", sort=False):
@@ -198,7 +198,7 @@ def build_tables(scenarios: Sequence[ScenarioSummary], requests: pd.DataFrame, *
 
 def table_json(df: pd.DataFrame) -> str:
     """pandas' ``orient="columns"`` JSON of ``df`` (NaN and inf as null)."""
-    return df.to_json(orient="columns", double_precision=10)
+    return str(df.to_json(orient="columns", double_precision=10))
 
 
 def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[str]:

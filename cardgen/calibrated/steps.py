@@ -185,17 +185,17 @@ def calibrate(measurer: Measurer, start: Start, *, say: Callable[[str], None] = 
     if missed:
         saturated = [p for p in points if _saturated(analysis.info, p.name)]
         again: list[Point] = []
-        left_out: list[PointOutcome] = []
+        skipped_pairs: list[PointOutcome] = []
         for pair in dict.fromkeys(missed):
             run, skipped = check.pair_points(points, pair, done, saturated)
             again += run
-            left_out += [PointOutcome(name=p.name, kind=p.kind, stop=STOP_SKIPPED, detail=why) for p, why in skipped]
+            skipped_pairs += [PointOutcome(name=p.name, kind=p.kind, stop=STOP_SKIPPED, detail=why) for p, why in skipped]
         say(f"calibrate 4/5 check: {len(missed)} spot check(s) missed by more than {start.tolerance:.0%}: measuring "
             f"{len(again)} points of {', '.join(dict.fromkeys(missed))} instead")
         if again:
             measurer.measure(again, phase="pairs measured instead")
-        if left_out:
-            measurer.not_run(left_out)
+        if skipped_pairs:
+            measurer.not_run(skipped_pairs)
         done = {p.name for p in _analysed(measurer.run_dir).info.points}
     write_prediction(measurer.run_dir, prediction)
     report = _report(start, shape, settings, fitted, chosen, spot, missed, points, prediction, done)

@@ -138,9 +138,9 @@ def figure_diff(a: Figure, b: Figure) -> FigureDiff:
     if ratio is None:
         note = "A is 0: no ratio"
     elif methods == {BOOTSTRAP}:
-        interval = resample.ratio_interval(a.spread.digest, b.spread.digest)  # type: ignore[arg-type]
-        if interval is not None:
-            low, high = interval
+        bounds = resample.ratio_interval(a.spread.digest, b.spread.digest)  # type: ignore[arg-type]
+        if bounds is not None:
+            low, high = bounds
     else:
         ra_, rb_ = _range(a), _range(b)
         if ra_ is not None and rb_ is not None and ra_[0] > 0:

@@ -130,7 +130,7 @@ def point_label(key: PointKey) -> str:
     return " · ".join([str(p.get("kind", "scenario"))] + parts)
 
 
-def point_sort_value(key: PointKey) -> tuple:
+def point_sort_value(key: PointKey) -> tuple[object, ...]:
     """Points in a stable order: by their kind's ``diff_rank`` (closed, open, batch, then any other kind), each by
     its numbers."""
     rank = kind_of(dict(key).get("kind")).diff_rank
@@ -311,9 +311,9 @@ def _parts(s: ScenarioSummary, budget: TimeBudget | None,
 def _point(s: ScenarioSummary, digests: Mapping[str, np.ndarray | None] | None,
            budget: TimeBudget | None = None) -> PointSample:
     if s.basis == "predicted":  # no request of the server behind it: its figures are the fitted server's
-        figures = _point(s.model_copy(update={"basis": "measured"}), {}).figures
+        fitted = _point(s.model_copy(update={"basis": "measured"}), {}).figures
         return PointSample(scenario_key(s), s.scenario, {k: replace(f, spread=Spread(NONE, note=PREDICTED_NOTE),
-                                                                       predicted=True) for k, f in figures.items()})
+                                                                       predicted=True) for k, f in fitted.items()})
     few = f"fewer than {resample.MIN_UNITS} {_unit(s)}: no interval"
     figures: dict[str, Figure] = {}
     for metric, label, unit, better in point_metrics(s):

@@ -83,6 +83,12 @@ def labels_of(samples: Samples, name: str) -> dict[str, str] | None:
     return None
 
 
+def mapping_at(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``data[key]`` where it is a mapping (a JSON object), else an empty one."""
+    value = data.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def as_int(value: Any) -> int | None:
     """``value`` as an int when it is a whole positive-or-zero number ("262144", 262144.0); else None
     (vLLM writes unset fields as the string "None")."""

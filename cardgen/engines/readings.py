@@ -11,7 +11,7 @@ from cardgen.engines.base import Samples, gauge, samples_of
 from cardgen.engines.registry import get_adapter
 
 
-def kv_config(engine: str | None, sample: Any, server_extra: Mapping[str, Any] | None = None) -> dict | None:
+def kv_config(engine: str | None, sample: Any, server_extra: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """KV-cache capacity as the engine reports it: ``{"tokens": int, "source": str, "block_size": int | None,
     ...raw fields}``, or None.
 
@@ -119,8 +119,8 @@ def histogram_quantile(hist: Mapping[str, Any], q: float) -> float | None:
             if math.isinf(le):
                 return prev_le  # above the last finite bound: the bound is all that is known
             if count == prev_count:
-                return le
-            return prev_le + (le - prev_le) * (rank - prev_count) / (count - prev_count)
+                return float(le)
+            return float(prev_le + (le - prev_le) * (rank - prev_count) / (count - prev_count))
         prev_le, prev_count = le, count
     return prev_le
 
@@ -132,7 +132,7 @@ def labelled_counter(sample: Any, name: str, label: str) -> dict[str, float]:
     for s in samples_of(sample).get(name, ()) if name else ():
         key = (s.get("labels") or {}).get(label)
         try:
-            value = float(s.get("value"))
+            value = float(s.get("value", math.nan))  # none: NaN, left out below
         except (TypeError, ValueError):
             continue
         if key is not None and not math.isnan(value):

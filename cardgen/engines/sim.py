@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cardgen.engines.base import EngineAdapter, Fetch, Samples, as_int
+from cardgen.engines.base import EngineAdapter, Fetch, Samples, as_int, mapping_at
 from cardgen.engines.vllm import VllmAdapter
 
 ENGINE_ID = "cardgen-sim"
@@ -37,8 +37,7 @@ class SimAdapter(VllmAdapter):
         """vLLM's reading of the cache config, and the scheduler ``/cardgen/sim`` describes (its policy and limits,
         as a vLLM log would state them; never the performance model's constants)."""
         out = VllmAdapter.scheduler_settings(self, samples, extra, launch, version="0.0", device=device)
-        sim = extra.get("sim") if isinstance(extra.get("sim"), Mapping) else {}
-        scheduler = sim.get("scheduler") if isinstance(sim.get("scheduler"), Mapping) else {}
+        scheduler = mapping_at(mapping_at(extra, "sim"), "scheduler")
         where = "/cardgen/sim scheduler"
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
             value = as_int(scheduler.get(name))

@@ -19,6 +19,7 @@ from cardgen.engines.base import (
     first_gauge,
     gauge,
     labels_of,
+    mapping_at,
     split_top_level,
 )
 from cardgen.engines.lora import LoraModule, max_rank
@@ -145,9 +146,8 @@ class VllmAdapter(EngineAdapter):
         unsaid."""
         out = super().scheduler_settings(samples, extra, launch, version=version, device=device)
         launch = launch or {}
-        args = launch.get("arguments") if isinstance(launch.get("arguments"), Mapping) else {}
-        reported = launch.get("server_reported") if isinstance(launch.get("server_reported"), Mapping) else {}
-        config = reported.get("engine_config") if isinstance(reported.get("engine_config"), Mapping) else {}
+        args = mapping_at(launch, "arguments")
+        config = mapping_at(mapping_at(launch, "server_reported"), "engine_config")
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
             value = as_int(args.get(name))
             if value:

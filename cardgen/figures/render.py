@@ -7,10 +7,13 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import matplotlib
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.typing import RcKeyType
 
 from cardgen.analysis.analyse import Analysis
 from cardgen.figures import data
@@ -26,11 +29,11 @@ from cardgen.figures.draw import (
 from cardgen.figures.names import FIGURE_NAMES, pair_figure_name, replay_figure_name, slo_figure_name
 from cardgen.figures.replay import ReplayTimeline, draw_replay, replay_timeline
 from cardgen.figures.slo import SloPlot, draw_slo, slo_plot
-from cardgen.figures.timebudget import BudgetBars, budget_bars, draw_budget
+from cardgen.figures.timebudget import budget_bars, draw_budget
 from cardgen.rundir import FIGURES_DIR
 
 DPI = 100
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "svg.hashsalt": "cardgen",
     "savefig.dpi": DPI,
     "figure.dpi": DPI,
@@ -44,7 +47,7 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None})
 
 
-def _figure(width: float, height: float, rows: int = 1, cols: int = 1, **kw: object) -> tuple[Figure, list]:
+def _figure(width: float, height: float, rows: int = 1, cols: int = 1, **kw: Any) -> tuple[Figure, list[Axes]]:
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False, **kw)
     return fig, [ax for row in axes for ax in row]
@@ -110,15 +113,16 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
         out[FIGURE_NAMES["latency_percentiles"]] = percentiles
     budget = budget_bars(s.time_budget.points)
     if budget is not None:
-        def time_budget(bars: BudgetBars = budget) -> Figure:
-            fig, (ax,) = _figure(9, 1.6 + 0.45 * len(bars.labels))
-            draw_budget(ax, bars)
+        def time_budget() -> Figure:
+            fig, (ax,) = _figure(9, 1.6 + 0.45 * len(budget.labels))
+            draw_budget(ax, budget)
             return fig
         out[FIGURE_NAMES["time_budget"]] = time_budget
     for result in s.replays:
         replayed = replay_timeline(result)
         if replayed is not None:
-            def replay(tl: ReplayTimeline = replayed) -> Figure:
+            def replay(tl: ReplayTimeline | None = replayed) -> Figure:
+                assert tl is not None  # bound while narrowed (mypy does not narrow a default)
                 fig, axes = _figure(10, 9, 4, 1, sharex=True)
                 draw_replay(axes, tl)
                 return fig
@@ -126,7 +130,8 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
     for search in s.slo_search:
         drawn = slo_plot(search)
         if drawn is not None:
-            def slo(plot: SloPlot = drawn) -> Figure:
+            def slo(plot: SloPlot | None = drawn) -> Figure:
+                assert plot is not None  # bound while narrowed (mypy does not narrow a default)
                 fig, axes = _figure(8, 3.2 * len(plot.curves), len(plot.curves), 1, sharex=True)
                 draw_slo(axes, plot)
                 return fig

@@ -37,7 +37,7 @@ def budget_bars(budgets: Sequence[TimeBudget]) -> BudgetBars | None:
         return None
     parts: dict[str, list[float]] = {}
     for name in PART_STYLE:
-        values = [max(0.0, (b.part(name).seconds or 0.0)) if b.part(name) else 0.0 for b in shown]
+        values = [max(0.0, (p.seconds or 0.0)) if (p := b.part(name)) else 0.0 for b in shown]
         if any(values):
             parts[name] = values
     return BudgetBars(labels=[b.scope for b in shown], parts=parts)

@@ -133,7 +133,7 @@ def inventory(nvml: Any) -> dict[str, Any]:
         })
     driver = _try(nvml, nvml.nvmlSystemGetDriverVersion)
     cuda = _try(nvml, nvml.nvmlSystemGetCudaDriverVersion)
-    names = sorted({g["name"] for g in gpus})
+    names = sorted({str(g["name"]) for g in gpus})
     return {
         "source": "nvml",
         "name": names[0] if len(names) == 1 else " + ".join(names),

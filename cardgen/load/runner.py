@@ -107,7 +107,7 @@ def freeze_heap() -> None:
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 class _Stop:
@@ -368,7 +368,7 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
     messages.listen(runner, LoadgenTick, on_loadgen, on_error=on_error)
     messages.listen(runner, Fatal, on_fatal, on_error=on_error)
 
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen[bytes]] = []
     logs: list[Path] = []
     outcome = RunOutcome()
     stop.install()

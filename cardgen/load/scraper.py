@@ -26,7 +26,7 @@ class Scraper:
     def __init__(self, url: str, out: Path, *, interval_s: float = 0.5, api_key: str | None = None) -> None:
         self.url, self.out, self.interval_s = url, out, interval_s
         self.api_key = api_key
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Scraper:
         env = dict(os.environ)

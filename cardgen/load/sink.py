@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from cardgen.load.messages import one_line
+from cardgen.errors import one_line
 from cardgen.schemas.records import RequestRecord
 
 FAULT_ENV = "CARDGEN_FAULT_RECORD_AT"

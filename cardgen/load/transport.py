@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
@@ -109,7 +110,7 @@ class Target:
     headers: bytes  # the fixed header lines, CRLF-terminated
 
     @cached_property
-    def address(self) -> tuple[int, tuple]:
+    def address(self) -> tuple[int, tuple[Any, ...]]:
         """The server's socket address, resolved once: gevent resolves names in a thread pool, and a thread
         taking the interpreter's lock stalls the event loop that stamps chunks (an open loop opens hundreds of
         connections). Raises OSError when the name does not resolve."""
@@ -285,7 +286,7 @@ class Connection:
         now = time.time
         ex.chunked = "chunked" in head.get("transfer-encoding", "").lower()
         length = head.get("content-length")
-        remaining = int(length) if (length or "").isdigit() and not ex.chunked else None
+        remaining = int(length) if length is not None and length.isdigit() and not ex.chunked else None
         keep = head[""] != "HTTP/1.0" and head.get("connection", "").lower() != "close"
         if ex.status in (204, 304) or 100 <= (ex.status or 0) < 200:  # no body
             ex.end_at = now()
@@ -379,7 +380,7 @@ def _kernel_time(anc: list[tuple[int, int, bytes]]) -> float | None:
     for level, ctype, data in anc:
         if level == _stdsocket.SOL_SOCKET and ctype == SO_TIMESTAMPNS and len(data) >= 16:
             sec, nsec = _TIMESPEC(data)
-            return sec + nsec * 1e-9
+            return float(sec + nsec * 1e-9)
     return None
 
 
@@ -416,7 +417,7 @@ def _read_in_greenlet(sock: socket.socket, body: _Body) -> bool:
             return verdict
 
 
-def _recvmsg(raw: _stdsocket.socket) -> Callable[[int, int], tuple[bytes, list, int, object]]:
+def _recvmsg(raw: _stdsocket.socket) -> Callable[[int, int], tuple[bytes, list[tuple[int, int, bytes]], int, object]]:
     """``raw.recvmsg``, or on a platform without it a ``recv`` that says so (no ancillary data)."""
     if hasattr(raw, "recvmsg"):
         return raw.recvmsg
@@ -480,7 +481,7 @@ class _LoopReader:
         self.io.start(readable)
         self.timer.start(self._check)
         try:
-            verdict = self.waiter.get()
+            verdict: bool = self.waiter.get()
         finally:
             self.io.stop()
             self.io.close()

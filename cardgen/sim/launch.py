@@ -50,7 +50,8 @@ class SimHandle:
     @cached_property
     def describe(self) -> dict[str, Any]:
         """``GET /cardgen/sim``: the model, the GPU and the performance model's own description."""
-        return self.get_json("/cardgen/sim")
+        description: dict[str, Any] = self.get_json("/cardgen/sim")
+        return description
 
 
 def _tail(path: Path | None, lines: int = 20) -> str:
@@ -63,7 +64,7 @@ def _tail(path: Path | None, lines: int = 20) -> str:
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=1.0) as resp:  # loopback
-            return resp.status == 200
+            return bool(resp.status == 200)
     except (urllib.error.URLError, OSError):
         return False
 

@@ -88,7 +88,8 @@ class Live:
         """The answer's and the reasoning's text of output tokens ``first`` to ``last`` (a completion's reasoning
         is in its text, tags and all)."""
         think = self.thinking
-        answer, reasoning = [], []
+        answer: list[str] = []
+        reasoning: list[str] = []
         for n in range(first, last + 1):
             word = think.text_of(n, token_text(n))
             (reasoning if self.params.chat and think.is_reasoning(n) else answer).append(word)

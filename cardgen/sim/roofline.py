@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any, cast
 
 from cardgen.errors import UsageError
 from cardgen.sim.catalog import Architecture, find_model, list_models, load_model_config, read_data, resolve
@@ -92,7 +93,7 @@ class EngineProfile:
         """The profile as the engine configures itself on ``gpu`` (``large_gpu`` overrides on large GPUs)."""
         if not self.large_gpu or gpu.memory_bytes < LARGE_GPU_BYTES or "a100" in gpu.name.lower():
             return self
-        return replace(self, **self.large_gpu)
+        return replace(self, **cast("dict[str, Any]", self.large_gpu))  # field name -> its override
 
     def compute_efficiency_on(self, gpu: GPU) -> float:
         """The fraction of ``gpu``'s peak a compute-bound step reaches: ``compute_efficiency`` times the profile's
@@ -314,7 +315,7 @@ class RooflinePerf:
             return StepCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         tokens = 0
         pairs = 0.0  # (query, key) pairs of attention
-        cached = 0  # KV tokens read
+        cached: float = 0  # KV tokens read (up to the window, math.inf without one)
         window = self._window
         for w in work:
             n, c = w.new_tokens, w.context_tokens

@@ -83,7 +83,7 @@ def parse_generation(body: dict[str, Any], *, chat: bool, names: tuple[str, ...]
     def integer(name: str, value: Any, minimum: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ApiError(400, f"'{name}' must be an integer >= {minimum}")
-        return value
+        return int(value)
 
     raw_max = body.get("max_completion_tokens") if chat else None
     if raw_max is None:

@@ -268,7 +268,7 @@ def write_docs(plan: SitePlan, docs_dir: Path, *, warn: Warn = _ignore, setup: M
 def _entity_page(job: _Job) -> _Done:
     """One run's, model's, GPU's or comparison's page: written when it changed, rendered when it must be."""
     ctx = _CONTEXT[0]
-    plan, problems = ctx.plan, []
+    plan, problems = ctx.plan, list[str]()
     assets: Assets = {}
     parts = None
     if job.page == "run":
@@ -460,7 +460,7 @@ def load_mkdocs_config(config_file: Path, *, site_dir: Path, docs_dir: Path | No
 
 
 def run_mkdocs(config: Any, *, warn: Warn = _ignore, dirty: bool = False,
-               rendered: tuple[MarkdownSetup, dict] | None = None) -> int:
+               rendered: tuple[MarkdownSetup, dict[str, Any]] | None = None) -> int:
     """Build the site; any MkDocs warning fails the build (strict), each reported through ``warn``. ``dirty``:
     only the pages whose source is newer than their output are rendered (MkDocs' own ``dirty`` build; its
     warning that such a build is for development is expected here, every other warning fails it as strict

@@ -39,7 +39,7 @@ def is_entity_page(src_uri: str) -> bool:
 @dataclass(frozen=True)
 class Rendered:
     html: str
-    toc_tokens: list[dict[str, Any]]
+    toc_tokens: list[Any]  # Python-Markdown's toc tokens (dicts: MkDocs types them with a private TypedDict)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def load_run(run_dir: Path, rel: PurePosixPath) -> SiteRun:
     card = rd.load_card()
     summary = rd.load_summary()
     try:
-        status = rd.load_run_info().status
+        status: str | None = rd.load_run_info().status
     except RunFileError:
         status = summary.run_status
     return SiteRun(run_dir=run_dir, rel=rel, summary=summary, card=card, status=status)

@@ -64,7 +64,7 @@ def url_allowed(attr: str, url: str) -> bool:
     if attr != "href":
         return False
     scheme = _SCHEME.match(url.strip())
-    return bool(scheme) and scheme.group(1).lower() in _SAFE_LINK_SCHEMES
+    return scheme is not None and scheme.group(1).lower() in _SAFE_LINK_SCHEMES
 
 
 class _Sanitizer(HTMLParser):

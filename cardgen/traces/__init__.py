@@ -117,7 +117,7 @@ def _mooncake(path: Path, text: str) -> Trace:
     rows, skipped = [], 0
     for n, item in json_lines(path, text):
         if not isinstance(item, dict) or not _MOONCAKE <= set(item):
-            raise UsageError(f"{path}: line {n} lacks {', '.join(sorted(_MOONCAKE - set(item or ())))} "
+            raise UsageError(f"{path}: line {n} lacks {', '.join(sorted(_MOONCAKE - set(item if isinstance(item, dict) else ())))} "
                              "(a Mooncake trace line has timestamp, input_length, output_length, hash_ids)")
         where = f"{path}: line {n}"
         inp, out = _int(item["input_length"], where), _int(item["output_length"], where)

@@ -45,7 +45,7 @@ def _lognormal(rng: random.Random, median: float, sigma: float, low: int, high: 
 
 def arrivals(rng: random.Random, n: int) -> list[float]:
     """``n`` arrival times of the calm / burst process, from 0."""
-    t, out, burst = 0.0, [], False
+    t, out, burst = 0.0, list[float](), False
     switch = rng.expovariate(1 / CALM_S)
     while len(out) < n:
         rate = BURST_RPS if burst else CALM_RPS

@@ -35,7 +35,7 @@ def modelled_error(s: Summary, info: RunInfo) -> ModelledError | None:
     sim = info.sim
     record = (sim.expected_error or sim.perf.get("expected_error")) if sim is not None else None  # its own, or its model's
     recorded = isinstance(record, dict)
-    if not recorded:
+    if not isinstance(record, dict):
         try:
             record = read_data("expected_error.yaml")
         except OSError:

@@ -106,7 +106,7 @@ class ClosedJudge(Judge):
         if precision_reached(closed_figures(self.done, parallel=self.parallel), target=params.target_ci,
                              parallel=self.parallel):
             self.precise = True
-            self.evidence = self._intervals()
+            self.evidence = self._intervals(params.target_ci)
         return self.precise
 
     def detail(self, stop: str, said: str | None) -> str:
@@ -118,7 +118,7 @@ class ClosedJudge(Judge):
             return self._cap_words(stop)
         if stop == STOP_PRECISION and self.evidence is not None:
             return self.evidence
-        return f"{self._cap_words(stop)} first: {self._intervals()}"
+        return f"{self._cap_words(stop)} first: {self._intervals(params.target_ci)}"
 
     def _cap_words(self, stop: str) -> str:
         if stop == STOP_MAX_DURATION:
@@ -127,11 +127,11 @@ class ClosedJudge(Judge):
             return f"max_requests {self.params.max_requests} reached"
         return stop
 
-    def _intervals(self) -> str:
+    def _intervals(self, target_ci: float) -> str:
         speeds, ttfts = closed_figures(self.done, parallel=self.parallel)
         parts = []
         for name, values in (("speed from start", speeds), ("TTFT", ttfts)):
             interval = median_interval(values, parallel=self.parallel)
             parts.append(f"{name} +-{interval.relative:.1%}" if interval is not None else f"{name} not yet known")
         return (f"{', '.join(parts)} over {len(speeds)} steady requests of {self.requests} "
-                f"(target +-{self.params.target_ci * 100:g}%)")
+                f"(target +-{target_ci * 100:g}%)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 from cardgen.kinds.closed.program import share
 from cardgen.kinds.openloop.schema import OpenParams
@@ -29,7 +30,7 @@ class OpenProgram(Program):
         point = self.point
         sends: list[Command] = []
         for number, at in zip(self.request_numbers(), self.arrival_offsets(), strict=True):
-            fields = {"at": at, "scheduled": True, "rate_rps": point.rate_rps}
+            fields: dict[str, Any] = {"at": at, "scheduled": True, "rate_rps": point.rate_rps}
             sends.append(self.item(number, **fields) if point.dataset is not None else self.send(**fields))
         self.finish()
         return sends
