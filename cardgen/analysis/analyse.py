@@ -277,7 +277,9 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     summary.replays = replays(list(points.values()), requests, ts, data.metrics, engine=engine,
                               slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})
-    summary.kinds = kind_results(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info)
+    attempts = point_attempts(list(info.points))
+    summary.kinds = kind_results(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info,
+                                 records=[r for r in data.requests if record_counts(attempts, r.scenario, r.attempt)])
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, data.metrics,
                                                             points=list(points.values())))

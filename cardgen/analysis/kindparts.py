@@ -12,7 +12,7 @@ needs nothing but the run's files. The core never names a kind here: it asks eve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ import pandas as pd
 from cardgen.kinds import KINDS, of_kind
 from cardgen.kinds.kind import part
 from cardgen.points import Point
+from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import KindResult, ScenarioSummary
 
@@ -35,6 +36,7 @@ class KindRun:
     timeseries: pd.DataFrame  # the server's time series over the whole run (cardgen.analysis.timeseries)
     scenarios: list[ScenarioSummary]  # their rows of summary.json's ``scenarios`` (stop reasons, common figures)
     info: RunInfo
+    records: list[RequestRecord]  # their counted records as stored (requests.jsonl), for what a row does not keep
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,8 @@ class KindAnalysis:
 
 
 def kind_results(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd.DataFrame,
-                 scenarios: list[ScenarioSummary], info: RunInfo) -> dict[str, dict[str, Any]]:
+                 scenarios: list[ScenarioSummary], info: RunInfo,
+                 records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
     """Every installed kind's result over its points of the run, as summary.json keeps it (kinds without an
     analysis of their own, or without a point in the run, give none)."""
     out: dict[str, dict[str, Any]] = {}
@@ -57,8 +60,10 @@ def kind_results(*, points: Mapping[str, Point], requests: pd.DataFrame, timeser
             continue
         analysis: KindAnalysis = part(kind.analysis)
         rows = rows_by_kind.get(name, requests.iloc[0:0]).reset_index(drop=True)
+        names = {p.name for p in mine}
         result = analysis.analyse(KindRun(kind=name, points=mine, requests=rows, timeseries=timeseries,
-                                          scenarios=of_kind(name, scenarios), info=info))
+                                          scenarios=of_kind(name, scenarios), info=info,
+                                          records=[r for r in records if r.scenario in names]))
         if result is not None:
             out[name] = result.model_dump(mode="json")
     return out

@@ -9,6 +9,7 @@ section reads like the rest of the card. The card never names a kind here: it as
 
     Kind.section ──> KindSection(result=R, template=PATH, context=f, slot=S)
     kind_sections(summary) -> {slot: Markdown}        f(R, summary) -> dict | None   (None: no section)
+    kind_main_rows(summary), kind_answers(summary)     its headline rows and words, where it has any
 """
 
 from __future__ import annotations
@@ -40,25 +41,48 @@ class KindSection:
     template: Path  # its Jinja template (beside the module that makes the section)
     context: Callable[[Any, Summary], dict[str, Any] | None]  # result, summary -> what the template prints
     slot: str = "workloads"  # one of SLOTS
+    # its headline contributions: rows of the card's main table (Metric, Value, 95 % interval, Precision, How),
+    # and the words the build's last line adds (``between 4.2 and 4.6 req/s within the SLO``)
+    main_rows: Callable[[Any], list[list[str]]] | None = None
+    answers: Callable[[Any], list[str]] | None = None
 
 
-def kind_sections(summary: Summary) -> dict[str, Markup]:
-    """Every installed kind's section that the run has a result for, rendered, joined by slot (each slot's text
-    empty when no kind fills it)."""
-    out = {slot: [] for slot in SLOTS}
+def _results(summary: Summary) -> list[tuple[str, KindSection, KindResult]]:
+    """Every installed kind with a section whose result the run holds: its name, its section, its result."""
+    out = []
     for name, kind in KINDS.items():
         saved = summary.kinds.get(name)
         if kind.section is None or saved is None:
             continue
         section: KindSection = part(kind.section)
-        if section.slot not in out:
+        if section.slot not in SLOTS:
             raise RenderError(f"kind {name!r}: its section's slot {section.slot!r} is none of the card's "
                               f"({', '.join(SLOTS)})")
         try:
-            result = section.result.model_validate(saved)
+            out.append((name, section, section.result.model_validate(saved)))
         except ValidationError as exc:
             raise RenderError(f"kind {name!r}: summary.json's result does not read as "
                               f"{section.result.__name__} ({exc.error_count()} errors)") from None
+    return out
+
+
+def kind_main_rows(summary: Summary) -> list[list[str]]:
+    """The kinds' rows of the card's main table, in the kinds' order."""
+    return [row for _, section, result in _results(summary) if section.main_rows is not None
+            for row in section.main_rows(result)]
+
+
+def kind_answers(summary: Summary) -> list[str]:
+    """The kinds' words for the build's last line, in the kinds' order."""
+    return [words for _, section, result in _results(summary) if section.answers is not None
+            for words in section.answers(result)]
+
+
+def kind_sections(summary: Summary) -> dict[str, Markup]:
+    """Every installed kind's section that the run has a result for, rendered, joined by slot (each slot's text
+    empty when no kind fills it)."""
+    out: dict[str, list[str]] = {slot: [] for slot in SLOTS}
+    for _, section, result in _results(summary):
         context = section.context(result, summary)
         if context is None:
             continue

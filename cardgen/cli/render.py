@@ -51,6 +51,8 @@ def render_card(run_dir: Path, *, quiet: bool) -> None:
 
 def headline_text(run_dir: Path) -> str:
     """The three headline figures in one line, from summary.json ('-' where the run could not measure one)."""
+    from cardgen.card.kindparts import kind_answers  # noqa: PLC0415  the card (Jinja) loads only once a card is rendered
+
     summary = RunDir(run_dir).load_summary()
     h = summary.headline
 
@@ -62,4 +64,5 @@ def headline_text(run_dir: Path) -> str:
             f"{fmt(h.generation_tok_s_at_10_parallel_1024_128, 'tok/s')} per request at 10 parallel (1024 in, "
             f"128 out); KV cache {fmt(h.kv_cache_tokens, 'tokens')}"
             + (f" ({summary.kv_cache_method})" if summary.kv_cache_method else "")
-            + "".join(f"; {r.answer}" for r in summary.slo_search))
+            + "".join(f"; {r.answer}" for r in summary.slo_search)
+            + "".join(f"; {words}" for words in kind_answers(summary)))

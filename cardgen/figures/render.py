@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
-from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.typing import RcKeyType
@@ -26,6 +25,7 @@ from cardgen.figures.draw import (
     draw_timeline,
     draw_total_throughput,
 )
+from cardgen.figures.kindparts import kind_figures, new_figure
 from cardgen.figures.names import FIGURE_NAMES, pair_figure_name, replay_figure_name, slo_figure_name
 from cardgen.figures.replay import ReplayTimeline, draw_replay, replay_timeline
 from cardgen.figures.slo import SloPlot, draw_slo, slo_plot
@@ -47,10 +47,7 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None})
 
 
-def _figure(width: float, height: float, rows: int = 1, cols: int = 1, **kw: Any) -> tuple[Figure, list[Axes]]:
-    fig = Figure(figsize=(width, height), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False, **kw)
-    return fig, [ax for row in axes for ax in row]
+_figure = new_figure
 
 
 def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
@@ -136,6 +133,7 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
                 draw_slo(axes, plot)
                 return fig
             out[slo_figure_name(search.scenario)] = slo
+    out.update(kind_figures(s))
     return out
 
 

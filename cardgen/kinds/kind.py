@@ -106,9 +106,12 @@ class Kind(Generic[P]):
     # stage runs: they sit in the layers above this one, in the kind's own folder (or its own package)
     #   analysis  a cardgen.analysis.kindparts.KindAnalysis: its points' records -> its result, saved in
     #             summary.json's ``kinds`` under its name
-    #   section   a cardgen.card.kindparts.KindSection: that result -> its part of the card (a template beside it)
+    #   section   a cardgen.card.kindparts.KindSection: that result -> its part of the card (a template beside it),
+    #             its rows of the card's main table and its words in the build's last line
+    #   figures   a cardgen.figures.kindparts.KindFigures: that result -> its figures (PNG files of the run)
     analysis: str | None = None
     section: str | None = None
+    figures: str | None = None
 
     @property
     def serving_load(self) -> bool:
