@@ -173,7 +173,9 @@ def test_a_client_that_goes_away_is_aborted_and_its_blocks_freed(sim: SimHandle)
 
 
 def test_stamp_log_matches_the_stream(sim: SimHandle, stamp_path: Path) -> None:
+    sim.get_json("/cardgen/sim/lag?reset=1")  # the lags measured from here on are this request's
     r = post(sim.url, "/v1/completions", completion(prompt_words=500, max_tokens=30))
+    late_s = sim.get_json("/cardgen/sim/lag")["max"]  # how late the server wrote any of its tokens, by its account
     rid = r.chunks[0]["id"]
     record = read_stamps(stamp_path, {rid})[rid]
     arrivals = r.text_times()
@@ -185,13 +187,15 @@ def test_stamp_log_matches_the_stream(sim: SimHandle, stamp_path: Path) -> None:
     delays = [a - s for a, s in zip(arrivals, record["times"], strict=True)]
     assert min(delays) > -0.002 and statistics.median(delays) < 0.05
     # and the real-time server keeps the modelled times (test_virtual_server.py has them exactly): TTFT = overhead +
-    # P / prefill rate within 4 ms, then one step per token, its median within 1.5 ms, judged on its own stamps
+    # P / prefill rate within 4 ms, then one step per token, its median within 1.5 ms, judged on its own stamps,
+    # each with the slack the server measured of itself in this request (a token written late by its emission lag
+    # moves a stamp by that lag; a busy machine makes it late, never early)
     assert r.sent <= record["arrived"] <= record["times"][0]
     ttft = record["times"][0] - record["arrived"]
-    assert ttft == pytest.approx(FIXED["step_overhead_s"] + 500 / FIXED["prefill_tok_s"], abs=0.004)
+    assert ttft == pytest.approx(FIXED["step_overhead_s"] + 500 / FIXED["prefill_tok_s"], abs=0.004 + late_s)
     gaps = [b - a for a, b in zip(record["times"], record["times"][1:], strict=False)]
     step = FIXED["step_overhead_s"] + FIXED["per_seq_s"]
-    assert statistics.median(gaps) == pytest.approx(step, abs=0.0015)
+    assert statistics.median(gaps) == pytest.approx(step, abs=0.0015 + late_s)
 
 
 def test_parallel_streams_share_steps(sim: SimHandle) -> None:
