@@ -4,8 +4,10 @@ A closed-loop point saturates the server when, during the point, the KV cache is
 was preempted, requests were left waiting (in at least half of the server's readings, and in two of them at
 least: all users' prompts arriving in the same instant wait a step or two for the per-step token budget, and
 one reading of a short point can catch a request between two steps, neither of which is saturation), or the
-median request's speed from start fell below the speed a user still accepts. The larger parallel counts of the same prompt/output pair then measure only queueing, so a
-suite with ``stop_at_saturation`` does not run them (the card lists them as not run).
+median request's speed from start fell below the speed a user still accepts; requests left waiting are no sign
+where the point's kind makes the queue large on purpose (:attr:`cardgen.kinds.Kind.by_design`). The larger
+parallel counts of the same prompt/output pair then measure only queueing, so a suite with ``stop_at_saturation``
+does not run them (the card lists them as not run).
 
 A wave (all its requests sent at once) saturates when a request was preempted, or requests waited while the
 KV cache was nearly full: waiting alone may be ``max_num_seqs``, not the cache.
@@ -95,9 +97,11 @@ def closed_load_seen(readings: Sequence[Reading], *, started: float, ended: floa
                     median_speed_tok_s=median_speed_tok_s)
 
 
-def point_saturation(seen: LoadSeen, *, max_kv_usage: float = MAX_KV_USAGE,
-                     min_speed_tok_s: float = MIN_SPEED_TOK_S) -> str | None:
-    """Why a closed-loop point saturated the server, in words; None when it did not (or nothing is known)."""
+def point_saturation(seen: LoadSeen, *, max_kv_usage: float = MAX_KV_USAGE, min_speed_tok_s: float = MIN_SPEED_TOK_S,
+                     by_design: frozenset[str] = frozenset()) -> str | None:
+    """Why a closed-loop point saturated the server, in words; None when it did not (or nothing is known).
+    ``by_design``: what the point's kind makes large on purpose (its ``Kind.by_design``): with ``"queue"``,
+    requests left waiting are its load, not a sign."""
     reasons = []
     if seen.kv_usage_max is not None and seen.kv_usage_max >= max_kv_usage:
         reasons.append(f"KV cache {seen.kv_usage_max:.0%} full")
@@ -105,7 +109,7 @@ def point_saturation(seen: LoadSeen, *, max_kv_usage: float = MAX_KV_USAGE,
         reasons.append(f"{seen.preemptions:g} preemptions")
     persistent = seen.waiting_fraction is None or (seen.waiting_fraction >= PERSISTENT_WAITING
                                                    and (seen.waiting_readings or 0) >= MIN_WAITING_READINGS)
-    if seen.waiting_max and persistent:
+    if seen.waiting_max and persistent and "queue" not in by_design:
         share = "" if seen.waiting_fraction is None else f" in {seen.waiting_fraction:.0%} of readings"
         reasons.append(f"up to {seen.waiting_max:g} requests waiting{share}")
     if seen.median_speed_tok_s is not None and seen.median_speed_tok_s < min_speed_tok_s:

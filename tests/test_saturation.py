@@ -50,3 +50,9 @@ def test_requests_that_wait_only_briefly_are_not_saturation():
     assert seen([8, 6, 0, 4, 3, 0, 0, 5, 2, 0]).waiting_max == 5
     assert "5 requests waiting in 50% of readings" in point_saturation(seen([8, 6, 0, 4, 3, 0, 0, 5, 2, 0]))
     assert seen([0] * 10).preemptions == 0 and seen([0] * 10).kv_usage_max == 0.5
+
+
+def test_a_queue_its_kind_makes_on_purpose_is_no_sign_of_saturation():
+    waiting = LoadSeen(waiting_max=9, waiting_fraction=1.0, waiting_readings=9, kv_usage_max=0.97)
+    assert point_saturation(waiting, by_design=frozenset({"queue"})) == "KV cache 97% full"  # the cache still is
+    assert "9 requests waiting" in point_saturation(waiting)

@@ -21,10 +21,15 @@ points' means weighted by their requests.
 
 Per token: the engine's decode time (first to last token, ``predicted_ms`` / ``generation_time_ms``, else its
 decode histogram) per token after the first, beside the client's ITL (Σ (E2E - TTFT) / Σ (tokens - 1)) and mean TPOT.
-The engine's ingestion speed is the prompt tokens it computed (cached ones left out) over its prompt compute.
+The engine's ingestion speed is the prompt tokens it computed (cached ones left out) over its prompt compute: from
+its account of each request, else over the point's window, the prompt tokens the server counted (its counter, else
+the client's usage) over the rise of its prefill histogram's sum (vLLM's ``request_prefill_time_seconds``).
 
 A part other than prompt compute that takes most of the TTFT is named, with the engine setting that usually
-causes it where the engine's adapter knows one.
+causes it where the engine's adapter knows one; unless the point's kind makes that part large on purpose
+(:attr:`cardgen.kinds.Kind.by_design`: waves fill the server to find where it queues), which is said as such
+(``by_design``) and is no finding. Over the run, a part is by design when it takes most of the TTFT only through
+such points: over the other points' requests it does not.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from cardgen.engines import time_hints
+from cardgen.kinds import kind_of
 from cardgen.schemas.summary import (
     CrossCheckWindow,
     ScenarioSummary,
@@ -77,9 +83,11 @@ def _check(window: CrossCheckWindow | None, metric: str):  # a LatencyCheck or N
         if window is not None else None
 
 
-def budget(scope: str, rows: pd.DataFrame, window: CrossCheckWindow | None, *, engine: str | None) -> TimeBudget | None:
+def budget(scope: str, rows: pd.DataFrame, window: CrossCheckWindow | None, *, engine: str | None,
+           by_design: frozenset[str] = frozenset()) -> TimeBudget | None:
     """The time budget of ``rows`` (one point's successful requests), with the server's histograms over ``window``
-    (the point's scrapes) where it has them; None when the engine says nothing of these requests.
+    (the point's scrapes) where it has them; None when the engine says nothing of these requests. ``by_design``:
+    the parts the point's kind makes large on purpose, never named as a finding.
 
     With the engine's own account of each request, queue and prompt compute are its means over ``rows``, and the rest
     of the client's TTFT is split by the window's TTFT histogram against the client's TTFT of the same requests
@@ -129,7 +137,7 @@ def budget(scope: str, rows: pd.DataFrame, window: CrossCheckWindow | None, *, e
         parts.append(_part("network_client", client - engine_ttft, client, source))
     out = TimeBudget(scope=scope, requests=len(rows), client_ttft_s=client, engine_ttft_s=engine_ttft, parts=parts)
     _per_token(out, rows, window, per_request)
-    _dominant(out, engine)
+    _dominant(out, engine, by_design)
     return out
 
 
@@ -138,8 +146,10 @@ def _part(name: str, seconds: float, client: float, source: str) -> TimePart:
     return TimePart(part=name, seconds=seconds, share=seconds / client if client else None, source=source)
 
 
-def run_budget(points: Sequence[TimeBudget], *, engine: str | None = None) -> TimeBudget | None:
-    """The run's budget: each part's mean over every request of the points (each point weighted by its requests)."""
+def run_budget(points: Sequence[TimeBudget], *, engine: str | None = None,
+               by_design: Mapping[str, frozenset[str]] | None = None) -> TimeBudget | None:
+    """The run's budget: each part's mean over every request of the points (each point weighted by its requests).
+    ``by_design``: each point's (by scope) parts that its kind makes large on purpose."""
     if not points:
         return None
     n = sum(b.requests for b in points)
@@ -166,8 +176,24 @@ def run_budget(points: Sequence[TimeBudget], *, engine: str | None = None) -> Ti
         having = [b for b in points if getattr(b, field) is not None]
         if having:
             setattr(out, field, sum(getattr(b, field) * b.requests for b in having) / sum(b.requests for b in having))
-    _dominant(out, engine)
+    _dominant(out, engine, _run_by_design(out, points, by_design or {}))
     return out
+
+
+def _run_by_design(run: TimeBudget, points: Sequence[TimeBudget],
+                   by_design: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    """The parts of the run's TTFT that take most of it only through points whose kinds make them large on
+    purpose: over the other points' requests they do not."""
+    out = set()
+    for part in run.parts:
+        others = [b for b in points if part.part not in by_design.get(b.scope, frozenset())]
+        if len(others) == len(points):
+            continue  # no point makes it large on purpose
+        client = sum((b.client_ttft_s or 0.0) * b.requests for b in others)
+        seconds = sum((p.seconds or 0.0) * b.requests for b in others if (p := b.part(part.part)) is not None)
+        if not client or seconds / client <= DOMINANT_SHARE:
+            out.add(part.part)
+    return frozenset(out)
 
 
 def _per_token(out: TimeBudget, rows: pd.DataFrame, window: CrossCheckWindow | None, per_request: str | None) -> None:
@@ -188,12 +214,48 @@ def _per_token(out: TimeBudget, rows: pd.DataFrame, window: CrossCheckWindow | N
         seconds = float(rows["engine_prompt_ms"].sum()) / 1000
         if seconds > 0 and np.isfinite(computed).all():
             out.engine_prompt_tok_s = float(computed.sum()) / seconds
+            out.engine_prompt_method = (f"prompt tokens it computed / its prompt compute, over the {len(rows)} "
+                                        f"requests of {out.scope}")
+    if out.engine_prompt_tok_s is None:
+        _window_ingestion(out, rows, window)
 
 
-def _dominant(out: TimeBudget, engine: str | None) -> None:
+def _window_ingestion(out: TimeBudget, rows: pd.DataFrame, window: CrossCheckWindow | None) -> None:
+    """The engine's ingestion speed over the point's window, where it gives its prefill time only as a histogram:
+    the prompt tokens counted over the window (the server's counter, else the client's usage of the requests whose
+    first token came inside it; less the cached tokens the responses reported) over the rise of the prefill
+    histogram's sum (its mean times its count) over the same window."""
+    prefill = _check(window, "prefill")
+    if window is None or prefill is None or prefill.server_mean_s is None or not prefill.server_count:
+        return
+    seconds = prefill.server_mean_s * prefill.server_count
+    prompt = next((t for t in window.tokens if t.tokens == "prompt"), None)
+    if prompt is None or seconds <= 0:
+        return
+    if prompt.server_tokens is not None:
+        tokens, counted = prompt.server_tokens, f"counted by {prompt.server_counter}"
+    else:
+        tokens, counted = float(prompt.client_tokens), "of the responses' usage"
+    cached = rows["cached_tokens"].to_numpy(dtype=float) if "cached_tokens" in rows else np.empty(0)
+    cached_sum = float(cached[np.isfinite(cached)].sum())
+    less = f", less the {cached_sum:,.0f} cached tokens the responses reported" if cached_sum > 0 else ""
+    if tokens - cached_sum <= 0:
+        return
+    out.engine_prompt_tok_s = (tokens - cached_sum) / seconds
+    out.engine_prompt_method = (f"prompt tokens {counted} over the window of {out.scope}{less} / the rise of "
+                                f"{prefill.server_metric}'s sum over it, {prefill.server_count:g} requests")
+
+
+def _dominant(out: TimeBudget, engine: str | None, by_design: frozenset[str] = frozenset()) -> None:
+    """The part other than prompt compute that takes most of the TTFT: a finding (``dominant``, with the setting
+    that usually causes it), or what the point's kind does on purpose (``by_design``)."""
     others = [p for p in out.parts if p.part != "prompt" and p.share is not None]
     top = max(others, key=lambda p: p.share or 0.0, default=None)
-    if top is not None and (top.share or 0.0) > DOMINANT_SHARE:
+    if top is None or (top.share or 0.0) <= DOMINANT_SHARE:
+        return
+    if top.part in by_design:
+        out.by_design = top.part
+    else:
         out.dominant = top.part
         out.hint = time_hints(engine).get(top.part)
 
@@ -205,13 +267,14 @@ def time_budgets(requests: pd.DataFrame, windows: Mapping[str, CrossCheckWindow]
     if requests.empty:
         return TimeBudgets(reason="no request")
     ok = requests[requests["ok"] & ~requests["warmup"]]
+    by_design = {s.scenario: kind_of(s).by_design for s in scenarios}
     points = []
     for s in scenarios:
         rows = ok[ok["scenario"] == s.scenario]
-        b = budget(s.scenario, rows, windows.get(s.scenario), engine=engine)
+        b = budget(s.scenario, rows, windows.get(s.scenario), engine=engine, by_design=by_design[s.scenario])
         if b is not None:
             points.append(b)
-    run = run_budget(points, engine=engine)
+    run = run_budget(points, engine=engine, by_design=by_design)
     if run is None and not points:
         return TimeBudgets(reason="queue, prompt compute, other server time and network could not be told apart: "
                                   "the engine gives no account of its own time (no per-request timings in its "

@@ -162,7 +162,7 @@ def point_outcome(point: Point, judge: Judge, ran: Ran, begun: PointOutcome,
         seen = closed_load_seen(interpreter.readings(ran.started_unix, ran.ended_unix), started=ran.started_unix,
                                 ended=ran.ended_unix, first_round_end=judge.first_round_end,
                                 median_speed_tok_s=judge.median_speed_tok_s())
-        saturation = point_saturation(seen)
+        saturation = point_saturation(seen, by_design=kind_of(point).by_design)
     return begun.model_copy(update={"started_unix": ran.started_unix, "ended_unix": ran.ended_unix,
                                     "requests": judge.requests, "stop": stop, "detail": detail,
                                     "saturation": saturation})

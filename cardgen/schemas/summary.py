@@ -459,8 +459,12 @@ class TimeBudget(Saved):
     client_itl_s: float | None = None  # Σ (E2E - TTFT) / Σ (output tokens - 1)
     client_tpot_s: float | None = None  # mean of each request's (E2E - TTFT) / (output tokens - 1)
     engine_prompt_tok_s: float | None = None  # prompt tokens the engine computed / its prompt compute
-    dominant: str | None = None  # a part other than prompt compute that takes most of the TTFT
+    engine_prompt_method: str | None = None  # how engine_prompt_tok_s was read, in words
+    # a part other than prompt compute that takes most of the TTFT, and is a finding: not one the point's kind
+    # makes large on purpose (Kind.by_design)
+    dominant: str | None = None
     hint: str | None = None  # the engine setting that usually causes it, where the adapter knows one
+    by_design: str | None = None  # a part that takes most of the TTFT because the point's kind makes it large
 
     def part(self, name: str) -> TimePart | None:
         return next((p for p in self.parts if p.part == name), None)

@@ -1,5 +1,6 @@
 """Where the time goes: each point's mean TTFT split into the engine's own parts, the engine's decode time per
-token beside the client's, and a note for a part other than prompt compute that takes most of the time."""
+token beside the client's, and a note for a part other than prompt compute that takes most of the time (not for one
+the point's kind makes large on purpose: the table says "by design" there)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,17 @@ def duration(seconds: float | None) -> str:
     return fmt.secs(seconds) if seconds is not None and abs(seconds) >= 1 else fmt.ms(seconds)
 
 
+BY_DESIGN = "by design"  # beside a part the point's kind makes large on purpose (TimeBudget.by_design)
+
+
 def _part(b: TimeBudget, name: str) -> str:
     part = b.part(name)
     if part is None or part.seconds is None:
         return fmt.DASH
-    share = f" ({fmt.pct(part.share)})" if part.share is not None else ""
+    words = [fmt.pct(part.share)] if part.share is not None else []
+    if b.by_design == name:
+        words.append(BY_DESIGN)
+    share = f" ({', '.join(words)})" if words else ""
     return f"{duration(part.seconds)}{share}"
 
 
@@ -48,8 +55,9 @@ def time_budget_table(tb: TimeBudgets) -> TableView | None:
 
 
 def dominant_notes(tb: TimeBudgets) -> list[str]:
-    """One line per part other than prompt compute that takes most of the client's TTFT somewhere: where, how
-    much, and the engine setting that usually causes it."""
+    """One line per part other than prompt compute that takes most of the client's TTFT somewhere, as a finding
+    (``dominant``: not where the point's kind makes it large on purpose): where, how much, and the engine setting
+    that usually causes it."""
     by_part: dict[str, list[TimeBudget]] = {}
     for b in tb.points:
         if b.dominant:
@@ -68,14 +76,16 @@ def dominant_notes(tb: TimeBudgets) -> list[str]:
 
 
 def engine_ingestion(tb: TimeBudgets, fit: IngestionFit | None, scenarios: Sequence[ScenarioSummary]) -> str | None:
-    """The ingestion speed both ways, where the engine gives its prompt time: the client's (1 / slope of TTFT) and
-    the engine's (prompt tokens / prompt compute, over the ingestion sweep of ``scenarios``), with their ratio."""
+    """The ingestion speed both ways, where the engine gives its prompt time (per request, or as a histogram over
+    the point's window): the client's (1 / slope of TTFT) and the engine's (prompt tokens / prompt compute, over
+    the ingestion sweep of ``scenarios``, as its budget says it was read), with their ratio."""
     sweeps = {x.scenario for x in scenarios if kind_of(x).prefill_sweep}
     ingest = next((b for b in tb.points if b.scope in sweeps and b.engine_prompt_tok_s), None)
     if ingest is None or ingest.engine_prompt_tok_s is None:
         return None
-    text = f"The engine's own ingestion speed: {fmt.tok_s(ingest.engine_prompt_tok_s)} (prompt tokens it " \
-           f"computed / its prompt compute, over the {ingest.requests} requests of {ingest.scope})"
+    method = ingest.engine_prompt_method or (f"prompt tokens it computed / its prompt compute, over the "
+                                             f"{ingest.requests} requests of {ingest.scope}")
+    text = f"The engine's own ingestion speed: {fmt.tok_s(ingest.engine_prompt_tok_s)} ({method})"
     if fit is not None and fit.tok_s:
         text += f"; the client's is {fmt.sig(fit.tok_s / ingest.engine_prompt_tok_s)}× it"
     return text + "."
