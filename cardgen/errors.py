@@ -38,6 +38,7 @@ class ServerError(CardgenError):
     """The server under test is unreachable or answered in a way cardgen cannot measure."""
 
     exit_code = 3
+    log_tail = ""  # the last lines of the server's log, where it failed to start (cardgen.engines.launch)
 
 
 class RunError(CardgenError):

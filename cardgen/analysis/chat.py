@@ -60,8 +60,8 @@ def _run(rows: pd.DataFrame, metrics: Sequence[MetricSample], name: str, queries
              for turn, g in rows[rows["ok"]].groupby("turn", sort=True)]
     start, end = float(rows["sent_at"].min()), float(np.nanmax(rows["end_at"].to_numpy(dtype=float)))
     q, h = _window_delta(metrics, queries, start, end), _window_delta(metrics, hits, start, end)
-    counted = q is not None and h is not None and q > 0
-    return ChatRun(scenario=name, turns=turns, hit_rate=h / q if counted else None), counted  # type: ignore[operator]
+    hit_rate = h / q if q is not None and h is not None and q > 0 else None
+    return ChatRun(scenario=name, turns=turns, hit_rate=hit_rate), hit_rate is not None
 
 
 def chat_turns(requests: pd.DataFrame, metrics: Sequence[MetricSample], *, engine: str | None,

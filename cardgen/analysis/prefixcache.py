@@ -83,8 +83,8 @@ def _gauge_mean(metrics: Sequence[MetricSample], name: str, start: float, end: f
     if not name:
         return None
     values = [counter(m, name) for m in metrics if m.error is None and start <= m.t <= end]
-    values = [v for v in values if v is not None]
-    return float(np.mean(values)) if values else None
+    present = [v for v in values if v is not None]
+    return float(np.mean(present)) if present else None
 
 
 def prefix_cache(requests: pd.DataFrame, metrics: Sequence[MetricSample], *, engine: str | None,

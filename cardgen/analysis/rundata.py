@@ -45,7 +45,7 @@ def load_run(run_dir: Path) -> RunData:
     rd = RunDir(run_dir)
     info = rd.load_run_info()
     absent = []
-    loaded: dict[str, list] = {}
+    loaded: dict[str, list[Any]] = {}
     for name, model in ((REQUESTS_JSONL, RequestRecord), (SERVER_METRICS_JSONL, MetricSample),
                         (LOADGEN_JSONL, LoadgenSample), (GPU_METRICS_JSONL, None)):
         if (rd.path / name).is_file():

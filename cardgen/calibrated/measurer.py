@@ -75,7 +75,7 @@ class VirtualMeasurer:
         self.config, self.perf, self.run_dir = config, perf, Path(run_dir)
         self.server = probe_answer(config, perf, started_unix=started_unix)
         points, warnings = fit_context(expand(suite), max_model_len(config, perf))
-        self.points = points
+        self.points: Sequence[Point] = points
         info = begin_run_info(argv=argv, model=config.model, suite=suite, server=self.server,
                               started_unix=started_unix, clock="virtual", modelled=True,
                               gpu={"name": gpu_name or config.gpu, "count": config.tp, "modelled": True},

@@ -70,7 +70,7 @@ def _sensitivities(points: Sequence[Point], shape: RooflinePerf, fit: Fit,
         for name, value in figures.items():
             ups = [m.get(point, {}).get(name) for m in moved]
             if value > 0 and all(u is not None and u > 0 for u in ups):
-                out.setdefault(point, {})[name] = np.array([(math.log(u) - math.log(value)) / STEP for u in ups])
+                out.setdefault(point, {})[name] = np.array([(math.log(u) - math.log(value)) / STEP for u in ups if u is not None])
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from cardgen.engines import get_adapter
 from cardgen.engines.base import samples_of
@@ -58,7 +59,7 @@ def read_settings(server: ServerInfo, scrapes: Sequence[MetricSample], *, start:
     said = get_adapter(server.engine).scheduler_settings(samples, server.extra, launch,
                                                          version=server.engine_version, device=device_class(start.gpu))
     assumed = f"assumed: {start_label} (the server does not say)"
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     fallback = {"kv_capacity_tokens": start.kv_capacity_tokens, "block_size": start.block_size,
                 "max_num_seqs": start.max_num_seqs, "max_num_batched_tokens": start.max_num_batched_tokens,
@@ -68,12 +69,12 @@ def read_settings(server: ServerInfo, scrapes: Sequence[MetricSample], *, start:
     context = server.context_length()
     values["max_model_len"], sources["max_model_len"] = ((context, "/v1/models max_model_len") if context else
                                                          (start.max_model_len, assumed))
-    block = int(values["block_size"])  # type: ignore[call-overload]
-    kv = int(values["kv_capacity_tokens"]) // block * block  # type: ignore[call-overload]
+    block = int(values["block_size"])
+    kv = int(values["kv_capacity_tokens"]) // block * block
     return ServerSettings(kv_capacity_tokens=kv, block_size=block,
-                          max_num_seqs=int(values["max_num_seqs"]),  # type: ignore[call-overload]
-                          max_num_batched_tokens=int(values["max_num_batched_tokens"]),  # type: ignore[call-overload]
+                          max_num_seqs=int(values["max_num_seqs"]),
+                          max_num_batched_tokens=int(values["max_num_batched_tokens"]),
                           chunked_prefill=bool(values["chunked_prefill"]),
-                          max_model_len=min(int(values["max_model_len"]), kv),  # type: ignore[call-overload]
+                          max_model_len=min(int(values["max_model_len"]), kv),
                           sources=sources)
 

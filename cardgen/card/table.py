@@ -4,7 +4,7 @@ template escapes each one), and the helpers that make one from a DataFrame or a 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +50,7 @@ def float_formats(df: pd.DataFrame, skip: Sequence[str] = ()) -> dict[str, Any]:
     return {c: fmt.sig for c in df.columns if c not in skip and pd.api.types.is_float_dtype(df[c])}
 
 
-def median_ci(d: Any, show: Any) -> str:
+def median_ci(d: Any, show: Callable[[Any], str]) -> str:
     if d.p50 is None:
         return fmt.DASH
     if d.p50_ci_low is None or d.p50_ci_high is None:

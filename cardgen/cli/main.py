@@ -37,7 +37,8 @@ class LazyGroup(click.Group):
             return None
         module, attr, _ = spec
         try:
-            return getattr(importlib.import_module(module), attr)
+            command: click.Command = getattr(importlib.import_module(module), attr)
+            return command
         except (ImportError, AttributeError):
             if os.environ.get("CARDGEN_DEBUG"):
                 raise

@@ -138,7 +138,8 @@ def figure_diff(a: Figure, b: Figure) -> FigureDiff:
     if ratio is None:
         note = "A is 0: no ratio"
     elif methods == {BOOTSTRAP}:
-        bounds = resample.ratio_interval(a.spread.digest, b.spread.digest)  # type: ignore[arg-type]
+        da, db = a.spread.digest, b.spread.digest  # a bootstrap spread has its digest
+        bounds = resample.ratio_interval(da, db) if da is not None and db is not None else None
         if bounds is not None:
             low, high = bounds
     else:

@@ -214,7 +214,7 @@ def _with_log(message: str, log_path: Path, lines: int = 15) -> ServerError:
     tail = log_tail(log_path, lines)
     shown = " | ".join(line.strip() for line in tail.splitlines() if line.strip())
     err = ServerError(f"{message}; last lines of {log_path}: {shown or '(empty)'}")
-    err.log_tail = tail  # type: ignore[attr-defined]
+    err.log_tail = tail
     return err
 
 

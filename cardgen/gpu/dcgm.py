@@ -75,7 +75,7 @@ def parse_dcgm(text: str, *, t: float | None = None) -> tuple[dict[str, Any], li
         inv_gpus.append({"index": _gpu_index(gpu), "name": labels.get("modelName"), "uuid": labels.get("UUID"),
                          "memory_total_bytes": int(total) if total is not None else None,
                          "host": labels.get("Hostname")})
-    names = sorted({g["name"] for g in inv_gpus if g["name"]})
+    names = sorted({str(g["name"]) for g in inv_gpus if g["name"]})
     inventory = {
         "source": "dcgm",
         "name": (names[0] if len(names) == 1 else " + ".join(names)) if names else None,

@@ -372,8 +372,12 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
     logs: list[Path] = []
     outcome = RunOutcome()
     stop.install()
-    scratch = tempfile.TemporaryDirectory(prefix="cardgen-workers-") if plan.run_dir is None else None
-    log_dir = RunDir(plan.run_dir if plan.run_dir is not None else scratch.name)  # type: ignore[union-attr]
+    scratch: tempfile.TemporaryDirectory[str] | None = None
+    if plan.run_dir is not None:
+        log_dir = RunDir(plan.run_dir)
+    else:
+        scratch = tempfile.TemporaryDirectory(prefix="cardgen-workers-")
+        log_dir = RunDir(scratch.name)
 
     def last_words(i: int) -> str:
         """A local worker's last line of output, and where the rest is."""

@@ -80,7 +80,7 @@ def ingestion_tok_s(perf: PerfModel, *, lengths: Sequence[int] = INGEST_LENGTHS)
 
 
 def _row(figure: str, setup: str, published: float | None, predicted: float, unit: str, role: str,
-         note: str = "", *, source: str = "", compared: float | None = None, key: str = "") -> dict[str, object]:
+         note: str = "", *, source: str = "", compared: float | None = None, key: str = "") -> dict[str, Any]:
     """One table row. ``compared`` is what the prediction is held against (``published`` unless the card
     rounded it)."""
     compared = published if compared is None else compared
@@ -102,7 +102,7 @@ def card_perf(card: dict[str, Any]) -> RooflinePerf:
     return RooflinePerf(find_model(card["model"]), find_gpu(card["gpu"]), profile, tp=int(card.get("tp", 1)))
 
 
-def _card_rows(card: dict[str, Any], simulate: ClosedLoop) -> list[dict[str, object]]:
+def _card_rows(card: dict[str, Any], simulate: ClosedLoop) -> list[dict[str, Any]]:
     perf = card_perf(card)
     setup = f"{card['model']}, {card['gpu']}, {card['version']}"
     runs = {parallel: simulate(perf, prompt_tokens=1024, output_tokens=128, parallel=parallel,
@@ -128,7 +128,7 @@ def _card_rows(card: dict[str, Any], simulate: ClosedLoop) -> list[dict[str, obj
     return rows
 
 
-def _closed_loop_rows(run: dict[str, Any], simulate: ClosedLoop) -> list[dict[str, object]]:
+def _closed_loop_rows(run: dict[str, Any], simulate: ClosedLoop) -> list[dict[str, Any]]:
     """Output tokens per second of N users sending one request each, per engine of a published comparison."""
     rows = []
     for e in run["engines"]:
@@ -149,7 +149,7 @@ def _closed_loop_rows(run: dict[str, Any], simulate: ClosedLoop) -> list[dict[st
 
 
 def _codellama_checks(perf: RooflinePerf, setup: str, simulate: ClosedLoop,
-                      runs: dict[int, Sequence[VirtualRequest]]) -> list[dict[str, object]]:
+                      runs: dict[int, Sequence[VirtualRequest]]) -> list[dict[str, Any]]:
     """The other figures of the fitted CodeLlama card's raw data (reference/published.md)."""
     source = "reference/published.md"
     for prompt, parallel in ((1024, 38), (4096, 10), (4096, 38)):
@@ -165,7 +165,7 @@ def _codellama_checks(perf: RooflinePerf, setup: str, simulate: ClosedLoop,
     return rows
 
 
-def _bloomz_rows() -> list[dict[str, object]]:
+def _bloomz_rows() -> list[dict[str, Any]]:
     """TGI's benchmark tool: one prefill of B x 500 tokens, then 500 decode steps of batch B."""
     perf = build_perf_model(model="bloomz-1b1", model_config=None, gpu="A100-80GB", tp=2, engine="tgi")
     setup = "bloomz-1b1, 2 x A100-80GB (assumed), TGI 1.x (text-generation-benchmark)"
@@ -181,7 +181,7 @@ def _bloomz_rows() -> list[dict[str, object]]:
     return rows
 
 
-def _opt_rows() -> list[dict[str, object]]:
+def _opt_rows() -> list[dict[str, Any]]:
     """FlexGen runs GPU batches of 8 sequences one after the other; 512-token prompts, 32 generated."""
     perf = build_perf_model(model="OPT-1.3B", model_config=None, gpu="A6000", tp=1, engine="vllm-0.4")
     arch = find_model("OPT-1.3B")
@@ -210,12 +210,12 @@ def _opt_rows() -> list[dict[str, object]]:
     return rows
 
 
-def calibration_rows(*, simulate: ClosedLoop = simulate_closed_loop) -> list[dict[str, object]]:
+def calibration_rows(*, simulate: ClosedLoop = simulate_closed_loop) -> list[dict[str, Any]]:
     """Every published figure with cardgen's prediction: dicts with ``figure``, ``setup``, ``published``,
     ``compared``, ``predicted``, ``unit``, ``error_pct``, ``role``, ``note``, ``source`` and ``key`` (the
     headline it is, if any). ``simulate`` runs a closed loop in virtual time
     (:func:`cardgen.sim.drive.simulate_closed_loop`)."""
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     for card in published_cards():
         rows += _card_rows(card, simulate)
     for run in read_data("published.yaml").get("closed_loops", []):
@@ -225,14 +225,14 @@ def calibration_rows(*, simulate: ClosedLoop = simulate_closed_loop) -> list[dic
     return [*rows, *bloomz, *opt]
 
 
-def expected_error(rows: list[dict[str, object]] | None = None) -> dict[str, dict[str, object]]:
+def expected_error(rows: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """The model's error on held-out rows, per headline figure (and :data:`OTHER_FIGURES`): ``n`` rows,
     ``median_abs_pct``, ``max_abs_pct``, ``within`` (how many are within :data:`TARGET_ERROR_PCT`) and
     ``label``."""
     rows = calibration_rows() if rows is None else rows
-    out: dict[str, dict[str, object]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for key, label, _unit in (*HEADLINES, *OTHER_FIGURES):
-        errs = [abs(float(r["error_pct"])) for r in rows  # type: ignore[arg-type]
+        errs = [abs(float(r["error_pct"])) for r in rows
                 if r["role"] == "held-out" and r["key"] == key and r["error_pct"] is not None]
         if errs:
             out[key] = {"label": label, "n": len(errs), "median_abs_pct": statistics.median(errs),
@@ -243,15 +243,15 @@ def expected_error(rows: list[dict[str, object]] | None = None) -> dict[str, dic
 EXPECTED_ERROR_FILE = "expected_error.yaml"
 
 
-def expected_error_record(rows: list[dict[str, object]] | None = None) -> dict[str, Any]:
+def expected_error_record(rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """What ``data/expected_error.yaml`` holds: :func:`expected_error` rounded to 0.1 %, with what it is."""
     err = expected_error(rows)
     return {
         "what": "error of the virtual server on held-out published figures (cardgen.sim.calibration)",
         "target_pct": TARGET_ERROR_PCT,
         "figures": {k: {"label": v["label"], "rows": v["n"], "within_target": v["within"],
-                        "median_abs_pct": round(float(v["median_abs_pct"]), 1),  # type: ignore[arg-type]
-                        "max_abs_pct": round(float(v["max_abs_pct"]), 1)}  # type: ignore[arg-type]
+                        "median_abs_pct": round(float(v["median_abs_pct"]), 1),
+                        "max_abs_pct": round(float(v["max_abs_pct"]), 1)}
                     for k, v in err.items()},
     }
 
@@ -282,7 +282,7 @@ def shipped_markdown() -> str:
     return resources.files("cardgen.sim").joinpath("data", CALIBRATION_FILE).read_text(encoding="utf-8")
 
 
-def calibration_markdown(rows: list[dict[str, object]] | None = None) -> str:
+def calibration_markdown(rows: list[dict[str, Any]] | None = None) -> str:
     """The calibration table as Markdown (for the methodology page and ``make bench``): the held-out error per
     headline first, then every row with its role and source."""
     rows = calibration_rows() if rows is None else rows
@@ -317,16 +317,16 @@ def calibration_markdown(rows: list[dict[str, object]] | None = None) -> str:
            "| headline (held-out rows) | rows | median error | largest error | within ±15 % |",
            "|---|---:|---:|---:|---:|"]
     for e in expected_error(rows).values():
-        out.append(f"| {e['label']} | {e['n']} | {numbers.error_pct(float(e['median_abs_pct']))} "  # type: ignore[arg-type]
-                   f"| {numbers.error_pct(float(e['max_abs_pct']))} | {e['within']} of {e['n']} |")  # type: ignore[arg-type]
+        out.append(f"| {e['label']} | {e['n']} | {numbers.error_pct(float(e['median_abs_pct']))} "
+                   f"| {numbers.error_pct(float(e['max_abs_pct']))} | {e['within']} of {e['n']} |")
     out += ["", "| setup | figure | published | predicted | error | role | source | note |",
             "|---|---|---:|---:|---:|---|---|---|"]
     for r in rows:
         unit = str(r["unit"])
         err = r["error_pct"]
         err_s = numbers.signed_pct(err)
-        out.append(f"| {r['setup']} | {r['figure']} | {numbers.figure(r['published'], unit)} {unit} | "  # type: ignore[arg-type]
-                   f"{numbers.figure(r['predicted'], unit)} {unit} | {err_s} | {r['role']} | {r['source']} | "  # type: ignore[arg-type]
+        out.append(f"| {r['setup']} | {r['figure']} | {numbers.figure(r['published'], unit)} {unit} | "
+                   f"{numbers.figure(r['predicted'], unit)} {unit} | {err_s} | {r['role']} | {r['source']} | "
                    f"{r['note']} |")
     return "\n".join(out) + "\n"
 

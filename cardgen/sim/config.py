@@ -12,6 +12,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cardgen.errors import UsageError
 from cardgen.sim.faults import FaultPlan
@@ -85,7 +86,7 @@ class SimConfig:
     def model_name(self) -> str:
         return self.served_model_name or self.model
 
-    def scheduler_options(self) -> dict[str, object]:
+    def scheduler_options(self) -> dict[str, Any]:
         """What the scheduler takes from the served model: speculative decoding, the LoRA slots, the seed."""
         return self.served.scheduler_options(self.seed)
 

@@ -527,7 +527,7 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
         cache = cache_config_labels(base, max_len=max_model_len(config, base)) if config.cache_config else None
         metrics = SimMetrics(model_name=config.model_name, cache_config=cache)
     server = VirtualServer(model, chunked_prefill=bool(config.chunked_prefill), metrics=metrics,
-                           faults=config.faults, **config.scheduler_options())  # type: ignore[arg-type]
+                           faults=config.faults, **config.scheduler_options())
     server.now = opts.start_unix
     clock = _Clock(server, metrics, opts)
     interpreter = VirtualInterpreter(clock, opts, reasoning_share=config.served.reasoning_share,
@@ -595,7 +595,7 @@ def probe_answer(config: SimConfig, perf: PerfModel, *, started_unix: float) -> 
     """What ``cardgen build``'s probe would say about this virtual server: its own ``/v1/models``,
     ``/version`` and ``/cardgen/sim`` answers (:mod:`cardgen.sim.answers`), with no process behind them."""
     length = max_model_len(config, perf)
-    described = describe(config, perf, Scheduler(perf, chunked_prefill=config.chunked_prefill), max_model_len=length,
+    described = describe(config, perf, Scheduler(perf, chunked_prefill=bool(config.chunked_prefill)), max_model_len=length,
                          faults=config.faults, started_at=started_unix, url=URL, pid=None)
     models, version = models_answer(config, max_model_len=length, started_at=started_unix), version_answer()
     extra = {"sim": described}

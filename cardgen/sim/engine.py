@@ -47,7 +47,7 @@ class Engine:
         self.perf = perf if perf is not None else build_perf(config)
         self.max_model_len = max_model_len(config, self.perf)
         self.scheduler = Scheduler(self.perf, chunked_prefill=bool(config.chunked_prefill),
-                                   **config.scheduler_options())  # type: ignore[arg-type]
+                                   **config.scheduler_options())
         cache = cache_config_labels(self.perf, max_len=self.max_model_len) if config.cache_config else None
         self.metrics = SimMetrics(model_name=config.model_name, cache_config=cache)
         self.faults = config.faults
@@ -180,11 +180,11 @@ class Engine:
         for seq in emitted:
             live: Live = seq.ctx
             n = seq.output_tokens
-            if n < live.next_special and seq.emitted == 1:
-                observe_itl(seq.gap_s)  # type: ignore[arg-type]
+            if n < live.next_special and seq.emitted == 1 and seq.gap_s is not None:  # a gap: from the second
+                observe_itl(seq.gap_s)
                 t = now()
-                if live.framed:
-                    live.transport.write(live.framed[n % NWORDS])  # type: ignore[union-attr]
+                if live.framed and live.transport is not None:  # framed where the stream was prepared
+                    live.transport.write(live.framed[n % NWORDS])
                     observe_lag(t - target_wall)
                 live.times.append(t)
             else:
@@ -197,8 +197,8 @@ class Engine:
         first = n - seq.emitted + 1  # the step's first token
         if n == 1:
             metrics.observe_first_token(seq)
-        else:
-            metrics.itl.observe(seq.gap_s)  # type: ignore[arg-type]
+        elif seq.gap_s is not None:  # always, from the second token
+            metrics.itl.observe(seq.gap_s)
         stream = bool(live.framed)
         transport = live.transport
         out: list[bytes] = []

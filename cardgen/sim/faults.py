@@ -30,6 +30,7 @@ stamp log.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 FAULT_KINDS: tuple[str, ...] = ("http500", "drop", "error_event", "malformed", "stall", "slow_first")
 
@@ -53,7 +54,7 @@ class FaultPlan:
             raise ValueError("fault timings must not be negative")
 
     @classmethod
-    def parse(cls, spec: str | None, **timings: float) -> FaultPlan:
+    def parse(cls, spec: str | None, **timings: Any) -> FaultPlan:
         """``"http500=7,drop=11"`` (empty or None: no faults). Raises ValueError with what is wrong."""
         every: dict[str, int] = {}
         for item in (spec or "").split(","):
@@ -68,7 +69,7 @@ class FaultPlan:
                 every[fault] = int(period)
             except ValueError:
                 raise ValueError(f"fault {item!r}: N must be a whole number") from None
-        return cls(every=every, **timings)  # type: ignore[arg-type]
+        return cls(every=every, **timings)
 
     def __bool__(self) -> bool:
         return bool(self.every)

@@ -213,8 +213,8 @@ class SimMetrics:
         emission loop, split into a fast path.)"""
         if seq.output_tokens == 1:
             self.observe_first_token(seq)
-        else:
-            self.itl.observe(seq.gap_s)  # type: ignore[arg-type]
+        elif seq.gap_s is not None:  # always, from the second token
+            self.itl.observe(seq.gap_s)
         if seq.finished:
             self.observe_finished(seq)
 

@@ -359,7 +359,7 @@ class Scheduler:
         while len(waiting) > passed and len(running) < self.max_num_seqs and budget > 0:
             s = waiting[passed]
             if (loras is not None and s.adapter is not None and s.adapter not in loras
-                    and len(loras) >= self.max_loras):  # type: ignore[operator]
+                    and self.max_loras is not None and len(loras) >= self.max_loras):
                 passed += 1
                 continue
             hits = self._lookup(s) if s.computed == 0 else []

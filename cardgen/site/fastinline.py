@@ -38,7 +38,9 @@ class _FastInlineProcessor(InlineProcessor):
         if (self.fast and patternIndex == 0 and not isinstance(data, util.AtomicString)
                 and not TRIGGERS.search(data)):
             return data  # no inline pattern can match: what trying every one of them would return
-        return InlineProcessor._InlineProcessor__handleInline(self, data, patternIndex)  # type: ignore[attr-defined]
+        handled: str = InlineProcessor._InlineProcessor__handleInline(  # type: ignore[attr-defined]  # name-mangled: not in the stubs
+            self, data, patternIndex)
+        return handled
 
 
 class FastInlineExtension(Extension):

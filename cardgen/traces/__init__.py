@@ -153,7 +153,8 @@ def _csv(path: Path, text: str) -> Trace:
         fmt, when, inp, out = "burstgpt", "Timestamp", "Request tokens", "Response tokens"
     else:
         raise _unknown(path, ", ".join(sorted(columns)) or "none")
-    rows, skipped = [], 0
+    rows: list[tuple[float, int, int, tuple[int, ...]]] = []
+    skipped = 0
     for n, row in enumerate(reader, start=2):
         row = {k.strip(): v for k, v in row.items() if k is not None}
         where = f"{path}: line {n}"

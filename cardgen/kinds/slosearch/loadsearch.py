@@ -145,12 +145,13 @@ def flat_range(probes: Sequence[Probed], resolution: float, *, whole: bool) -> t
     some at or below it and some above, when they lie more than twice the resolution apart (for parallel counts,
     at least two apart) and the line through them rises by no more than :data:`FLAT` over that range; None
     otherwise."""
-    near = [p for p in probes if p.met is None and p.ratio is not None and abs(p.ratio - 1) <= FLAT]
-    if not any(p.ratio <= 1 for p in near) or not any(p.ratio > 1 for p in near):  # type: ignore[operator]
+    near = [(p.load, p.ratio, p.weight) for p in probes if p.met is None and p.ratio is not None
+            and abs(p.ratio - 1) <= FLAT]
+    if not any(ratio <= 1 for _, ratio, _ in near) or not any(ratio > 1 for _, ratio, _ in near):
         return None
-    lo, hi = min(p.load for p in near), max(p.load for p in near)
+    lo, hi = min(load for load, _, _ in near), max(load for load, _, _ in near)
     wide = hi - lo >= 2 if whole else hi > lo * (1 + resolution) ** 2
-    slope = _slope([(p.load, p.ratio, p.weight) for p in near])  # type: ignore[misc]
+    slope = _slope(near)
     return (lo, hi) if wide and slope * math.log(hi / lo) <= FLAT else None
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import random
 from statistics import NormalDist
+from typing import Any
 
 from cardgen.kinds.program import Command, Program, Send
 from cardgen.kinds.slosearch.loadsearch import FLAT, LoadSearch, Probed
@@ -66,7 +67,7 @@ def probed(load: float, verdict: Verdict, *, requests: int, cap: int) -> Probed:
     """What the search learns from a probe's verdict: the binding target's percentile over its threshold, and
     that target's standard errors per value (the tail bound's; a bound's distance over its normal quantile)."""
     binding = max((e for e in verdict.estimates if e.value_s is not None),
-                  key=lambda e: e.value_s / e.target.threshold_s, default=None)  # type: ignore[operator]
+                  key=lambda e: (e.value_s or 0.0) / e.target.threshold_s, default=None)  # value_s: never None here
     spread_met = spread_miss = None
     if (binding is not None and binding.value_s is not None and math.isfinite(binding.value_s)
             and binding.effective_n is not None  # and enough values for an error to be trusted
@@ -121,7 +122,7 @@ class _Probe:
         self.stopped = False  # sends no more
         self.verdict: Verdict | None = None  # once every request ended
 
-    def new_send(self, **fields: object) -> Send:
+    def new_send(self, **fields: Any) -> Send:
         program = self.program
         tag = program.drawn  # unique over the search: every probe draws from it
         if program.point.dataset is not None:
