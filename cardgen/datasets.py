@@ -37,12 +37,11 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any, Protocol, cast
 
 from cardgen.errors import UsageError
 from cardgen.kinds import SamplingParams, kind_of
 from cardgen.kinds.entry import SHAREGPT, check_source
-from cardgen.kinds.openloop.schema import OpenParams
-from cardgen.kinds.prefix.schema import PrefixParams
 from cardgen.points import Point
 from cardgen.prompts import dataset_template, id_tokens, prefix_templates, trace_templates
 from cardgen.traces import TraceRequest, is_trace, json_lines, read_trace
@@ -80,6 +79,30 @@ class Sampled:
     prompt_tokens: int
     output_tokens: int
     source_index: int
+
+
+class SharedPrefixes(Protocol):
+    """What a point of a shared-prefix kind holds (``Kind.shared_prefix``): its prefixes and their lengths."""
+
+    @property
+    def prefixes(self) -> int: ...
+    @property
+    def prefix_tokens(self) -> int: ...
+    @property
+    def suffix_tokens(self) -> int: ...
+
+
+class ReplayedTrace(Protocol):
+    """What a point that replays a trace holds (``Kind.replays``; a dataclass: :func:`_replayed` fills it in): how
+    many of the trace's requests it sends (0: all), then their offsets, shared blocks and the trace's left-out
+    count."""
+
+    num_requests: int
+    offsets: tuple[float, ...]
+    blocks: tuple[tuple[int, ...], ...]
+    block_tokens: int
+    left_out: int
+
 
 
 def rule_text() -> str:
@@ -215,7 +238,7 @@ def resolve(points: Iterable[Point], *, counter: Callable[[str], Counter],
     out: list[Point] = []
     for point in points:
         if kind_of(point).shared_prefix:
-            shared = point.params_as(PrefixParams)
+            shared = cast(SharedPrefixes, point.params)
             made = prefix_templates(prefixes=shared.prefixes, prefix_tokens=shared.prefix_tokens,
                                     suffix_tokens=shared.suffix_tokens, count=counter(point.endpoint), tag=tag,
                                     salt=point.name, style=style)
@@ -262,7 +285,7 @@ def _replayed(point: Point, texts: dict[str, list[str]], *, counter: Callable[[s
     """A replayed trace's point with its requests (``items``, ``offsets``, ``blocks``), their prompt templates put
     in ``texts``: the trace's first requests in time order (``num_requests``, 0 for all), those whose prompt and
     answer fit the server's context (the others are ``left_out``, with the trace's own)."""
-    source, params = point.dataset or "", point.params_as(OpenParams)
+    source, params = point.dataset or "", cast(ReplayedTrace, point.params)
     if not is_trace(source):
         raise UsageError(f"dataset '{source}' is not a trace (Mooncake .jsonl, Azure or BurstGPT .csv): give 'rates' "
                          "to send its requests at Poisson rates")
@@ -287,5 +310,5 @@ def _replayed(point: Point, texts: dict[str, list[str]], *, counter: Callable[[s
     texts[point.dataset_key()] = [t.text for t in templates]
     first = chosen[0].offset_s
     return replace(point, items=tuple((t.tokens, r.output_tokens) for t, r in zip(templates, chosen, strict=True)),
-                   params=replace(params, offsets=tuple(r.offset_s - first for r in chosen), blocks=tuple(blocks),
+                   params=replace(cast(Any, params), offsets=tuple(r.offset_s - first for r in chosen), blocks=tuple(blocks),
                                   block_tokens=trace.block_tokens, num_requests=len(chosen), left_out=left_out))

@@ -20,8 +20,6 @@ from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
 from cardgen.kinds import KindParams, SamplingParams, kind_of
-from cardgen.kinds.ingest.schema import IngestParams
-from cardgen.kinds.openloop.schema import OpenParams
 from cardgen.suite import Suite
 
 P = TypeVar("P")
@@ -72,7 +70,7 @@ class Point:
     @property
     def replay(self) -> bool:
         """Whether the point replays a trace at its own times (an open loop with ``replay`` set)."""
-        return isinstance(self.params, OpenParams) and self.params.replay
+        return kind_of(self).replays(self)
 
     def to_wire(self) -> dict[str, Any]:
         data = asdict(self)
@@ -195,14 +193,15 @@ def fit_context(points: list[Point], max_model_len: int | None) -> tuple[list[Po
     kept: list[Point] = []
     warnings: list[str] = []
     for point in points:
-        if point.measures_prefill:
-            sweep = point.params_as(IngestParams)
-            lengths = [n for n in sweep.lengths if n + point.output_tokens <= max_model_len]
-            if len(lengths) < len(sweep.lengths):
+        kind = kind_of(point)
+        if point.measures_prefill and kind.with_lengths is not None:
+            every = point.prompt_lengths()
+            lengths = [n for n in every if n + point.output_tokens <= max_model_len]
+            if len(lengths) < len(every):
                 warnings.append(f"{point.name}: prompts over {max_model_len - point.output_tokens} tokens left out "
                                 f"(the server's max_model_len is {max_model_len})")
             if len(lengths) >= 2:
-                kept.append(replace(point, params=replace(sweep, lengths=tuple(lengths))))
+                kept.append(replace(point, params=kind.with_lengths(point.params, tuple(lengths))))
             continue
         if point.prompt_tokens + point.output_tokens > max_model_len:
             warnings.append(f"{point.name} left out: {point.prompt_tokens} + {point.output_tokens} tokens exceed "
@@ -224,7 +223,7 @@ def left_out(points: list[Point], max_model_len: int | None, *, source: str | No
         if point.name in kept:
             continue
         if point.measures_prefill:
-            lengths = point.params_as(IngestParams).lengths
+            lengths = point.prompt_lengths()
             fit = sum(1 for n in lengths if n + point.output_tokens <= max_model_len)
             out[point.name] = (f"not run: {fit} of its {len(lengths)} prompt lengths fit the {max_model_len} "
                                f"tokens the server takes per request{where}, and a sweep needs two")

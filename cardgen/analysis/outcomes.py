@@ -21,9 +21,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from cardgen.kinds import NO_PARALLEL, kind_of
-from cardgen.kinds.kind import LARGEST_WAVE
-from cardgen.kinds.waves.schema import WavesParams
+from cardgen.kinds import kind_of
 from cardgen.points import Point, expand
 from cardgen.schemas.run import PointOutcome, RunInfo, point_attempts
 from cardgen.schemas.summary import ScenarioSummary
@@ -65,10 +63,7 @@ def silent_summary(outcome: PointOutcome, point: Point | None) -> ScenarioSummar
 
 def _parallel(outcome: PointOutcome, point: Point | None) -> int | None:
     """A point's parallel count as a row says it: its users (closed loop, batch, chat), its largest wave."""
-    what = kind_of(outcome).parallel
-    if point is None or what == NO_PARALLEL:
-        return None
-    return point.params_as(WavesParams).max_wave if what == LARGEST_WAVE else point.parallel
+    return kind_of(outcome).row_parallel(point) if point is not None else None
 
 
 def with_outcomes(scenarios: Sequence[ScenarioSummary], info: RunInfo, *, points: Mapping[str, Point],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Protocol, cast
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,6 @@ from cardgen.analysis.scenarios import meets_slo
 from cardgen.analysis.stats import describe
 from cardgen.analysis.timeseries import window
 from cardgen.engines import metric_names
-from cardgen.kinds.openloop.schema import OpenParams
 from cardgen.points import Point
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.summary import ReplayResult, ReplayWindow, ScenarioSummary
@@ -32,6 +32,14 @@ from cardgen.traces import describe as describe_trace
 MAX_WINDOWS = 30
 WIDTHS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)  # seconds
 LATE_S = 0.010  # a send this much after its offset counts as late
+
+
+class Replaying(Protocol):
+    """What a point that replays a trace holds (``Kind.replays``): the factor its offsets were divided by."""
+
+    @property
+    def speedup(self) -> float: ...
+
 
 
 def window_width(span_s: float) -> float:
@@ -89,7 +97,7 @@ def replay(point: Point, rows: pd.DataFrame, ts: pd.DataFrame, metrics: Sequence
            engine: str | None, slo_ttft_s: float, slo_tpot_s: float) -> ReplayResult:
     """One replayed trace from its counted request rows (warm-ups: none)."""
     result = ReplayResult(scenario=point.name, group=point.group, dataset=describe_trace(point.dataset or ""),
-                          speedup=point.params_as(OpenParams).speedup, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
+                          speedup=cast(Replaying, point.params).speedup, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
     if rows.empty:
         return result
     rows = rows.sort_values("sent_at", kind="stable")

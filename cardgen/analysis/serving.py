@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from cardgen.kinds import kind_of
-from cardgen.kinds.openloop.schema import OpenParams
+from cardgen.kinds.entry import SamplingParams
 from cardgen.points import Point
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import ScenarioSummary
@@ -57,7 +57,7 @@ def dataset_groups(points: Iterable[Point]) -> list[DatasetGroup]:
     for point in points:
         if point.dataset is not None and kind_of(point).rate_driven and not point.replay:
             groups.setdefault(point.group, []).append(point)
-    samples = {g: ps[0].params_as(OpenParams) for g, ps in groups.items()}
+    samples = {g: ps[0].params_as(SamplingParams) for g, ps in groups.items()}
     return [DatasetGroup(group=g, dataset=ps[0].dataset or "", num_requests=samples[g].num_requests,
                          seed=samples[g].seed, endpoint=ps[0].endpoint, points=tuple(p.name for p in ps),
                          rates=tuple(p.rate_rps if p.rate_rps is not None else math.inf for p in ps))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, cast
 
 import pandas as pd
 
@@ -21,14 +22,26 @@ from cardgen.analysis.serving import (
     nightly_serving_table,
     sent_lengths,
 )
+from cardgen.datasets import SharedPrefixes
 from cardgen.kinds import kind_of
-from cardgen.kinds.chat.schema import ChatParams
-from cardgen.kinds.prefix.schema import PrefixParams
 from cardgen.points import Point
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import ScenarioSummary
+
+
+class Conversing(Protocol):
+    """What a point of a conversation kind holds (``Kind.conversation``): whether each turn renews the history's
+    head, its conversations and the users' think time between turns."""
+
+    @property
+    def fresh_history(self) -> bool: ...
+    @property
+    def conversations(self) -> int: ...
+    @property
+    def think_time_s(self) -> float: ...
+
 
 
 @dataclass
@@ -45,11 +58,11 @@ class Workloads:
 def workloads(info: RunInfo, scenarios: Sequence[ScenarioSummary], requests: pd.DataFrame,
               metrics: Sequence[MetricSample] = (), *, points: Sequence[Point]) -> Workloads:
     """The workload figures of a run, of the ``points`` of the suite it ran."""
-    chats = [(p, p.params_as(ChatParams)) for p in points if kind_of(p).conversation]
+    chats = [(p, cast(Conversing, p.params)) for p in points if kind_of(p).conversation]
     chat = chat_turns(requests, metrics, engine=info.server.engine,
                       points=[(p.name, p.group, c.fresh_history, p.parallel or 1, c.conversations, c.think_time_s)
                               for p, c in chats])
-    prefixes = [(p.name, p.params_as(PrefixParams)) for p in points if kind_of(p).shared_prefix]
+    prefixes = [(p.name, cast(SharedPrefixes, p.params)) for p in points if kind_of(p).shared_prefix]
     prefix = prefix_cache(requests, metrics, engine=info.server.engine,
                           points=[(name, x.prefixes, x.prefix_tokens, x.suffix_tokens) for name, x in prefixes])
     groups = dataset_groups(points)

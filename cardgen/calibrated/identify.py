@@ -29,8 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cardgen.analysis.analyse import HEADLINE_POINT
-from cardgen.kinds import kind_of
-from cardgen.kinds.ingest.schema import IngestParams
+from cardgen.kinds import KINDS, kind_of
 from cardgen.points import Point
 from cardgen.schemas.calibration import IdentifyPoint
 
@@ -65,14 +64,17 @@ def _below(counts: Sequence[int], limit: int) -> int | None:
     return max(eligible) if eligible else None
 
 
-def probe_ingest(points: Sequence[Point], max_model_len: int) -> Point:
+def probe_ingest(points: Sequence[Point], max_model_len: int) -> Point | None:
     """A short ingestion sweep for a suite that has none: 8 prompt lengths from 16 tokens to 4,000 (or half the
-    served context), one output token."""
+    served context), one output token, made by an installed prefill-sweep kind (None where none is installed)."""
+    sweep = next((k for k in KINDS.values() if k.prefill_sweep and k.with_lengths is not None), None)
+    if sweep is None or sweep.with_lengths is None:
+        return None
     base = points[0]
     top = max(32, min(4000, max_model_len // 2))
     lengths = tuple(sorted({round(16 + (top - 16) * i / 7) for i in range(8)}))
     return Point(name=f"{PROBE_PREFIX}ingest", group=f"{PROBE_PREFIX}ingest", endpoint=base.endpoint,
-                 timeout_s=base.timeout_s, output_tokens=1, params=IngestParams(lengths=lengths, repeats=1))
+                 timeout_s=base.timeout_s, output_tokens=1, params=sweep.with_lengths(None, lengths))
 
 
 def choose(points: Sequence[Point], *, kv_declared: bool, max_model_len: int) -> list[Chosen]:
@@ -84,9 +86,8 @@ def choose(points: Sequence[Point], *, kv_declared: bool, max_model_len: int) ->
     probe = None
     if ingest is not None:
         chosen[ingest.name] = Chosen(ingest, why_ingest)
-    elif points:
-        probe = Chosen(probe_ingest(points, max_model_len), why_ingest + " (a sweep the suite does not have)",
-                       in_suite=False)
+    elif points and (made := probe_ingest(points, max_model_len)) is not None:
+        probe = Chosen(made, why_ingest + " (a sweep the suite does not have)", in_suite=False)
     closed = [p for p in points if kind_of(p).closed_loop and p.parallel]
     if closed:
         out = _decode_output(sorted({p.output_tokens for p in closed}))

@@ -16,9 +16,7 @@ from dataclasses import dataclass, replace
 from cardgen.calibrated.figures import figures_of_records
 from cardgen.calibrated.settings import ServerSettings
 from cardgen.kinds import kind_of
-from cardgen.kinds.batch.schema import BatchParams
-from cardgen.kinds.closed.schema import ClosedParams
-from cardgen.kinds.ingest.schema import IngestParams
+from cardgen.kinds.kind import ReplayBudget
 from cardgen.points import Point
 from cardgen.schemas.run import PointOutcome
 from cardgen.sim.config import SimConfig
@@ -46,17 +44,10 @@ def cheap(point: Point, requests: int | None = None) -> Point:
     """``point`` with a fixed, small number of requests (see the module docstring); a closed loop with
     ``requests`` when given (a measured point replayed as it ran)."""
     kind = kind_of(point)
-    if kind.closed_loop:
-        n = requests or max(MIN_REQUESTS, (point.parallel or 1) * ROUNDS)
-        return replace(point, params=replace(point.params_as(ClosedParams), min_requests=n, max_requests=n,
-                                             min_duration_s=0.0, max_duration_s=None, target_ci=None))
-    if kind.prefill_sweep:
-        return replace(point, params=replace(point.params_as(IngestParams), repeats=1, target_ci=None))
-    if kind.batched:
-        batch = point.params_as(BatchParams)
-        return replace(point, params=replace(batch, warmups=min(batch.warmups, 1), runs=2, max_runs=None,
-                                             target_ci=None))
-    return point
+    if kind.cheap is None:  # open loops and waves run as the suite has them
+        return point
+    return replace(point, params=kind.cheap(point, ReplayBudget(rounds=ROUNDS, min_requests=MIN_REQUESTS,
+                                                                requests=requests)))
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,21 @@ def _no_target(point: Params[Any]) -> float | None:
     return None
 
 
+def _never(point: Params[Any]) -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayBudget:
+    """What a replay on a fitted server may spend on a point (a calibrated card's virtual evaluations,
+    :mod:`cardgen.calibrated.replay`): ``rounds`` rounds of its users and at least ``min_requests`` requests, or a
+    measured point's own ``requests``, replayed as it ran."""
+
+    rounds: int
+    min_requests: int
+    requests: int | None = None
+
+
 @dataclass(frozen=True)
 class Kind(Generic[P]):
     """One scenario kind's traits. The booleans say which of cardgen's views a kind's points belong to."""
@@ -100,8 +115,24 @@ class Kind(Generic[P]):
     # its prompt plan, the one both interpreters follow: what a request's prompt shares with others, from its head
     # (the load engine writes those spans as the same text, cardgen.datasets.resolve; the virtual server hashes
     # them as the same blocks, cardgen.sim.drive); the rest of the prompt is the request's own. A chat turn's
-    # history is the chat's own rule (cardgen.kinds.chat.program.Conversations)
+    # history is the rule of cardgen.kinds.history, which both interpreters keep
     shared_spans: Callable[[PointView, Send], tuple[Shared, ...]] = _own
+    # a point's rules the interpreters and the controller ask: whether its saturating the server skips the larger
+    # counts of its pair (``--run-saturated`` runs them), whether it replays a trace at its own times, whether each
+    # later turn of its conversations renews the history's head (no prefix for the server to reuse: the chat
+    # history rule, cardgen.kinds.history); its largest number of requests at once where that is not ``parallel``
+    # (the largest wave)
+    skip_after_saturation: Callable[[Params[P]], bool] = _never
+    replays: Callable[[Params[P]], bool] = _never
+    renews_history: Callable[[PointView], bool] = _never
+    largest: Callable[[Params[P]], int] | None = None
+    # a prompt sweep's params (its own, or None for new ones) over other ``lengths``: a point whose longest prompts
+    # do not fit the server's context keeps the ones that do; a calibrated card's ingestion probe, when the suite
+    # has no sweep, is a new one swept once
+    with_lengths: Callable[[P | None, tuple[int, ...]], P] | None = None
+    # calibration: its params for a replay on a fitted server (a fixed small number of requests instead of its
+    # stopping rule; None: it replays as the suite has it)
+    cheap: Callable[[Params[P], ReplayBudget], Any] | None = None
     # its stages past the load, each named "module:attribute" (as an entry point is) and imported only when that
     # stage runs: they sit in the layers above this one, in the kind's own folder (or its own package)
     #   analysis  a cardgen.analysis.kindparts.KindAnalysis: its points' records -> its result, saved in
@@ -118,6 +149,13 @@ class Kind(Generic[P]):
         """Whether a point's throughput is the server's at an offered load (users or a rate): the views that price
         or compare serving points (cost, energy, FastGen's table, the site's comparison tables)."""
         return self.closed_loop or self.rate_driven
+
+    def row_parallel(self, point: Params[Any]) -> int | None:
+        """A point's parallel count as a summary row says it: its users (closed loop, batch, chat), its largest
+        wave; None for a kind whose load is a rate, a sweep or a search."""
+        if self.parallel == NO_PARALLEL:
+            return None
+        return self.largest(point) if self.largest is not None else point.parallel
 
     def users(self, point: Params[Any]) -> int:
         """How many requests ``point`` keeps in flight at once by design; 1 for the others."""

@@ -220,6 +220,11 @@ class Judge:
         return statistics.median(speeds) if speeds else None
 
 
+def share(total: int, index: int, parts: int) -> int:
+    """Process ``index``'s share of ``total`` items split as evenly as possible over ``parts`` processes."""
+    return total // parts + (1 if index < total % parts else 0)
+
+
 def interval_words(figure: str, interval: Any, target: float, over: str) -> str:
     """A figure's interval as a stop's detail says it: ``the slope +-1.2% after 3 sweeps (target +-2%)``."""
     if interval is None:

@@ -31,7 +31,8 @@ from locust import HttpUser, task
 from locust.exception import StopUser
 
 from cardgen.engines import counter, get_adapter, load_gauges, metric_names
-from cardgen.kinds.chat.program import Conversations, fresh_history
+from cardgen.kinds import kind_of
+from cardgen.kinds.history import Conversations
 from cardgen.kinds.program import Said, Send, Verdict, record_fields
 from cardgen.load.alarm import sleep_until
 from cardgen.load.client import build_payload, stream_once
@@ -186,7 +187,7 @@ class _PointContext:
         self.slots: dict[int, Connection] = {}
         self._free: list[Connection] = []
         self._opened: list[Connection] = []
-        self.chats: Conversations[dict[str, str]] = Conversations(fresh=fresh_history(point))
+        self.chats: Conversations[dict[str, str]] = Conversations(fresh=kind_of(point).renews_history(point))
         self.watcher: _SaturationWatcher | None = None
         self.waiting: set[gevent.Greenlet] = set()  # timed requests not sent yet
 

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from cardgen.kinds import kind_of, runs_on
-from cardgen.kinds.openloop.schema import OpenParams
 from cardgen.points import Point
 
 CLIENT_CPU_PER_CHUNK_S = 20e-6  # client CPU per chunk, all its processes: 17-19 us measured at 256 streams (bench_client)
@@ -53,7 +52,7 @@ def peak_streams(point: Point) -> int:
     if kind.closed_loop:
         return point.parallel or 1
     if kind.rate_driven:
-        rate, requests = point.rate_rps or 0.0, point.params_as(OpenParams).num_requests
+        rate, requests = point.rate_rps or 0.0, kind.expected_requests(point)
         if math.isinf(rate):
             return requests
         return min(requests, math.ceil(rate * point.output_tokens / STREAM_CHUNKS_S) + 1)

@@ -24,7 +24,6 @@ from typing import Protocol
 
 from cardgen.errors import one_line
 from cardgen.kinds import judge_for, kind_of
-from cardgen.kinds.closed.schema import ClosedParams
 from cardgen.kinds.program import Judge, Said
 from cardgen.points import Point
 from cardgen.saturation import Reading, closed_load_seen, point_saturation, skip_words
@@ -80,7 +79,7 @@ class Sequenced:
 
 def stops_at_saturation(point: Point) -> bool:
     """Whether ``point`` is a closed-loop point whose saturating the server skips the larger counts of its pair."""
-    return kind_of(point).closed_loop and point.params_as(ClosedParams).stop_at_saturation
+    return kind_of(point).closed_loop and kind_of(point).skip_after_saturation(point)
 
 
 def skips_after_saturation(point: Point, later: Point) -> bool:

@@ -43,9 +43,7 @@ from typing import Any
 from cardgen.datasets import resolve
 from cardgen.engines import get_adapter
 from cardgen.kinds import kind_of
-from cardgen.kinds.chat.program import Conversations, fresh_history
-from cardgen.kinds.chat.schema import ChatParams
-from cardgen.kinds.closed.schema import ClosedParams
+from cardgen.kinds.history import Conversations
 from cardgen.kinds.program import Judge, Said, Send, Verdict, record_fields
 from cardgen.outcome import Outcome
 from cardgen.points import Point, expand, fit_context
@@ -305,7 +303,7 @@ class _PointRun:
     chats: Conversations[tuple[str, int]] = field(init=False)  # (role, words) messages
 
     def __post_init__(self) -> None:
-        self.chats = Conversations(fresh=fresh_history(self.point))
+        self.chats = Conversations(fresh=kind_of(self.point).renews_history(self.point))
         self.share = Share(self.point, self, index=self.index, parts=self.parts)
         self.clock_now = self.t0
 
@@ -429,7 +427,7 @@ class VirtualInterpreter:
         # a new id at the head of a fresh history: one more word
         messages = run.chats.ask(send, ("user", max(1, send.prompt_tokens - CHAT_OVERHEAD)),
                                  renew=lambda m: (m[0], m[1] + 1))
-        salt = turn if point.params_as(ChatParams).fresh_history else 0  # a fresh history shares no block with the last turn's
+        salt = turn if kind_of(point).renews_history(point) else 0  # a fresh history shares no block with the last turn's
         ids: list[int] = []
         for i, (role, words) in enumerate(messages):
             ids += [1, hash(role), 2] + [hash((point.name, conversation, salt, i, j)) for j in range(words)] + [3]
@@ -581,6 +579,8 @@ def simulate_closed_loop(perf: PerfModel, *, prompt_tokens: int, output_tokens: 
                 chunked_prefill: bool = False) -> list[VirtualRequest]:
     """``parallel`` users in a closed loop until ``num_requests`` were sent, from time 0 on an idle server, with
     no network: the server's side of each request, in arrival order."""
+    from cardgen.kinds.closed.schema import ClosedParams  # noqa: PLC0415  the closed kind's own params: this helper of the benchmarks and the calibration table needs it, a run does not
+
     if parallel < 1 or num_requests < 1:
         raise ValueError("parallel and num_requests must be at least 1")
     point = Point(name="closed", group="closed", endpoint="completions", timeout_s=math.inf,

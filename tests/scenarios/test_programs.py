@@ -11,10 +11,11 @@ import pytest
 from cardgen.kinds import judge_for, program_for, runs_on
 from cardgen.kinds.batch.program import BatchProgram
 from cardgen.kinds.batch.schema import BatchParams
-from cardgen.kinds.chat.program import ChatProgram, Conversations
+from cardgen.kinds.chat.program import ChatProgram
 from cardgen.kinds.chat.schema import ChatParams
 from cardgen.kinds.closed.program import ClosedProgram
 from cardgen.kinds.closed.schema import ClosedParams
+from cardgen.kinds.history import Conversations
 from cardgen.kinds.ingest.program import IngestProgram
 from cardgen.kinds.ingest.schema import IngestParams
 from cardgen.kinds.openloop.program import OpenProgram

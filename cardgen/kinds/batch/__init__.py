@@ -6,11 +6,20 @@ a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cardgen.kinds.batch.program import BatchProgram
 from cardgen.kinds.batch.schema import BatchParams, BatchSweep
-from cardgen.kinds.kind import USERS, Kind
+from cardgen.kinds.kind import USERS, Kind, ReplayBudget
+from cardgen.kinds.view import Params
 
 __all__ = ["BATCH", "BatchParams", "BatchProgram", "BatchSweep"]
+
+
+def cheap(point: Params[BatchParams], budget: ReplayBudget) -> BatchParams:
+    """A replay on a fitted server: at most one warm-up round, then two rounds, no precision target."""
+    batch = point.params
+    return replace(batch, warmups=min(batch.warmups, 1), runs=2, max_runs=None, target_ci=None)
 
 
 BATCH = Kind[BatchParams](
@@ -19,4 +28,4 @@ BATCH = Kind[BatchParams](
     fitted_figures=True, spot_check=1, check_load="batch", precision=("decode",), precision_note=" (mean decode)",
     by_design=frozenset({"queue"}),  # each round's batch is sent at once: its prefills wait their turn
     expected_requests=lambda p: (p.parallel or 1) * (p.params.warmups + p.params.runs),
-    target_ci=lambda p: p.params.target_ci)
+    target_ci=lambda p: p.params.target_ci, cheap=cheap)

@@ -22,5 +22,6 @@ def _chat_longest(p: Params[ChatParams]) -> int:
 CHAT = Kind[ChatParams](
     "chat", description="multi-turn conversations on /v1/chat/completions: TTFT per turn, with and without the prefix cache",
     entry=Chat, params=ChatParams, program=ChatProgram, parallel=USERS, load_words="{parallel} parallel", conversation=True,
+    renews_history=lambda p: p.params_as(ChatParams).fresh_history,
     expected_requests=lambda p: p.params.conversations * p.params.turns, longest_request=_chat_longest,
     prompt_lengths=lambda p: sorted({p.prompt_tokens, p.params.message_tokens}))

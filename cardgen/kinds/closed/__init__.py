@@ -6,15 +6,27 @@ a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cardgen.kinds.closed.program import ClosedJudge, ClosedProgram
 from cardgen.kinds.closed.schema import ClosedLoop, ClosedParams
-from cardgen.kinds.kind import USERS, Kind
+from cardgen.kinds.kind import USERS, Kind, ReplayBudget
+from cardgen.kinds.view import Params
 
 __all__ = ["CLOSED", "ClosedJudge", "ClosedLoop", "ClosedParams", "ClosedProgram"]
+
+
+def cheap(point: Params[ClosedParams], budget: ReplayBudget) -> ClosedParams:
+    """A replay on a fitted server: a fixed number of requests (the measured point's own, else ``rounds`` rounds
+    of its users and at least ``min_requests``), no duration and no precision target."""
+    n = budget.requests or max(budget.min_requests, (point.parallel or 1) * budget.rounds)
+    return replace(point.params, min_requests=n, max_requests=n, min_duration_s=0.0, max_duration_s=None,
+                   target_ci=None)
 
 
 CLOSED = Kind[ClosedParams](
     "closed", description="a closed loop of N parallel users: generation speed, TTFT, ITL and throughput at N parallel requests",
     entry=ClosedLoop, params=ClosedParams, program=ClosedProgram, judge=ClosedJudge, parallel=USERS, load_words="{parallel} parallel", closed_loop=True, diff_rank=0, replayed=True,
     fitted_figures=True, spot_check=0, check_load="parallel count", precision=("speed_from_start", "ttft"),
-    expected_requests=lambda p: p.params.min_requests, target_ci=lambda p: p.params.target_ci)
+    expected_requests=lambda p: p.params.min_requests, target_ci=lambda p: p.params.target_ci,
+    skip_after_saturation=lambda p: p.params.stop_at_saturation, cheap=cheap)

@@ -13,16 +13,11 @@ once a round (``parallel`` records) after ``min_requests``.
 from __future__ import annotations
 
 from cardgen.kinds.closed.schema import ClosedParams
-from cardgen.kinds.program import Command, Judge, Program, Send
+from cardgen.kinds.program import Command, Judge, Program, Send, share
 from cardgen.kinds.view import PointView
 from cardgen.outcome import Outcome
 from cardgen.precision import closed_figures, median_interval, precision_reached
 from cardgen.stops import STOP_MAX_DURATION, STOP_MAX_REQUESTS, STOP_MINIMUM, STOP_PRECISION
-
-
-def share(total: int, index: int, parts: int) -> int:
-    """Process ``index``'s share of ``total`` items split as evenly as possible over ``parts`` processes."""
-    return total // parts + (1 if index < total % parts else 0)
 
 
 class ClosedProgram(Program):

@@ -12,9 +12,8 @@ import math
 import random
 from typing import Any
 
-from cardgen.kinds.closed.program import share
 from cardgen.kinds.openloop.schema import OpenParams
-from cardgen.kinds.program import Command, Program
+from cardgen.kinds.program import Command, Program, share
 from cardgen.kinds.view import PointView
 
 

@@ -16,5 +16,6 @@ __all__ = ["WAVES", "Waves", "WavesParams", "WavesProgram"]
 WAVES = Kind[WavesParams](
     "waves", description="waves of growing size sent at once: the KV cache's capacity, from where the server starts to queue or preempt",
     entry=Waves, params=WavesParams, program=WavesProgram, parallel=LARGEST_WAVE, load_words="waves up to {parallel}", capacity_probe=True,
+    largest=lambda p: p.params.max_wave,
     by_design=frozenset({"queue"}),  # each wave is sent at once, to fill the server until it queues
     expected_requests=lambda p: sum(range(1, p.params.max_wave + 1, p.params.step)))
