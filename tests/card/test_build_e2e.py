@@ -117,7 +117,10 @@ def test_server_vs_client_against_the_virtual_server(built):
     for metric, slack in (("ttft", 2), ("e2e", 2), ("itl", 13)):
         c = whole[metric]
         assert c["client_count"] > 0 and abs(c["server_count"] - c["client_count"]) <= slack, (metric, c)
-    assert 0 <= whole["ttft"]["diff_mean_s"] < 0.05 and 0 <= whole["e2e"]["diff_mean_s"] < 0.05
+    # the client's TTFT and end lie after the server's by the loopback and the client's own work: within 50 ms
+    # beyond the lateness the load generator measured of its own event loop in this run (its loop lag's p95)
+    own_lag_s = load_run(run).info.loadgen.loop_lag_p95_s or 0.0
+    assert 0 <= whole["ttft"]["diff_mean_s"] < 0.05 + own_lag_s and 0 <= whole["e2e"]["diff_mean_s"] < 0.05 + own_lag_s
     assert abs(whole["itl"]["diff_mean_s"]) < 0.005
     tokens = {t["tokens"]: t for t in v["run"]["tokens"]}
     assert abs(tokens["output"]["diff"]) <= 13 and abs(tokens["prompt"]["diff"]) <= 2 * 4000

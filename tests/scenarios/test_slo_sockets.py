@@ -39,8 +39,10 @@ scenarios:
   - {kind: open, name: prod, dataset: mooncake-sample, speedup: 8, max_requests: 40}
 """
 # the load engine's timed sends on a shared 2-core machine (bench_client measures them): the median request leaves
-# within 25 ms of its offset; the tail is left to the figure (a burst of the trace's sends, or another process on
-# the two cores, delays its last few by up to half a second, which the card states as the send lag)
+# within 25 ms of its offset, beyond the lateness the load generator measured of its own event loop in the same run
+# (its loop lag's 95th percentile: a busy machine makes every wake-up late, the sends' among them); the tail is
+# left to the figure (a burst of the trace's sends, or another process on the two cores, delays its last few by up
+# to half a second, which the card states as the send lag)
 SEND_LAG_P50_S = 0.025
 
 
@@ -63,7 +65,8 @@ def test_both_clocks_find_the_same_limit_and_replay_the_trace(tmp_path: Path) ->
     assert summary["price_per_gpu_hour"] == 3.0 and search["usd_per_million_tokens"] > 0
     (replay,) = summary["replays"]
     assert replay["requests"] == 40 and replay["failed"] == 0
-    assert replay["send_lag_s"]["p50"] < SEND_LAG_P50_S, replay["send_lag_s"]
+    own_lag_s = load_run(tmp_path / "real").info.loadgen.loop_lag_p95_s or 0.0
+    assert replay["send_lag_s"]["p50"] < SEND_LAG_P50_S + own_lag_s, (replay["send_lag_s"], own_lag_s)
     (replayed,) = modelled.replays
     assert replay["prefix_cache_hit_rate"] > 0.3
     assert replay["prefix_cache_hit_rate"] == pytest.approx(replayed.prefix_cache_hit_rate, abs=0.1)

@@ -58,4 +58,7 @@ def test_both_clocks_split_the_time_to_first_token_alike(tmp_path):
         assert r.part("prompt").seconds == pytest.approx(v.part("prompt").seconds, abs=0.01)
         assert r.dominant == v.dominant == "other_server"
         assert v.part("network_client").seconds == pytest.approx(0.0, abs=1e-9)
-        assert 0 <= r.part("network_client").seconds < 0.05  # the real loopback and the client
+        # the real loopback and the client: 50 ms beyond the lateness the load generator measured of its own
+        # event loop in this run (a busy machine delays the client's send after its stamp by that much)
+        own_lag_s = load_run(tmp_path / "real").info.loadgen.loop_lag_p95_s or 0.0
+        assert 0 <= r.part("network_client").seconds < 0.05 + own_lag_s, own_lag_s
