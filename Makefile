@@ -51,7 +51,8 @@ install-engine:
 # with each other (their figures are timings). tests/stages.py runs the three stages: where it may (root, as CI
 # runs), the untimed tests and the starting vLLM servers run in Linux's idle scheduling class beside the sockets
 # stage, taking only the CPU it leaves, and the engine stage runs alone after them; elsewhere one after another.
-# Together they are every test; with CI=true none is skipped.
+# Together they are every test; with CI=true none is skipped. However make test ends (a timeout, Ctrl-C, SIGTERM,
+# SIGKILL), no server it started stays running (tests/reaper.py).
 # The engine tests all live in tests/engines (tests/packaging/test_stages.py checks it): that stage collects only
 # there (2.8 s, where collecting every module takes 11.5 s). PYTEST_ARGS go to every stage (e.g. --durations=20).
 test: install-engine browser-deps lint
