@@ -1,6 +1,7 @@
-"""Runs with known truth for the analysis, figures, card and site tests: the virtual-time driver
-(:mod:`cardgen.sim.drive`) against a virtual server with exactly known constants (:class:`FixedPerf`), its
-records and scrapes made to look like a *measured* run of another engine when a test needs one.
+"""Runs with known truth for the analysis, figures, card and site tests: ``cardgen build``'s own modelled run
+(:func:`cardgen.sim.modelled.modelled_run`, through :func:`simulate`) against a virtual server with exactly
+known constants (:class:`FixedPerf`), its records and scrapes made to look like a *measured* run of another
+engine when a test needs one.
 
 The truth is the performance model's: prefill rate, step times, KV capacity (:class:`SyntheticServer` holds
 them and builds the FixedPerf), and the server's own time of every token (:class:`SyntheticTruth`).
@@ -15,6 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,15 +27,18 @@ import numpy as np
 
 from cardgen.analysis.rundata import RunData
 from cardgen.rundir import GPU_METRICS_JSONL
+from cardgen.runwriter import RunWriter
 from cardgen.schemas import MetricSample, RunInfo, ServerInfo
-from cardgen.sim import drive
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import T0, DriveOptions, simulate_run
+from cardgen.sim.drive import T0, DriveOptions
 from cardgen.sim.faults import FaultPlan
-from cardgen.sim.perf import FixedPerf
+from cardgen.sim.modelled import ModelledRun, modelled_run
+from cardgen.sim.perf import FixedPerf, PerfModel
 from cardgen.suite import Suite, parse_suite
 
 ENGINES = ("vllm", "vllm-old", "tgi", "llamacpp", "none")
+#: where a run kept only in memory is written: a RAM file system where there is one (its fsyncs cost nothing)
+MEMORY = "/dev/shm" if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK) else None
 
 SMALL_SUITE = """
 name: synthetic-small
@@ -66,6 +73,22 @@ scenarios:
     warmups: 1
     runs: 3
 """
+
+
+def simulate(suite: Suite, config: SimConfig, *, run_dir: Path | None = None, perf: PerfModel | None = None,
+             options: DriveOptions | None = None, argv: Sequence[str] | None = None,
+             run_saturated: bool = False) -> ModelledRun:
+    """``suite`` on the virtual server ``config`` describes, as ``cardgen build`` with no server makes the run
+    (:func:`~cardgen.sim.modelled.modelled_run`, written as its points end), into ``run_dir``; without one, into a
+    temporary directory removed after: the run is then the returned info and driver's account. ``argv``: the
+    command run.json says (default: ``cardgen build MODEL --gpu GPU --tp N --suite NAME``)."""
+    argv = list(argv) if argv is not None else [
+        "cardgen", "build", config.model, "--gpu", config.gpu, "--tp", str(config.tp), "--suite", suite.name]
+    if run_dir is not None:
+        return modelled_run(suite, config, run_dir, argv=argv, perf=perf, options=options, run_saturated=run_saturated)
+    with tempfile.TemporaryDirectory(prefix="cardgen-simulated-", dir=MEMORY) as tmp:
+        return modelled_run(suite, config, Path(tmp) / "run", argv=argv, perf=perf, options=options,
+                            run_saturated=run_saturated)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,7 +164,7 @@ def synthetic_run(*, suite: Suite | str = SMALL_SUITE, server: SyntheticServer |
         faults=FaultPlan(every={"http500": server.fail_every}) if server.fail_every else FaultPlan())
     options = DriveOptions(start_unix=T0, seed=seed, network_s=server.network_s, read_jitter_s=0.0002,
                            step_jitter=server.jitter, scrape_interval_s=server.scrape_interval_s)
-    run = simulate_run(suite, config, perf=server.perf(), options=options)
+    run = simulate(suite, config, perf=server.perf(), options=options)
     info = run.info if modelled else _measured(run.info, server, model)
     metrics = [_as_engine(s, server) for s in run.drive.scrapes] if server.engine != "none" else []
     stamps = tuple(ServerStamp(d.record.scenario, d.served.sent, d.served.times) for d in run.drive.requests
@@ -153,7 +176,7 @@ def synthetic_run(*, suite: Suite | str = SMALL_SUITE, server: SyntheticServer |
 def write_run(run_dir: Path, data: RunData) -> Path:
     """Write ``data`` as a raw run directory, as the load stage does (and ``gpu_metrics.jsonl`` when it has
     GPU records, as the sampler does)."""
-    path = drive.write_run(run_dir, data.info, data.requests, data.metrics)
+    path = RunWriter.write_whole(run_dir, data.info, data.requests, data.metrics)
     if data.gpu_metrics:
         with (path / GPU_METRICS_JSONL).open("w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(record) + "\n" for record in data.gpu_metrics)

@@ -16,7 +16,7 @@ from cardgen.numbers import duration_text
 from cardgen.rundir import make_run_dir, run_dirs
 from cardgen.runinfo import load_seconds
 from cardgen.schemas.run import PriceDescription, RunInfo
-from cardgen.sim.modelled import ModelledServer, modelled_run, resume_modelled
+from cardgen.sim.modelled import ModelledServer, build_run, resume_modelled
 
 
 def build_modelled(config: BuildConfig) -> None:
@@ -41,7 +41,7 @@ def model_in_virtual_time(server: ModelledServer, config: BuildConfig, run_dir: 
                    "profile) in virtual time. Every figure of this card is MODELLED, not measured.", err=True)
     make_run_dir(run_dir)
     began = time.time()
-    info = modelled_run(server, config, run_dir, argv=sys.argv, started_unix=began)
+    info = build_run(server, config, run_dir, argv=sys.argv, started_unix=began).info
     if not quiet:
         skipped = sum(1 for p in info.points if p.stop == "skipped")
         click.echo(f"cardgen: {len(info.points) - skipped} points, {info.requests_total} requests"

@@ -11,9 +11,10 @@ The server's own ``/metrics`` (:class:`~cardgen.sim.metrics.SimMetrics`) is scra
 ``scrape_interval_s``, from before the first request to after the last, as a real run's scraper does; those
 readings are what the controller judges a closed loop's saturation on.
 
-:func:`simulate_run` adds ``run.json`` as a probe of the virtual server would fill it, and :func:`write_run`
-writes the raw run directory, ready for ``cardgen render``. Every time is anchored at ``start_unix``, and every
-draw is seeded: the same arguments give the same bytes.
+:func:`drive` hands each point's outcome, with the requests and scrapes so far, to ``on_point_end`` as the point
+ends: :func:`cardgen.sim.modelled.modelled_run` writes them there (with the ``run.json`` a probe of the virtual
+server would fill, :func:`probe_answer`), the one assembler of a modelled run. Every time is anchored at
+``start_unix``, and every draw is seeded: the same arguments give the same records.
 
 Between the load generator and the server sits a network of ``network_s`` each way, plus up to
 ``read_jitter_s`` on each chunk's read; ``step_jitter`` makes each step's duration vary by that relative
@@ -37,7 +38,6 @@ import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from cardgen.datasets import resolve
@@ -46,14 +46,11 @@ from cardgen.kinds import kind_of
 from cardgen.kinds.history import Conversations
 from cardgen.kinds.program import Judge, Said, Send, Verdict, record_fields
 from cardgen.outcome import Outcome
-from cardgen.points import Point, expand, fit_context
-from cardgen.runinfo import RecordTally, begin_run_info
-from cardgen.runwriter import RunWriter
+from cardgen.points import Point
 from cardgen.saturation import Reading
 from cardgen.scenarios import Ran, Share, run_points
-from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, RunInfo, ServerInfo
+from cardgen.schemas import ErrorKind, MetricSample, PointOutcome, RequestRecord, ServerInfo
 from cardgen.schemas.records import EngineTimings
-from cardgen.schemas.run import COMPLETE
 from cardgen.sim import tokenizer
 from cardgen.sim.answers import ENGINE_NAME, describe, models_answer, version_answer
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
@@ -65,7 +62,6 @@ from cardgen.sim.tokenizer import CHAT_MESSAGE_OVERHEAD, CHAT_REPLY_OVERHEAD
 from cardgen.sim.validate import error_body
 from cardgen.sim.virtual import VirtualRequest, VirtualServer
 from cardgen.stops import STOP_SKIPPED
-from cardgen.suite import Suite
 
 T0 = 1_790_000_000.0  # 2026-09-21T14:13:20Z: the default start, so that a virtual run is reproducible
 URL = "http://127.0.0.1:8000"  # where the virtual server would listen
@@ -167,18 +163,6 @@ class Drive:
     @property
     def preemptions(self) -> int:
         return self.server.scheduler.num_preemptions
-
-
-@dataclass
-class SimulatedRun:
-    """A virtual run with the ``run.json`` the load stage would write for it."""
-
-    info: RunInfo
-    drive: Drive
-
-    def write(self, run_dir: Path) -> Path:
-        """The raw run directory (:func:`write_run`)."""
-        return write_run(run_dir, self.info, self.drive.records, self.drive.scrapes)
 
 
 # --- the clock, the network and the server -------------------------------------------------------------------
@@ -602,42 +586,3 @@ def probe_answer(config: SimConfig, perf: PerfModel, *, started_unix: float) -> 
     return ServerInfo(url=URL, engine=ENGINE_NAME, engine_version=get_adapter(ENGINE_NAME).server_version(extra, version),
                       served_model=config.model_name, models=models, version=version, extra=extra,
                       tokenizer="server /tokenize" if config.tokenize else "usage.prompt_tokens calibration")
-
-
-def simulate_run(suite: Suite, config: SimConfig, *, perf: PerfModel | None = None,
-                 options: DriveOptions | None = None, command: Sequence[str] | None = None,
-                 run_dir: Path | None = None, run_saturated: bool = False,
-                 sim: Mapping[str, Any] | None = None, gpu: Mapping[str, Any] | None = None) -> SimulatedRun:
-    """``cardgen build`` against the virtual server, in virtual time: the suite's points that fit the served
-    context, driven, with the ``run.json`` the load stage would write (``modelled``, engine ``cardgen-sim``,
-    ``clock: virtual``, the virtual server's own description, with ``sim`` added). Written to ``run_dir`` when
-    given (see :func:`write_run`)."""
-    opts = options or DriveOptions()
-    model = build_perf(config) if perf is None else perf
-    server = probe_answer(config, model, started_unix=opts.start_unix)
-    points, warnings = fit_context(expand(suite), max_model_len(config, model))
-    run = drive(points, config, perf=model, options=opts, run_saturated=run_saturated)
-    if not config.metrics:
-        warnings.append("the server has no Prometheus /metrics: no server-side figures (KV usage, queue)")
-    argv = list(command) if command is not None else [
-        "cardgen", "build", config.model, "--gpu", config.gpu, "--tp", str(config.tp), "--suite", suite.name]
-    info = begin_run_info(argv=argv, model=config.model, suite=suite, server=server, started_unix=run.started_unix,
-                          clock="virtual", modelled=True,
-                          gpu=gpu or {"name": config.gpu, "count": config.tp, "modelled": True},
-                          sim={**server.extra["sim"], **(sim or {}), "clock": "virtual", "drive": opts.described()},
-                          warnings=warnings,
-                          points=[p.outcome() for p in run.points])
-    RecordTally.of(run.records).end(info, ended_unix=run.ended_unix, status=COMPLETE)
-    result = SimulatedRun(info=info, drive=run)
-    if run_dir is not None:
-        result.write(run_dir)
-    return result
-
-
-def write_run(run_dir: Path, info: RunInfo, records: Sequence[RequestRecord],
-              scrapes: Sequence[MetricSample]) -> Path:
-    """Write a raw run directory as the load stage does (:meth:`RunWriter.write_whole`): ``requests.jsonl`` (a
-    record a line, in the order requests ended), ``server_metrics.jsonl`` (a scrape a line; none when there is no
-    scrape), then ``run.json``. No ``loadgen.jsonl``: a load generator in virtual time has nothing to measure
-    about itself."""
-    return RunWriter.write_whole(run_dir, info, records, scrapes)

@@ -3,14 +3,17 @@ its run in virtual time.
 
 :class:`ModelledServer` is what the command line asks to model (model, GPU, tensor parallel, engine profile) and
 how to start it again (``cardgen resume`` of a ``--real-time`` run). :func:`modelled_run` computes a suite's run
-on it in virtual time (:mod:`cardgen.sim.drive`, the same scenario programs and controller the load engine
-runs), with the step jitter of :data:`MODELLED_STEP_JITTER`, and writes the run directory ``cardgen render``
-reads: a full suite in seconds, where measuring the virtual server over HTTP takes as long as a real run.
+on a virtual server in virtual time (:mod:`cardgen.sim.drive`, the same scenario programs and controller the load
+engine runs) and writes the run directory ``cardgen render`` reads as each point ends: a full suite in seconds,
+where measuring the virtual server over HTTP takes as long as a real run. It is the only assembler of a modelled
+run: ``cardgen build`` calls it (:func:`build_run`, with the step jitter of :data:`MODELLED_STEP_JITTER`), and so
+do the tests, the site's sample and the committed fixture, so that what they check is the path users run;
+:func:`resume_modelled` continues a run it left cut off.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +26,12 @@ from cardgen.runwriter import RunWriter, plan_resume, suite_of
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.run import COMPLETE, INTERRUPTED, PointOutcome, RunInfo
 from cardgen.sim.config import SimConfig, build_perf, max_model_len
-from cardgen.sim.drive import DrivenRequest, DriveOptions, drive, probe_answer
+from cardgen.sim.drive import Drive, DrivenRequest, DriveOptions, drive, probe_answer
 from cardgen.sim.hardware import is_gpu_file, load_gpu_file
 from cardgen.sim.perf import PerfModel
 from cardgen.sim.roofline import list_engines
 from cardgen.sim.served import ServedModel
+from cardgen.suite import Suite
 
 #: the modelled run's steps vary by this relative standard deviation around the model's: about a steady real
 #: server's noise, so precision targets stop about where they would on one (the plan uses the same)
@@ -123,37 +127,55 @@ class ModelledServer:
                    engine=sim.engine_profile or "vllm", served=ServedModel.of_described(sim.model_extra or {}))
 
 
-def _appender(writer: RunWriter) -> Callable[[Sequence[DrivenRequest], Sequence[MetricSample]], None]:
-    """Append what the driver has done since the last call: it hands over every request and scrape so far."""
-    written = [0, 0]
+@dataclass(frozen=True)
+class ModelledRun:
+    """A modelled run as :func:`modelled_run` wrote it: its run.json (as saved last) and the driver's account of
+    it (every request from both sides, the scrapes, the server), for a test that needs the server's side."""
 
-    def append(requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
-        writer.append(records=[d.record for d in requests[written[0]:]], scrapes=scrapes[written[1]:])
-        written[:] = len(requests), len(scrapes)
-
-    return append
+    info: RunInfo
+    drive: Drive
+    path: Path
 
 
-def modelled_run(server: ModelledServer, build: BuildConfig, run_dir: Path, *, argv: Sequence[str],
-                 started_unix: float) -> RunInfo:
-    """``build``'s suite on ``server``, in virtual time from ``started_unix``, written to ``run_dir`` as it goes
-    (run.json says ``clock: virtual`` and ``modelled``, and keeps ``build``). A Ctrl-C leaves the run
-    ``interrupted``, resumable."""
-    suite = build.parsed_suite
-    config = server.config()
-    perf = build_perf(config)
-    answer = probe_answer(config, perf, started_unix=started_unix)
-    points, warnings = fit_context(expand(suite), max_model_len(config, perf))
+def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequence[str],
+                 options: DriveOptions | None = None, perf: PerfModel | None = None, run_saturated: bool = False,
+                 gpu: Mapping[str, Any] | None = None, sim: Mapping[str, Any] | None = None,
+                 build: BuildConfig | None = None) -> ModelledRun:
+    """``cardgen build`` against the virtual server ``config`` describes (``perf`` overrides the performance model
+    it builds), in virtual time as ``options`` times it, written to ``run_dir`` as it goes: the suite's points
+    that fit the served context, skipping after saturation unless ``run_saturated``. run.json is what the load
+    stage would write (``modelled``, engine ``cardgen-sim``, ``clock: virtual``, the virtual server's own
+    description with ``sim`` added, ``gpu`` (default: ``config``'s, modelled), ``build`` kept for a resume). A
+    Ctrl-C leaves the run ``interrupted``, resumable (:func:`resume_modelled`).
+
+    The one way a modelled run is made: ``cardgen build`` with no server calls it (with
+    :func:`modelled_options`), and so do the tests, the site's sample and the committed fixture."""
+    opts = options or DriveOptions()
+    model = build_perf(config) if perf is None else perf
+    answer = probe_answer(config, model, started_unix=opts.start_unix)
+    points, warnings = fit_context(expand(suite), max_model_len(config, model))
     if not points:
         raise UsageError(f"no point of suite '{suite.name}' fits the server's context of "
-                         f"{max_model_len(config, perf)} tokens: use shorter prompts and outputs")
-    info = begin_run_info(argv=argv, model=config.model, suite=suite, server=answer, started_unix=started_unix,
-                          clock="virtual", modelled=True, gpu=server.gpu_info(),
-                          sim={**answer.extra["sim"], **server.describe({}), "clock": "virtual",
-                               "drive": modelled_options(start_unix=started_unix).described()}, warnings=warnings,
-                          points=[PointOutcome(name=p.name, kind=p.kind) for p in points], build=build)
-    return _run(config, perf, RunWriter.begin(run_dir, info), points, started_unix=started_unix,
-                run_saturated=build.load.run_saturated)
+                         f"{max_model_len(config, model)} tokens: use shorter prompts and outputs")
+    if not config.metrics:
+        warnings.append("the server has no Prometheus /metrics: no server-side figures (KV usage, queue)")
+    info = begin_run_info(argv=argv, model=config.model, suite=suite, server=answer, started_unix=opts.start_unix,
+                          clock="virtual", modelled=True,
+                          gpu=gpu or {"name": config.gpu, "count": config.tp, "modelled": True},
+                          sim={**answer.extra["sim"], **(sim or {}), "clock": "virtual", "drive": opts.described()},
+                          warnings=warnings, points=[PointOutcome(name=p.name, kind=p.kind) for p in points],
+                          build=build)
+    return _run(config, model, RunWriter.begin(run_dir, info), points, options=opts, run_saturated=run_saturated)
+
+
+def build_run(server: ModelledServer, build: BuildConfig, run_dir: Path, *, argv: Sequence[str],
+              started_unix: float) -> ModelledRun:
+    """``cardgen build``'s run of ``build`` on ``server`` (one of its GPUs), in virtual time from
+    ``started_unix``: :func:`modelled_run` timed by :func:`modelled_options`, with the server's GPU and
+    description, and ``build`` kept in run.json for ``cardgen resume``."""
+    return modelled_run(build.parsed_suite, server.config(), run_dir, argv=argv,
+                        options=modelled_options(start_unix=started_unix), run_saturated=build.load.run_saturated,
+                        gpu=server.gpu_info(), sim=server.describe({}), build=build)
 
 
 def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
@@ -168,27 +190,32 @@ def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
     points, _ = fit_context(expand(suite_of(info)), max_model_len(config, perf))
     resumed = plan_resume(info, points)
     writer = RunWriter.resume(run_dir, info, resumed, when=started_unix)
-    return _run(config, perf, writer, resumed.to_run, started_unix=started_unix,
-                run_saturated=info.ran_saturated(), attempts=resumed.attempts)
+    return _run(config, perf, writer, resumed.to_run, options=modelled_options(start_unix=started_unix),
+                run_saturated=info.ran_saturated(), attempts=resumed.attempts).info
 
 
-def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence[Point], *, started_unix: float,
-         run_saturated: bool, attempts: Mapping[str, int] | None = None) -> RunInfo:
+def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence[Point], *, options: DriveOptions,
+         run_saturated: bool, attempts: Mapping[str, int] | None = None) -> ModelledRun:
     """Drive ``points``, written as each ends (a cut-off point's records too) with run.json's outcome: a Ctrl-C
-    keeps every point that ended on disk, and ``cardgen resume`` continues from there."""
+    keeps every point that ended on disk, and ``cardgen resume`` continues from there. Nothing is written twice
+    and nothing waits for the run's end but its last scrapes and run.json's tallies."""
     writer.open(attempts or {})  # a resumed run's tallies are the whole run's: what is on disk is counted first
-    append = _appender(writer)
+    written = [0, 0]  # the driver hands over every request and scrape so far: what was appended already
 
     def point_ended(outcome: PointOutcome, requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
         append(requests, scrapes)
         writer.put_points(outcome)
 
+    def append(requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
+        writer.append(records=[d.record for d in requests[written[0]:]], scrapes=scrapes[written[1]:])
+        written[:] = len(requests), len(scrapes)
+
     try:
-        run = drive(points, config, perf=perf, options=modelled_options(start_unix=started_unix),
-                    run_saturated=run_saturated, attempts=attempts, on_point_end=point_ended)
+        run = drive(points, config, perf=perf, options=options, run_saturated=run_saturated, attempts=attempts,
+                    on_point_end=point_ended)
     except KeyboardInterrupt:
-        reached = [p.ended_unix or p.started_unix for p in writer.info.points if p.started_unix is not None]
-        writer.end(INTERRUPTED, ended_unix=max(reached, default=started_unix))  # type: ignore[type-var]
+        reached = [t for p in writer.info.points if (t := p.ended_unix or p.started_unix) is not None]
+        writer.end(INTERRUPTED, ended_unix=max(reached, default=options.start_unix))
         raise
     append(run.requests, run.scrapes)
-    return writer.end(COMPLETE, ended_unix=run.ended_unix)
+    return ModelledRun(info=writer.end(COMPLETE, ended_unix=run.ended_unix), drive=run, path=writer.files.path)

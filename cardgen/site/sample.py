@@ -3,9 +3,10 @@ virtual server in virtual time.
 
 :func:`write_sample_run` drives a small suite (:data:`SAMPLE_SUITE`) against a virtual server with known constants
 (:func:`sample_perf`: ingestion 13,500 tok/s, 42.9 tok/s per request at 10 parallel 1024 → 128 requests,
-113,200 tokens of KV cache, every time divided by ``speed``) with :mod:`cardgen.sim.drive`, writes the raw run
-directory and renders it with :func:`cardgen.card.render_run`: the card, ``summary.json``, tables and figures are
-exactly what ``cardgen render`` makes. The model, GPU and engine are labels. ``modelled=False`` labels the run as
+113,200 tokens of KV cache, every time divided by ``speed``) as ``cardgen build`` models a run
+(:func:`cardgen.sim.modelled.modelled_run`, which writes the raw run directory), relabels it and renders it with
+:func:`cardgen.card.render_run`: the card, ``summary.json``, tables and figures are exactly what ``cardgen
+render`` makes. The model, GPU and engine are labels. ``modelled=False`` labels the run as
 measured (a measured run is what ``cardgen push`` takes without ``--allow-modelled``); its figures are the virtual
 server's all the same.
 
@@ -22,10 +23,11 @@ from pathlib import Path
 
 import yaml
 
-from cardgen.rundir import default_run_dir
+from cardgen.rundir import RunDir, default_run_dir
 from cardgen.schemas.run import GpuDescription, ServerInfo
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.drive import DriveOptions
+from cardgen.sim.modelled import modelled_run
 from cardgen.sim.perf import FixedPerf
 from cardgen.site.config import put_assets
 from cardgen.suite import Suite, parse_suite
@@ -81,8 +83,8 @@ def _render_sample(out: Path, *, model: str, gpu: str, engine: str, modelled: bo
 
     config = SimConfig(model=model, gpu=gpu, perf="fixed", engine="sample")
     options = DriveOptions(start_unix=started.timestamp(), scrape_interval_s=1.0, pause_s=1.0)
-    run = simulate_run(sample_suite(requests=requests), config, perf=sample_perf(speed), options=options,
-                       command=["cardgen", "build", model, "--suite", "sample"])
+    run = modelled_run(sample_suite(requests=requests), config, out, perf=sample_perf(speed), options=options,
+                       argv=["cardgen", "build", model, "--suite", "sample"])
     info = run.info.model_copy(update={"server": run.info.server.model_copy(update={"engine": engine})})
     if not modelled:
         info = info.model_copy(update={
@@ -90,8 +92,7 @@ def _render_sample(out: Path, *, model: str, gpu: str, engine: str, modelled: bo
             "server": ServerInfo(url="http://127.0.0.1:8000", engine=engine, engine_version="0.0-sample",
                                  served_model=model, tokenizer="server /tokenize"),
         })
-    run.info = info
-    run.write(out)
+    RunDir(out).save_run_info(info)  # relabelled: the records are the modelled run's as written
     if render:
         render_run(out)
 

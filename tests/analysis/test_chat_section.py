@@ -4,6 +4,7 @@ conversations with think time, and the card's TTFT per turn with and without the
 from __future__ import annotations
 
 import pytest
+from simruns import simulate
 
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import load_run
@@ -11,7 +12,6 @@ from cardgen.card.render import render_card
 from cardgen.kinds.chat.program import ChatProgram
 from cardgen.points import expand
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import simulate_run
 from cardgen.suite import parse_suite
 
 SUITE = """name: chat
@@ -42,8 +42,8 @@ def test_a_chat_entry_expands_to_a_cached_point_and_its_no_cache_twin():
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
-    sim = simulate_run(parse_suite(SUITE, source="x"), SimConfig(model="CodeLlama-7b", gpu="A100-80GB"),
-                       run_dir=run_dir)
+    sim = simulate(parse_suite(SUITE, source="x"), SimConfig(model="CodeLlama-7b", gpu="A100-80GB"),
+                   run_dir=run_dir)
     return sim, analyse(load_run(run_dir))
 
 

@@ -8,13 +8,13 @@ import math
 
 import pandas as pd
 import pytest
+from simruns import simulate
 
 from cardgen.analysis.analyse import analyse, write_analysis
 from cardgen.analysis.rundata import load_run
 from cardgen.analysis.serving import NIGHTLY_COLUMNS, NIGHTLY_JSON, nightly_test_name
 from cardgen.card.render import render_card
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import simulate_run
 from cardgen.suite import parse_suite
 
 # seed 003's columns, copied from the nightly page
@@ -41,7 +41,7 @@ scenarios:
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
-    simulate_run(parse_suite(SUITE, source="x"), SimConfig(model="CodeLlama-7b", gpu="A100-80GB"), run_dir=run_dir)
+    simulate(parse_suite(SUITE, source="x"), SimConfig(model="CodeLlama-7b", gpu="A100-80GB"), run_dir=run_dir)
     analysis = analyse(load_run(run_dir))
     write_analysis(analysis, run_dir)
     return run_dir, analysis

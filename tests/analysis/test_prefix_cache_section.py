@@ -5,12 +5,13 @@ when the prefixes outgrow the KV cache."""
 from __future__ import annotations
 
 import pytest
+from simruns import simulate
 
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import load_run
 from cardgen.card.render import render_card
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.drive import DriveOptions
 from cardgen.suite import parse_suite
 
 SUITE = """name: prefix
@@ -33,8 +34,8 @@ scenarios:
 @pytest.fixture(scope="module")
 def analysis(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
-    simulate_run(parse_suite(SUITE, source="x"), SimConfig(model="CodeLlama-7b", gpu="A100-80GB"),
-                 options=DriveOptions(step_jitter=0.05, seed=3), run_dir=run_dir)
+    simulate(parse_suite(SUITE, source="x"), SimConfig(model="CodeLlama-7b", gpu="A100-80GB"),
+             options=DriveOptions(step_jitter=0.05, seed=3), run_dir=run_dir)
     return analyse(load_run(run_dir))
 
 

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from simruns import simulate
 
 from cardgen.analysis import analyse, load_run
 from cardgen.card.render import render_run
@@ -18,7 +19,7 @@ from cardgen.diff.sample import bootstrap_digests, run_sample
 from cardgen.gpu.summary import summarize_gpu
 from cardgen.saturation import skip_words
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.drive import DriveOptions
 from cardgen.sim.served import ServedModel
 from cardgen.suite import parse_suite
 
@@ -44,8 +45,8 @@ NETWORK_S = 0.002
 def _run(tmp_path: Path, host_s: float, name: str) -> Path:
     served = ServedModel(host_s_per_token=host_s)
     run = tmp_path / name
-    simulate_run(parse_suite(SUITE, source="t"), SimConfig(model="CodeLlama-7b", gpu="H100", served=served),
-                 options=DriveOptions(network_s=NETWORK_S), run_dir=run)
+    simulate(parse_suite(SUITE, source="t"), SimConfig(model="CodeLlama-7b", gpu="H100", served=served),
+             options=DriveOptions(network_s=NETWORK_S), run_dir=run)
     render_run(run)
     return run
 

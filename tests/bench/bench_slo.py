@@ -24,13 +24,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scenarios"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from simruns import simulate  # the tests' modelled run
 from slo_oracles import MD1, Lockstep, Plateau, md1_limit, run_search  # the oracles the tests use
 
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import RunData
 from cardgen.points import expand
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import simulate_run
 from cardgen.suite import parse_suite
 
 SEARCHES = int(os.environ.get("BENCH_SLO_SEARCHES", "200"))
@@ -103,7 +104,7 @@ def setup() -> None:
     t0 = time.perf_counter()
     suite = parse_suite("name: issue-29\nscenarios:\n  - {kind: slo, load: rate, prompt_tokens: 1024, output_tokens: 128, "
                         "slo: {ttft_p99_s: 1.0, tpot_p99_s: 0.05}, resolution: 0.05}\n")
-    run = simulate_run(suite, SimConfig(model="CodeLlama-7b", gpu="A100-80GB", metrics=False))
+    run = simulate(suite, SimConfig(model="CodeLlama-7b", gpu="A100-80GB", metrics=False))
     (r,) = analyse(RunData(info=run.info, requests=run.drive.records)).summary.slo_search
     print(f"setup (CodeLlama-7b, A100-80GB, rate, 1024/128, TTFT p99 <= 1 s, TPOT p99 <= 50 ms): {r.answer}")
     if r.low is not None and r.high is not None:

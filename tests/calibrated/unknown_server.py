@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from simruns import simulate
+
 from cardgen.analysis.analyse import Analysis, analyse
 from cardgen.analysis.rundata import load_run
 from cardgen.calibrated.measurer import VirtualMeasurer, measured_options
@@ -16,7 +18,6 @@ from cardgen.calibrated.steps import Start, calibrate
 from cardgen.schemas.run import RunInfo
 from cardgen.sim.catalog import find_model
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import simulate_run
 from cardgen.sim.hardware import find_gpu
 from cardgen.sim.roofline import RooflinePerf, find_engine
 from cardgen.suite import Suite, parse_suite
@@ -76,6 +77,6 @@ def run_unknown(root: Path) -> Unknown:
     suite = parse_suite(SUITE, source="test")
     measurer = VirtualMeasurer(config, perf, suite, root / "calibrated", gpu_name="unknown-gpu")
     info = calibrate(measurer, Start(model="CodeLlama-7b", gpu="A100-80GB", profile="vllm"))
-    simulate_run(suite, config, perf=perf, options=measured_options(start_unix=1.79e9, seed=7), run_dir=root / "truth")
+    simulate(suite, config, perf=perf, options=measured_options(start_unix=1.79e9, seed=7), run_dir=root / "truth")
     return Unknown(perf=perf, config=config, suite=suite, calibrated=root / "calibrated", info=info,
                    truth=root / "truth")

@@ -2,11 +2,11 @@
 
     .venv/bin/python tests/data/make_fixture.py
 
-The run is the virtual server's, in virtual time (:mod:`cardgen.sim.drive`): ``cardgen build CodeLlama-7b --gpu
-A100-80GB`` with the small suite below, a network of 0.5 ms each way and up to 0.5 ms on each chunk's read,
-/metrics scraped every 0.5 s. Its truth is the performance
-model's (prefill rate, step times, KV capacity); its files are what the load stage writes. After regenerating,
-refresh the golden card: ``CARDGEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/card``.
+The run is the virtual server's in virtual time, made as ``cardgen build`` makes one
+(:func:`cardgen.sim.modelled.modelled_run`): ``cardgen build CodeLlama-7b --gpu A100-80GB`` with the small suite
+below, a network of 0.5 ms each way and up to 0.5 ms on each chunk's read, /metrics scraped every 0.5 s. Its
+truth is the performance model's (prefill rate, step times, KV capacity); its files are what the load stage
+writes. After regenerating, refresh the golden card: ``CARDGEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/card``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import shutil
 from pathlib import Path
 
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.drive import DriveOptions
+from cardgen.sim.modelled import modelled_run
 from cardgen.suite import parse_suite
 
 FIXTURE = Path(__file__).resolve().parent / "run_small"
@@ -63,7 +64,7 @@ def main() -> None:
         shutil.rmtree(FIXTURE)
     suite = parse_suite(SUITE, source="tests/data/make_fixture.py")
     command = ["cardgen", "build", MODEL, "--gpu", GPU, "--suite", "small.yaml"]
-    run = simulate_run(suite, SimConfig(model=MODEL, gpu=GPU), options=OPTIONS, command=command, run_dir=FIXTURE)
+    run = modelled_run(suite, SimConfig(model=MODEL, gpu=GPU), FIXTURE, argv=command, options=OPTIONS)
     size = sum(p.stat().st_size for p in FIXTURE.iterdir())
     print(f"wrote {FIXTURE}: {len(run.drive.records)} requests, {len(run.drive.scrapes)} scrapes, "
           f"{run.drive.seconds:.0f} s of virtual time, {size / 1024:.0f} KiB")

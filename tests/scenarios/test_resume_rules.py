@@ -22,7 +22,7 @@ from cardgen.runwriter import check_resumable, plan_resume
 from cardgen.scenarios.resume import refusal, resume_plan
 from cardgen.schemas.run import PointOutcome, ServerInfo
 from cardgen.sim import drive as drive_module
-from cardgen.sim.modelled import ModelledServer, modelled_run, resume_modelled
+from cardgen.sim.modelled import ModelledServer, build_run, resume_modelled
 from cardgen.suite import parse_suite
 
 pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
@@ -55,7 +55,7 @@ def cut_off_run(out: Path, monkeypatch: pytest.MonkeyPatch, *, after: int) -> No
     with monkeypatch.context() as patch:
         patch.setattr(drive_module.VirtualInterpreter, "_complete", interrupted)
         with pytest.raises(KeyboardInterrupt):
-            modelled_run(SERVER, BUILD, out, argv=["cardgen", "build", "CodeLlama-7b"], started_unix=T0)
+            build_run(SERVER, BUILD, out, argv=["cardgen", "build", "CodeLlama-7b"], started_unix=T0)
 
 
 def test_ctrl_c_mid_point_then_resume_completes_with_nothing_lost_and_nothing_repeated(tmp_path, monkeypatch):
@@ -100,7 +100,7 @@ def test_ctrl_c_mid_point_then_resume_completes_with_nothing_lost_and_nothing_re
 
 
 def test_a_resumed_run_ends_with_the_points_an_uninterrupted_run_has(tmp_path, monkeypatch):
-    whole = modelled_run(SERVER, BUILD, tmp_path / "whole", argv=["cardgen"], started_unix=T0)
+    whole = build_run(SERVER, BUILD, tmp_path / "whole", argv=["cardgen"], started_unix=T0).info
     cut_off_run(tmp_path / "cut", monkeypatch, after=40)
     resumed = resume_modelled(tmp_path / "cut", check_resumable(tmp_path / "cut"), started_unix=T0 + 3600)
     assert [(p.name, p.stop, p.requests) for p in resumed.points] == [

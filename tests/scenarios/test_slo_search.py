@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from simruns import simulate
 from slo_oracles import MD1, Lockstep, Plateau, md1_limit, md1_waiting_cdf, run_search
 
 from cardgen.analysis.analyse import analyse
@@ -37,7 +38,7 @@ from cardgen.kinds.slosearch.loadsearch import (
 )
 from cardgen.points import expand
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, drive, simulate_run
+from cardgen.sim.drive import DriveOptions, drive
 from cardgen.sim.perf import FixedPerf
 from cardgen.suite import parse_suite
 
@@ -134,7 +135,7 @@ def test_closed_loop_oracle_the_answer_is_the_exact_limit_and_the_analysis_retel
     # TPOT at c users = 10 + 2c ms: within 51 ms up to 20 users, beyond it from 21
     suite = _suite("{kind: slo, load: parallel, prompt_tokens: 1, output_tokens: 32, slo: {tpot_p99_s: 0.051}, "
                    "start: 4}")
-    run = simulate_run(suite, QUIET, perf=LOCKSTEP)
+    run = simulate(suite, QUIET, perf=LOCKSTEP)
     (point,) = run.drive.points
     assert point.stop == "precision reached"
     assert "between 20 and 21 parallel" in point.detail
@@ -181,7 +182,7 @@ def test_open_loop_oracle_the_interval_holds_the_true_limit():
     assert 4.5 < limit < 5.2  # about 4.86 requests/s
     suite = _suite(f"{{kind: slo, load: rate, prompt_tokens: 1, output_tokens: {OUTPUT}, slo: {{ttft_p90_s: "
                    f"{threshold}}}, start: 1, resolution: 0.05, max_requests: 2000}}")
-    run = simulate_run(suite, QUIET, perf=ONE_AT_A_TIME)
+    run = simulate(suite, QUIET, perf=ONE_AT_A_TIME)
     summary = analyse(RunData(info=run.info, requests=run.drive.records)).summary
     (search,) = summary.slo_search
     assert search.low is not None and search.high is not None
@@ -276,7 +277,7 @@ def test_on_the_virtual_server_the_answer_holds_the_limit_found_by_brute_force()
     threshold = 0.0185
     suite = _suite(f"{{kind: slo, load: parallel, prompt_tokens: 256, output_tokens: 64, "
                    f"slo: {{tpot_p90_s: {threshold}}}, start: 8, max_requests: 1500}}")
-    run = simulate_run(suite, config)
+    run = simulate(suite, config)
     (search,) = analyse(RunData(info=run.info, requests=run.drive.records)).summary.slo_search
     assert search.low is not None and search.high is not None, search.answer
 
@@ -316,7 +317,7 @@ def test_a_dataset_search_sends_its_sample_over_and_over(tmp_path):
                             for i in range(5)))
     suite = _suite(f"{{kind: slo, load: parallel, dataset: {data}, num_requests: 5, slo: {{e2e_p50_s: 10}}, "
                    "start: 2, max_load: 4, min_requests: 10}")
-    run = simulate_run(suite, QUIET, perf=LOCKSTEP)
+    run = simulate(suite, QUIET, perf=LOCKSTEP)
     records = run.drive.records
     assert run.drive.points[0].name == "slo-parallel-reqs" and {r.item for r in records} == set(range(5))
     assert all(r.output_tokens == r.output_tokens_target for r in records)

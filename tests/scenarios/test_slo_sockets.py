@@ -21,10 +21,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from simruns import simulate
 
 from cardgen.analysis import analyse, load_run
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.drive import DriveOptions
 from cardgen.sim.launch import running_sim
 from cardgen.suite import parse_suite
 
@@ -49,7 +50,7 @@ SEND_LAG_P50_S = 0.025
 def test_both_clocks_find_the_same_limit_and_replay_the_trace(tmp_path: Path) -> None:
     (tmp_path / "suite.yaml").write_text(SUITE)
     config = SimConfig(model="test-model", perf="fixed", fixed_json=json.dumps(FIXED))
-    virtual = simulate_run(parse_suite(SUITE), config, options=DriveOptions(), run_dir=tmp_path / "virtual")
+    virtual = simulate(parse_suite(SUITE), config, options=DriveOptions(), run_dir=tmp_path / "virtual")
     with running_sim(["test-model", "--perf", "fixed", "--fixed-json", json.dumps(FIXED), "--max-lifetime-s",
                       "300"]) as sim:
         real = subprocess.run([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url, "--suite",

@@ -18,11 +18,12 @@ import sys
 
 import pytest
 import yaml
+from simruns import simulate
 from test_two_clocks import FIXED, outcomes
 
 from cardgen.analysis import analyse, load_run
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.drive import DriveOptions
 from cardgen.sim.launch import running_sim
 from cardgen.sim.served import ServedModel
 from cardgen.suite import parse_suite
@@ -54,8 +55,8 @@ def test_both_clocks_agree_on_reasoning_adapters_and_speculation(tmp_path):
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite.model_dump(mode="json"), sort_keys=False))
     served = ServedModel.of_options(reasoning_share=0.25, spec_tokens=2, spec_acceptance=1.0, adapters=("a", "b"),
                                     max_loras=2)
-    simulate_run(suite, SimConfig(model="test-model", perf="fixed", fixed_json=json.dumps(FIXED), served=served),
-                 options=DriveOptions(), run_dir=tmp_path / "virtual")
+    simulate(suite, SimConfig(model="test-model", perf="fixed", fixed_json=json.dumps(FIXED), served=served),
+             options=DriveOptions(), run_dir=tmp_path / "virtual")
     with running_sim(["test-model", "--perf", "fixed", "--fixed-json", json.dumps(FIXED), "--max-lifetime-s", "120",
                       *FLAGS]) as sim:
         real = subprocess.run([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url, "--suite",

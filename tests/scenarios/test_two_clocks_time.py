@@ -12,11 +12,12 @@ import subprocess
 import sys
 
 import pytest
+from simruns import simulate
 from test_two_clocks import FIXED
 
 from cardgen.analysis import analyse, load_run
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.drive import DriveOptions
 from cardgen.sim.launch import running_sim
 from cardgen.sim.served import ServedModel
 from cardgen.suite import parse_suite
@@ -39,9 +40,9 @@ scenarios:
 def test_both_clocks_split_the_time_to_first_token_alike(tmp_path):
     suite = parse_suite(SUITE, source="time")
     (tmp_path / "suite.yaml").write_text(SUITE)
-    simulate_run(suite, SimConfig(model="test-model", perf="fixed", fixed_json=json.dumps(FIXED),
-                                  served=ServedModel(host_s_per_token=HOST_S_PER_TOKEN)),
-                 options=DriveOptions(), run_dir=tmp_path / "virtual")
+    simulate(suite, SimConfig(model="test-model", perf="fixed", fixed_json=json.dumps(FIXED),
+                              served=ServedModel(host_s_per_token=HOST_S_PER_TOKEN)),
+             options=DriveOptions(), run_dir=tmp_path / "virtual")
     with running_sim(["test-model", "--perf", "fixed", "--fixed-json", json.dumps(FIXED), "--max-lifetime-s", "120",
                       "--host-s-per-token", str(HOST_S_PER_TOKEN)]) as sim:
         real = subprocess.run([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url, "--suite",

@@ -9,17 +9,20 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from simruns import simulate
 
 from cardgen.card import render_run
+from cardgen.hub.plan import published_run_json
 from cardgen.kinds.batch.program import BatchProgram
 from cardgen.kinds.closed.schema import ClosedParams
 from cardgen.kinds.ingest.program import IngestProgram
 from cardgen.kinds.openloop.program import OpenProgram
 from cardgen.points import Point, expand
 from cardgen.promtext import parse_metrics
+from cardgen.rundir import RUN_JSON
 from cardgen.schemas import RunInfo
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, drive, simulate_closed_loop, simulate_run
+from cardgen.sim.drive import DriveOptions, drive, simulate_closed_loop
 from cardgen.sim.faults import FaultPlan
 from cardgen.sim.perf import FixedPerf
 from cardgen.suite import parse_suite
@@ -158,7 +161,7 @@ scenarios:
     num_requests: 3
 """, source="test")
     # steps vary (the precision target needs variation to stop on); no network, so the users stay in step
-    run = simulate_run(suite, CONFIG, perf=P, options=DriveOptions(step_jitter=0.05, seed=7))
+    run = simulate(suite, CONFIG, perf=P, options=DriveOptions(step_jitter=0.05, seed=7))
     stops = {p.name: (p.stop, p.requests) for p in run.info.points}
     assert stops["closed-in128-out16-p1"][0] == "precision reached" and 10 < stops["closed-in128-out16-p1"][1] < 60
     assert stops["closed-in128-out16-p2"][0] in ("precision reached", "max_requests")
@@ -195,7 +198,7 @@ scenarios:
     batch_sizes: [2]
 """, source="test")
     config = SimConfig(model="m", perf="fixed", faults=FaultPlan(every={"http500": 9}))
-    run = simulate_run(suite, config, perf=P, options=JITTERY)
+    run = simulate(suite, config, perf=P, options=JITTERY)
     recs = run.drive.records
     assert {r.kind for r in recs} == {"closed", "open", "waves", "ingest", "batch"}
     assert [r.end_at for r in recs] == sorted(r.end_at for r in recs)  # written in the order they ended
@@ -256,11 +259,14 @@ scenarios:
 
 
 def digests(run_dir: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(run_dir.iterdir()) if p.is_file()}
+    """Each file's digest, run.json's as published (:func:`~cardgen.hub.plan.published_run_json`): without the
+    pid, host and heartbeat of the process that wrote it, which are the writer's, not the run's."""
+    return {p.name: hashlib.sha256(published_run_json(p) if p.name == RUN_JSON else p.read_bytes()).hexdigest()
+            for p in sorted(run_dir.iterdir()) if p.is_file()}
 
 
 def test_the_run_directory_renders_to_a_card_with_the_models_own_figures(tmp_path):
-    run = simulate_run(SMALL, CONFIG, perf=P, options=JITTERY, run_dir=tmp_path / "fixed")
+    run = simulate(SMALL, CONFIG, perf=P, options=JITTERY, run_dir=tmp_path / "fixed")
     assert {"run.json", "requests.jsonl", "server_metrics.jsonl"} <= set(digests(tmp_path / "fixed"))
     render_run(tmp_path / "fixed")
     summary = json.loads((tmp_path / "fixed" / "summary.json").read_text())
@@ -277,7 +283,7 @@ def test_a_roofline_run_renders_the_models_prefill_rate_and_capacity(tmp_path):
 
     config = SimConfig(model="CodeLlama-7b", gpu="A100-80GB")
     perf = build_perf(config)
-    simulate_run(SMALL, config, run_dir=tmp_path / "roofline")
+    simulate(SMALL, config, run_dir=tmp_path / "roofline")
     render_run(tmp_path / "roofline")
     summary = json.loads((tmp_path / "roofline" / "summary.json").read_text())
     assert summary["kv_cache_tokens"] == perf.kv_capacity_tokens
@@ -293,8 +299,8 @@ def test_a_roofline_run_renders_the_models_prefill_rate_and_capacity(tmp_path):
 
 def test_same_seed_same_files(tmp_path):
     for name, seed in (("a", 3), ("b", 3), ("c", 4)):
-        simulate_run(SMALL, CONFIG, perf=P, options=DriveOptions(seed=seed, network_s=0.001, read_jitter_s=0.0002,
-                                                                 step_jitter=0.02), run_dir=tmp_path / name)
+        simulate(SMALL, CONFIG, perf=P, options=DriveOptions(seed=seed, network_s=0.001, read_jitter_s=0.0002,
+                                                             step_jitter=0.02), run_dir=tmp_path / name)
     assert digests(tmp_path / "a") == digests(tmp_path / "b")
     assert digests(tmp_path / "a")["requests.jsonl"] != digests(tmp_path / "c")["requests.jsonl"]
 

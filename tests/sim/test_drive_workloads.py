@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from simruns import simulate
+
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import RunData
 from cardgen.card.render import render_card
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import simulate_run
 from cardgen.sim.perf import FixedPerf
 from cardgen.suite import parse_suite
 
@@ -32,7 +33,7 @@ scenarios:
 - {{kind: prefix, prefixes: 3, prefix_tokens: 256, suffix_tokens: 16, output_tokens: 4, warm_rounds: 1}}
 - {{kind: chat, users: 2, turns: 3, first_tokens: 64, message_tokens: 16, output_tokens: 8, think_time_s: 0.1}}
 """, source="test suite")
-    run = simulate_run(suite, CONFIG, perf=PERF)
+    run = simulate(suite, CONFIG, perf=PERF)
     records = run.drive.records
     assert all(r.error is None for r in records)
     ds = [r for r in records if r.group == "ds"]
@@ -63,7 +64,7 @@ scenarios:
 def test_points_beyond_the_servers_context_are_left_out_not_failed() -> None:
     suite = parse_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: [64, 1024], output_tokens: 8, "
                         "parallel: 2, min_requests: 4}\n", source="test suite")
-    run = simulate_run(suite, SimConfig(model="test-model", perf="fixed", max_model_len=512), perf=PERF)
+    run = simulate(suite, SimConfig(model="test-model", perf="fixed", max_model_len=512), perf=PERF)
     records = run.drive.records
     assert {r.scenario for r in records} == {"closed-in64-out8-p2"} and all(r.error is None for r in records)
     assert [p.name for p in run.info.points] == ["closed-in64-out8-p2"]

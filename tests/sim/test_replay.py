@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from simruns import simulate
 
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import RunData
@@ -18,7 +19,7 @@ from cardgen.figures.render import build_figures
 from cardgen.points import expand
 from cardgen.sim import tokenizer
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.drive import DriveOptions
 from cardgen.suite import parse_suite
 from cardgen.traces import read_trace
 
@@ -39,8 +40,8 @@ def _hits(run) -> tuple[float, float]:
 @pytest.mark.parametrize("sample", ["mooncake-sample", "azure-sample", "burstgpt-sample"])
 @pytest.mark.parametrize("processes", [1, 2])
 def test_each_sample_leaves_at_its_own_offsets(sample, processes):
-    run = simulate_run(_suite(f"{{kind: open, name: prod, dataset: {sample}, speedup: 4, max_requests: 120}}"),
-                       CONFIG, options=DriveOptions(processes=processes))
+    run = simulate(_suite(f"{{kind: open, name: prod, dataset: {sample}, speedup: 4, max_requests: 120}}"),
+                   CONFIG, options=DriveOptions(processes=processes))
     (point,) = run.drive.points
     records = run.drive.records
     trace = read_trace(sample).requests[:120]
@@ -55,8 +56,8 @@ def test_each_sample_leaves_at_its_own_offsets(sample, processes):
 
 
 def test_a_mooncake_traces_shared_blocks_hit_the_prefix_cache_and_the_same_traffic_without_them_does_not():
-    moon = simulate_run(_suite("{kind: open, dataset: mooncake-sample, speedup: 8}"), CONFIG)
-    azure = simulate_run(_suite("{kind: open, dataset: azure-sample, speedup: 8}"), CONFIG)
+    moon = simulate(_suite("{kind: open, dataset: mooncake-sample, speedup: 8}"), CONFIG)
+    azure = simulate(_suite("{kind: open, dataset: azure-sample, speedup: 8}"), CONFIG)
     hits, queries = _hits(moon)
     assert hits / queries > 0.4
     hits, queries = _hits(azure)
@@ -86,7 +87,7 @@ def test_both_interpreters_share_the_same_blocks():
 
 
 def test_the_replay_is_cut_into_windows_and_drawn_as_a_timeline():
-    run = simulate_run(_suite("{kind: open, name: prod, dataset: mooncake-sample, speedup: 2}"), CONFIG)
+    run = simulate(_suite("{kind: open, name: prod, dataset: mooncake-sample, speedup: 2}"), CONFIG)
     analysis = analyse(RunData(info=run.info, requests=run.drive.records, metrics=run.drive.scrapes))
     (replay,) = analysis.summary.replays
     assert (replay.scenario, replay.dataset, replay.speedup, replay.requests) == (

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from simruns import simulate
 
 from cardgen.card import render_run
 from cardgen.numbers import pct
 from cardgen.points import expand
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, drive, simulate_run
+from cardgen.sim.drive import DriveOptions, drive
 from cardgen.sim.lora import LoraServing, lora_params
 from cardgen.sim.perf import FixedPerf, SeqWork
 from cardgen.sim.reasoning import thinking
@@ -164,8 +165,8 @@ CARD_SUITE = """  - kind: closed
 def test_a_modelled_card_shows_the_configured_acceptance_and_reasoning(tmp_path):
     served = ServedModel(reasoning_share=0.25, speculation=Speculation(tokens=4, acceptance=0.65),
                          lora=LoraServing(adapters=("a", "b", "c", "d"), rank=32))
-    simulate_run(suite(CARD_SUITE), SimConfig(model="Llama-3.1-8B", gpu="A100-80GB", served=served),
-                 options=DriveOptions(step_jitter=0.02), run_dir=tmp_path)
+    simulate(suite(CARD_SUITE), SimConfig(model="Llama-3.1-8B", gpu="A100-80GB", served=served),
+             options=DriveOptions(step_jitter=0.02), run_dir=tmp_path)
     card = render_run(tmp_path).read_text("utf-8")
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["reasoning"] is True
@@ -186,8 +187,8 @@ def test_a_modelled_card_shows_the_configured_acceptance_and_reasoning(tmp_path)
 def test_the_served_model_survives_run_json(tmp_path):
     served = ServedModel(reasoning_share=0.5, speculation=Speculation(tokens=2, acceptance=0.4, method="eagle"),
                          lora=LoraServing(adapters=("a",), rank=8, max_loras=1))
-    run = simulate_run(suite("  - kind: ingest\n    prompt_tokens: [16, 64, 256]\n"),
-                       SimConfig(model="Llama-3.1-8B", served=served), run_dir=tmp_path)
+    run = simulate(suite("  - kind: ingest\n    prompt_tokens: [16, 64, 256]\n"),
+                   SimConfig(model="Llama-3.1-8B", served=served), run_dir=tmp_path)
     described = run.info.sim.model_extra
     assert ServedModel.of_described(described) == served
     assert ServedModel.of_described({}) == ServedModel()
