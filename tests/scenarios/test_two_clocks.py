@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from simruns import simulate
 
 from cardgen.analysis import analyse, load_run
 from cardgen.sim.config import SimConfig
-from cardgen.sim.drive import DriveOptions, simulate_run
+from cardgen.sim.drive import DriveOptions
 from cardgen.sim.launch import running_sim
 from cardgen.stops import STOP_COMPLETE, STOP_MAX_DURATION, STOP_MAX_REQUESTS, STOP_PRECISION
 from cardgen.suite import BUILTIN_SUITES, Suite, load_suite
@@ -152,8 +153,8 @@ def test_the_stop_rule_allows_only_a_cap_reached_before_a_precision_the_real_clo
 def test_both_interpreters_find_the_same_points_stops_and_headline_figures(name, tmp_path):
     suite = reduced(load_suite(name))
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite.model_dump(mode="json"), sort_keys=False))
-    simulate_run(suite, SimConfig(model="test-model", perf="fixed", fixed_json=json.dumps(FIXED)),
-                 options=DriveOptions(), run_dir=tmp_path / "virtual")
+    simulate(suite, SimConfig(model="test-model", perf="fixed", fixed_json=json.dumps(FIXED)),
+             options=DriveOptions(), run_dir=tmp_path / "virtual")
     with running_sim(["test-model", "--perf", "fixed", "--fixed-json", json.dumps(FIXED), "--max-lifetime-s",
                       "300"]) as sim:
         real = subprocess.run([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url, "--suite",
