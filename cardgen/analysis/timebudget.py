@@ -267,7 +267,7 @@ def time_budgets(requests: pd.DataFrame, windows: Mapping[str, CrossCheckWindow]
     if requests.empty:
         return TimeBudgets(reason="no request")
     ok = requests[requests["ok"] & ~requests["warmup"]]
-    by_design = {s.scenario: kind_of(s).by_design for s in scenarios}
+    by_design = {s.scenario: kind_of(s).designed(s) for s in scenarios}
     points = []
     for s in scenarios:
         rows = ok[ok["scenario"] == s.scenario]

@@ -95,6 +95,9 @@ class Kind(Generic[P]):
     # what the kind does by design, which the card's notes and the saturation rules must not report as a fault:
     # the parts of TTFT its load makes large on purpose (``"queue"``: waves fill the server to find where it queues)
     by_design: frozenset[str] = frozenset()
+    # ... and what one of its points does by design beyond that, given its summary row (``all_at_once``: an open
+    # loop at rate inf sends every request at once, so they queue on purpose)
+    by_design_row: Callable[[Any], frozenset[str]] | None = None
     diff_rank: int | None = None  # where ``cardgen diff`` lists its points (None: it compares none)
     # calibration: replayed on the fitted server; its figures fitted and judged; a spot check's preference (the
     # lowest first) and what its load is called there
@@ -156,6 +159,11 @@ class Kind(Generic[P]):
         if self.parallel == NO_PARALLEL:
             return None
         return self.largest(point) if self.largest is not None else point.parallel
+
+    def designed(self, row: Any) -> frozenset[str]:
+        """What the point of summary row ``row`` (a ``ScenarioSummary``) makes large by design: its kind's
+        ``by_design`` and its own."""
+        return self.by_design | (self.by_design_row(row) if self.by_design_row is not None else frozenset())
 
     def users(self, point: Params[Any]) -> int:
         """How many requests ``point`` keeps in flight at once by design; 1 for the others."""

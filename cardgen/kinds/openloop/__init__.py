@@ -26,6 +26,7 @@ def trace_spans(point: PointView, send: Send) -> tuple[Shared, ...]:
 
 OPEN = Kind[OpenParams](
     "open", description="Poisson arrivals at given rates, or a trace replayed at its own times: the serving table",
-    entry=OpenLoop, params=OpenParams, program=OpenProgram, load_words="{rate}", rate_driven=True, replays=lambda p: p.params.replay, diff_rank=1, replayed=True,
+    entry=OpenLoop, params=OpenParams, program=OpenProgram, load_words="{rate}", rate_driven=True, replays=lambda p: p.params.replay,
+    by_design_row=lambda s: frozenset({"queue"}) if s.all_at_once else frozenset(), diff_rank=1, replayed=True,
     fitted_figures=True, spot_check=2, check_load="rate", shared_spans=trace_spans,
     expected_requests=lambda p: p.params.num_requests)
