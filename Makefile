@@ -27,6 +27,7 @@ demo: install
 lint: install
 	$(BIN)/ruff check cardgen tests
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 
 # Debian's Chromium for the site's browser test (CI runs as root on a fresh machine)
 browser-deps:
@@ -73,4 +74,4 @@ bench: install
 	$(BIN)/python tests/bench
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .ruff_cache
+	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_serializer, model_validator
 
@@ -38,7 +38,7 @@ from cardgen.errors import UsageError
 from cardgen.redact import MASK, redact_argv
 from cardgen.suite import Suite
 
-BUILD_CONFIG_VERSION = 1
+BUILD_CONFIG_VERSION: Final = 1
 _SAVED = "saved"  # the validation context of a config read back from run.json
 
 

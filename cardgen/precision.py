@@ -131,7 +131,7 @@ def t995(df: int) -> float:
     return _T995[df - 1] if df <= len(_T995) else 2.576
 
 
-def mser(values: Sequence[float]) -> int:
+def mser(values: Sequence[float] | np.ndarray) -> int:
     """MSER truncation (White, 1997): the number ``d`` of leading values to drop that minimises
     ``sum((x_i - mean)^2) / (n - d)^2`` over the rest, ``d`` at most half of them (the smallest such)."""
     x = np.asarray(values, dtype=float)

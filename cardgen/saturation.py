@@ -40,7 +40,7 @@ class LoadSeen:
 def slow_only(saturation: str | None) -> bool:
     """Whether :func:`point_saturation`'s words say only that the median request was slow: nothing was full,
     preempted or waiting."""
-    return bool(saturation) and saturation.startswith("median speed") and ";" not in saturation  # type: ignore[union-attr]
+    return saturation is not None and saturation.startswith("median speed") and ";" not in saturation
 
 
 def saturation_words(parallel: int, saturation: str, *, first: bool) -> str:

@@ -164,6 +164,8 @@ def estimate(values: Sequence[float], target: Target, *, level: float,
     lower = order_bound(xs, q, low_level, n_eff, upper=False)
     tail = tail_ready(q, n, n_eff)
     se = None
+    upper: float | None  # the order statistics' bounds may be None (too few values); the tail fit's are not
+    ci_high: float | None
     if tail:
         fit = tail_estimate(kept, q, ordered=xs)
         centre, upper, ci_high, se = fit.theta, fit.upper(level), fit.upper(two), fit.se

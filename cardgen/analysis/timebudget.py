@@ -43,6 +43,7 @@ from cardgen.engines import time_hints
 from cardgen.kinds import kind_of
 from cardgen.schemas.summary import (
     CrossCheckWindow,
+    LatencyCheck,
     ScenarioSummary,
     TimeBudget,
     TimeBudgets,
@@ -78,7 +79,7 @@ def _per_request_source(rows: pd.DataFrame) -> str | None:
     return PER_REQUEST.get(next(iter(sources)), next(iter(sources))) if len(sources) == 1 else None
 
 
-def _check(window: CrossCheckWindow | None, metric: str):  # a LatencyCheck or None
+def _check(window: CrossCheckWindow | None, metric: str) -> LatencyCheck | None:
     return next((c for c in window.latencies if c.metric == metric and c.server_metric and c.server_count), None) \
         if window is not None else None
 
@@ -101,8 +102,8 @@ def budget(scope: str, rows: pd.DataFrame, window: CrossCheckWindow | None, *, e
     parts: list[TimePart] = []
     if per_request and _all_finite(rows["engine_prompt_ms"]):
         client = _mean(rows["ttft_s"])
-        queue = _mean(rows["engine_queue_ms"]) / 1000 if _all_finite(rows["engine_queue_ms"]) else None
-        prompt = float(_mean(rows["engine_prompt_ms"])) / 1000  # type: ignore[arg-type]
+        queue = float(rows["engine_queue_ms"].mean()) / 1000 if _all_finite(rows["engine_queue_ms"]) else None
+        prompt = float(rows["engine_prompt_ms"].mean()) / 1000
         if client is None:
             return None
         if queue is not None:
@@ -117,7 +118,7 @@ def budget(scope: str, rows: pd.DataFrame, window: CrossCheckWindow | None, *, e
             # the engine's TTFT of these requests: the window's histogram may also hold a request of the point
             # before (a short point's window catches one in flight), so it gives the network's share (a
             # difference over the same requests), not the level
-            engine_ttft = client - network
+            engine_ttft: float | None = client - network
         else:
             parts.append(_part("outside_engine", rest, client,
                                "the client's TTFT less queue and prompt compute: the engine says nothing of the rest"))
@@ -155,23 +156,25 @@ def run_budget(points: Sequence[TimeBudget], *, engine: str | None = None,
     n = sum(b.requests for b in points)
 
     def mean(values: list[tuple[float | None, int]]) -> float | None:
-        if not values or any(v is None for v, _ in values):
+        known = [(v, k) for v, k in values if v is not None]
+        if not values or len(known) < len(values):
             return None
-        return sum(v * k for v, k in values) / n  # type: ignore[operator]
+        return sum(v * k for v, k in known) / n
 
     client = mean([(b.client_ttft_s, b.requests) for b in points])
     names = [name for name in PARTS if all(b.part(name) is not None for b in points)]
     parts = []
     for name in names:
-        seconds = mean([(b.part(name).seconds, b.requests) for b in points])  # type: ignore[union-attr]
-        sources = sorted({b.part(name).source for b in points})  # type: ignore[union-attr]
+        found = [(p, b.requests) for b in points if (p := b.part(name)) is not None]  # every point: see names
+        seconds = mean([(p.seconds, k) for p, k in found])
+        sources = sorted({p.source for p, _ in found})
         if seconds is not None and client:
             parts.append(_part(name, seconds, client, "; ".join(sources)))
-    decoding = [b for b in points if b.engine_decode_per_token_s is not None]
+    decoding = [(b.engine_decode_per_token_s, b.requests) for b in points if b.engine_decode_per_token_s is not None]
     out = TimeBudget(scope="run", requests=n, client_ttft_s=client, parts=parts,
                      engine_ttft_s=mean([(b.engine_ttft_s, b.requests) for b in points]),
-                     engine_decode_per_token_s=sum(b.engine_decode_per_token_s * b.requests for b in decoding)
-                     / sum(b.requests for b in decoding) if decoding else None)  # type: ignore[operator]
+                     engine_decode_per_token_s=sum(v * k for v, k in decoding) / sum(k for _, k in decoding)
+                     if decoding else None)
     for field in ("client_itl_s", "client_tpot_s"):
         having = [b for b in points if getattr(b, field) is not None]
         if having:
@@ -206,8 +209,8 @@ def _per_token(out: TimeBudget, rows: pd.DataFrame, window: CrossCheckWindow | N
     out.client_tpot_s = _mean(rows["tpot_s"])
     if per_request and _all_finite(rows["engine_predicted_ms"]) and steps.sum() > 0:
         out.engine_decode_per_token_s = float(rows["engine_predicted_ms"].sum() / 1000 / steps.sum())
-    elif _server_mean(window, "decode") is not None and steps.mean() > 0:
-        out.engine_decode_per_token_s = _server_mean(window, "decode") / float(steps.mean())  # type: ignore[operator]
+    elif (decode_s := _server_mean(window, "decode")) is not None and steps.mean() > 0:
+        out.engine_decode_per_token_s = decode_s / float(steps.mean())
     if per_request and _all_finite(rows["engine_prompt_ms"]):
         computed = rows["engine_prompt_n"].where(np.isfinite(rows["engine_prompt_n"]),
                                                  rows["prompt_tokens"] - rows["cached_tokens"].fillna(0))

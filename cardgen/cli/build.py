@@ -69,7 +69,7 @@ from cardgen.suite import load_suite
               help="With --calibrate: a spot check that misses its prediction by more than this fraction on any "
                    "figure has its prompt / output pair measured point by point instead.")
 @click.pass_context
-def build(ctx: click.Context, **params: Any) -> None:
+def build(ctx: click.Context, /, **params: Any) -> None:
     """Measure MODEL's server and write its card into a run directory; without a server, model one."""
     run_build(parse_build(ctx), api_key=params["api_key"])
 

@@ -28,7 +28,7 @@ from cardgen.schemas.run import RunInfo
               help="Virtual server: the Hugging Face config.json the run modelled, when run.json cannot name it.")
 @server_options(workers_default=None)
 @click.pass_context
-def resume(ctx: click.Context, **params: Any) -> None:
+def resume(ctx: click.Context, /, **params: Any) -> None:
     """Continue the run in RUN_DIR where it stopped, and write its card."""
     info = check_resumable(params["run_dir"])
     config = parse_resume(ctx, info)

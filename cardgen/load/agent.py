@@ -62,14 +62,14 @@ class Agent:
         self.send = send
         self.setup_msg: Setup | None = None
         self.templates: dict[tuple[str, int], PromptTemplate] = {}
-        self.queue: Queue = Queue()
+        self.queue: Queue[Assignment | None] = Queue()
         self.in_flight = 0
         self.stopping = False
         self.index = 0
         self._user_claimed = False
         self._id_counter = 0
         self._current: _PointContext | None = None
-        self._lag_greenlet: gevent.Greenlet | None = None
+        self._lag_greenlet: gevent.Greenlet[..., None] | None = None
 
     def user_class(self) -> type[CardgenUser]:
         """A :class:`CardgenUser` class whose users serve this agent (for this process's Locust Environment)."""
@@ -189,7 +189,7 @@ class _PointContext:
         self._opened: list[Connection] = []
         self.chats: Conversations[dict[str, str]] = Conversations(fresh=kind_of(point).renews_history(point))
         self.watcher: _SaturationWatcher | None = None
-        self.waiting: set[gevent.Greenlet] = set()  # timed requests not sent yet
+        self.waiting: set[gevent.Greenlet[..., object]] = set()  # timed requests not sent yet
 
     # -- running the program (cardgen.scenarios.runner: this is its IO) -----------------------------------------
     def run(self, *, index: int, parts: int) -> None:
@@ -213,7 +213,7 @@ class _PointContext:
         if send.at is None:
             self.group.spawn(self._user, send)
             return
-        greenlet = gevent.Greenlet(self._user, send)
+        greenlet: gevent.Greenlet[..., object] = gevent.Greenlet(self._user, send)  # as a Group holds it
         self.group.add(greenlet)
         self.waiting.add(greenlet)
         greenlet.start_later(max(0.0, self.t0 + send.at - SEND_LEAD_S - time.time()))
@@ -343,7 +343,7 @@ class _SaturationWatcher:
         self.preemptions_name = metric_names(engine).get("preemptions", "")
         self.state = state
         state.slot_bound = get_adapter(engine).bounded_by_slots
-        self.greenlet: gevent.Greenlet | None = None
+        self.greenlet: gevent.Greenlet[..., None] | None = None
 
     def _read(self) -> tuple[float | None, float | None, float | None] | None:
         """The preemption counter, waiting requests and KV usage as the engine's adapter reads them (None where the

@@ -46,8 +46,8 @@ class Alarm:
             raise OSError(ctypes.get_errno(), "timerfd_create failed")
         hub = get_hub()
         self.io = hub.loop.io(self.fd, 1)
-        self.io.priority = _PRIORITY
-        self.waiting: list[tuple[float, int, Waiter]] = []
+        self.io.priority = _PRIORITY  # type: ignore[attr-defined]  # libev's watchers have it: not in the stubs
+        self.waiting: list[tuple[float, int, Waiter[None]]] = []
         self.armed: float | None = None
         self.order = itertools.count()
         self.hub = hub
@@ -55,11 +55,11 @@ class Alarm:
     def sleep_until(self, at: float) -> None:
         if at <= time.time():
             return
-        waiter = Waiter(self.hub)
+        waiter: Waiter[None] = Waiter(self.hub)
         heapq.heappush(self.waiting, (at, next(self.order), waiter))
         if self.armed is None or at < self.armed:
             self._arm(at)
-        if not self.io.active:
+        if not self.io.active:  # type: ignore[attr-defined]  # libev's watchers have it: not in the stubs
             self.io.start(self._fired)
         waiter.get()
 

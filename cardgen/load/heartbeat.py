@@ -23,7 +23,7 @@ class Heartbeat:
         self._dirty = False
         self._stopping = False
         self._wake = Event()
-        self._greenlet: gevent.Greenlet | None = None
+        self._greenlet: gevent.Greenlet[..., None] | None = None
 
     def changed(self) -> None:
         self._dirty = True

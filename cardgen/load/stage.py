@@ -353,8 +353,8 @@ def execute(prepared: Prepared) -> Executed:
     error: BaseException | None = None
     try:
         with ExitStack() as stack:
-            info.gpu = stack.enter_context(gpu_telemetry(base, run_dir, gpu=cfg.gpu, modelled=cfg.modelled,
-                                                         gpu_metrics_url=cfg.gpu_metrics_url))
+            info.gpu = stack.enter_context(gpu_telemetry(  # type: ignore[assignment]  # validate_assignment converts the dict
+                base, run_dir, gpu=cfg.gpu, modelled=cfg.modelled, gpu_metrics_url=cfg.gpu_metrics_url))
             writer.save()
             if scrape:
                 stack.enter_context(Scraper(f"{base}/metrics", files.server_metrics_jsonl,
@@ -384,7 +384,7 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     outcome, error = executed.outcome, executed.error
     fatal = outcome.fatal if outcome is not None else None
     info.points = [judge_client(recorder, p) for p in info.points]
-    info.loadgen, loadgen_warnings = loadgen_report(recorder, info.points)
+    info.loadgen, loadgen_warnings = loadgen_report(recorder, info.points)  # type: ignore[assignment]  # as above
     info.warnings.extend(loadgen_warnings)
     info.warnings.extend(outcome.worker_errors if outcome is not None else ())
     if isinstance(error, KeyboardInterrupt) or (error is None and fatal is None and outcome is not None

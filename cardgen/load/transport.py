@@ -439,11 +439,11 @@ class _LoopReader:
         self.loop = hub.loop
         self.io = hub.loop.io(raw.fileno(), 1)
         try:
-            self.io.priority = READ_PRIORITY
+            self.io.priority = READ_PRIORITY  # type: ignore[attr-defined]  # libev's watchers have it: not in the stubs
         except (AttributeError, ValueError):  # a loop without priorities (libuv)
             pass
         self.timer = hub.loop.timer(check_s, check_s)
-        self.waiter = Waiter(hub)
+        self.waiter: Waiter[bool] = Waiter(hub)
         self.error: BaseException | None = None
         self.started = time.time()
 

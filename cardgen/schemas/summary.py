@@ -303,7 +303,7 @@ class WaveResult(Saved):
     stalled: bool = False  # (no server metrics) a chunk gap far longer than the wave's typical gap
     kv_usage_max: float | None = None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's way; mypy allows no decorator over a property
     @property
     def saturated(self) -> bool:
         return self.queued or self.preempted or self.waiting or self.stalled

@@ -12,6 +12,7 @@ patterns this module does not know (another extension's), nothing is skipped.
 from __future__ import annotations
 
 import re
+from xml.etree.ElementTree import Element
 
 from markdown import Markdown, util
 from markdown.extensions import Extension
@@ -29,7 +30,7 @@ TRIGGERS = re.compile(r"[`\\\[<&*_]|  \n")
 class _FastInlineProcessor(InlineProcessor):
     fast = False
 
-    def run(self, tree, ancestors=None):  # type: ignore[no-untyped-def]
+    def run(self, tree: Element, ancestors: list[str] | None = None) -> Element:
         names = getattr(self.md.inlinePatterns, "_data", None)  # the patterns registered, by name
         self.fast = names is not None and set(names) <= KNOWN_PATTERNS
         return super().run(tree, ancestors)

@@ -1,1 +1,1 @@
-from loadkit import write_suite  # noqa: F401  (fixture)
+from loadkit import write_suite  # noqa: F401  (a fixture: pytest finds it by name)

@@ -64,7 +64,7 @@ def dominant_notes(tb: TimeBudgets) -> list[str]:
             by_part.setdefault(b.dominant, []).append(b)
     notes = []
     for part, budgets in by_part.items():
-        worst = max(budgets, key=lambda b: (b.part(part).share or 0.0) if b.part(part) else 0.0)
+        worst = max(budgets, key=lambda b: (p.share or 0.0) if (p := b.part(part)) else 0.0)
         shown = worst.part(part)
         where = ", ".join(b.scope for b in budgets[:4]) + (f" and {len(budgets) - 4} more" if len(budgets) > 4 else "")
         text = (f"{PART_LABELS[part]} takes most of the time to first token at {where} (up to "
