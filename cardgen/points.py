@@ -12,9 +12,8 @@ so it can travel to Locust workers inside a pydantic message and come back with 
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, replace
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import TypeVar
 
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
@@ -71,19 +70,6 @@ class Point:
     def replay(self) -> bool:
         """Whether the point replays a trace at its own times (an open loop with ``replay`` set)."""
         return kind_of(self).replays(self)
-
-    def to_wire(self) -> dict[str, Any]:
-        data = asdict(self)
-        if data["rate_rps"] is not None and math.isinf(data["rate_rps"]):
-            data["rate_rps"] = "inf"
-        return data
-
-    @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> Point:
-        data = dict(data)
-        if data.get("rate_rps") == "inf":
-            data["rate_rps"] = math.inf
-        return cls(**data)
 
     def expected_requests(self) -> int:
         """How many requests the point sends at least (for progress bars)."""
