@@ -19,7 +19,7 @@ from cardgen.kinds.closed.schema import ClosedParams
 from cardgen.points import Point, expand
 from cardgen.suite import Scenario, load_suite
 
-PACKAGE = Path(__file__).resolve().parents[1] / "cardgen"
+PACKAGE = Path(__file__).resolve().parents[2] / "cardgen"
 KIND_FILES = ("closed", "openloop", "waves", "ingest", "batch", "prefix", "chat", "slosearch")
 # where kinds may be told apart by name: the registry (cardgen/kinds/: its record of a kind, what entries share, the
 # programs' language) and each kind's own folder (its schema, program and traits)
