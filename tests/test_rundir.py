@@ -1,5 +1,5 @@
-"""RunDir: atomic writes, loading with schema-version checks, one-line errors naming the file, and the
-effective status of a run whose writer was killed."""
+"""RunDir: atomic writes, loading with schema-version checks, one-line errors naming the file, the
+effective status of a run whose writer was killed, and a model's name as a safe folder name."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from cardgen.rundir import (
     SUMMARY_JSON,
     RunDir,
     effective_status,
+    slugify,
 )
 from cardgen.runwriter import mark_died
 from cardgen.schemas import RUN_SCHEMA_VERSION, SUMMARY_SCHEMA_VERSION, RunInfo, ServerInfo, Summary
@@ -226,3 +227,14 @@ def test_only_a_running_save_signs_the_file(tmp_path):
     RunDir(tmp_path).save_run_info(running)
     assert running.pid == os.getpid() and running.hostname == socket.gethostname()
     assert RunDir(tmp_path).load_run_info().status == "running"  # this very process is the writer
+
+
+# --- a model's name as a folder name ----------------------------------------------------------------------
+
+
+def test_slug_is_safe_for_any_model_name():
+    assert slugify("codellama/CodeLlama-7b-Instruct-hf") == "codellama--codellama-7b-instruct-hf"
+    for name in ["../../etc/passwd", "<script>alert(1)</script>", "", "...", "a" * 500, "模型", "x y\tz"]:
+        s = slugify(name)
+        assert s and s not in (".", "..") and "/" not in s and len(s) <= 80
+        assert all(c.isalnum() or c in "-._" for c in s)
