@@ -7,19 +7,25 @@ as mkdocs hands its config from stage to stage: the measured, calibrated and rea
 instead of searching the saved command line.
 
     BuildConfig         version, model, price_per_hour, calibrate_tolerance (None: not calibrated)
-      suite             SuiteChoice: the name or file as given, and the suite parsed (not saved: run.json keeps
-                        the suite once, in ``suite_spec``)
+      suite             SuiteChoice: the name or file as given, the suite parsed and its points, expanded once
+                        (neither saved: run.json keeps the suite once, in ``suite_spec``)
       target            UrlTarget      a running server (--url)
                         LaunchTarget   an engine cardgen starts (--launch, --engine-args, --lora-module)
                         VirtualTarget  the virtual server, in virtual time or over HTTP (--real-time), and what
                                        its model does (ServedOptions)
                         each: --engine, the GPUs, tensor parallel, --model-config
-      load              LoadOptions: workers, the Locust master, scrapes, --run-saturated
+      load              LoadOptions: workers (parsed: a count or auto), the Locust master, scrapes,
+                        --run-saturated
       outputs           Outputs: where the run directory goes, --no-card, --quiet
 
 Secrets are never written to a run directory, so none is a field: the API key travels beside the config, as
 an argument of the stage that sends requests; ``--engine-args`` is saved with its secrets masked
 (:mod:`cardgen.redact`).
+
+The command line checks every option once, as it parses them (:func:`cardgen.cli.build.parse_build`): the parts
+hold what it checked (the server's base URL, the count of workers), and no stage checks them again. A run over
+HTTP is this config with what the run resolved (its directory, the server's URL): a
+:class:`cardgen.runinfo.RunPlan`.
 
 As an input it forbids unknown fields (a typo fails); as saved (:meth:`BuildConfig.load_saved`) it ignores them,
 so a run.json from a newer cardgen that only added fields still loads. A change an older cardgen would misread
@@ -35,6 +41,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_serializer, model_validator
 
 from cardgen.errors import UsageError
+from cardgen.points import Point, expand
 from cardgen.redact import MASK, redact_argv
 from cardgen.suite import Suite
 
@@ -56,10 +63,19 @@ class _Part(BaseModel):
 
 
 class SuiteChoice(_Part):
-    """The suite: as ``--suite`` named it (quick | standard | full | a .yaml file), and parsed."""
+    """The suite: as ``--suite`` named it (quick | standard | full | a .yaml file), parsed, and its points (the
+    suite expanded once, when it is parsed: every stage of the build takes these)."""
 
     name: str
     spec: Suite | None = Field(default=None, exclude=True)  # None only as read back: run.json has ``suite_spec``
+    points: tuple[Point, ...] = Field(default=(), exclude=True)  # expand(spec); () as read back
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expanded(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("spec"), Suite) and "points" not in data:
+            return {**data, "points": tuple(expand(data["spec"]))}
+        return data
 
 
 class ServedOptions(_Part):
@@ -92,7 +108,7 @@ class UrlTarget(_Target):
     """A running OpenAI-compatible server."""
 
     kind: Literal["url"] = "url"
-    url: str
+    url: str  # its base URL, as the command line checked it (cardgen.urls.check_url: no trailing / or /v1)
 
 
 class LaunchTarget(_Target):
@@ -126,7 +142,9 @@ Target = Annotated[UrlTarget | LaunchTarget | VirtualTarget, Field(discriminator
 class LoadOptions(_Part):
     """How the load runs: the Locust processes and master, GPU telemetry, and which points it skips."""
 
-    workers: str | None = "0"  # as given: a count or auto (None: a resumed run's, as the run did)
+    # a count of processes or auto, as :func:`worker_count` parsed it (None: a resumed run's, as the run did);
+    # saved as text, as older cardgens read it
+    workers: int | Literal["auto"] | None = 0
     remote_workers: bool = False
     master_bind: str = "127.0.0.1"
     master_port: int = 0
@@ -134,12 +152,16 @@ class LoadOptions(_Part):
     gpu_metrics_url: str | None = None
     run_saturated: bool = False  # run the parallel counts a saturated point would skip
 
+    @field_serializer("workers")
+    def _as_text(self, workers: int | str | None) -> str | None:
+        return None if workers is None else str(workers)
 
-def worker_count(value: int | str | None, *, remote_workers: bool = False) -> int | str:
+
+def worker_count(value: int | str | None, *, remote_workers: bool = False) -> int | Literal["auto"]:
     """``--workers`` as the load runs it: a count of Locust worker processes (0: the load in this process), or
     ``auto`` (chosen for the suite on this machine's cores, so never with workers started on other machines); a
-    one-line UsageError for anything else. The command line checks it before the load engine loads, the load
-    stage again before it starts (a stored config, a caller of its own): one rule, here."""
+    one-line UsageError for anything else. The command line checks it once, before the load engine loads, and
+    :class:`LoadOptions` keeps what it parsed."""
     text = str(value).strip().lower()
     if text == "auto":
         if remote_workers:
@@ -184,6 +206,14 @@ class BuildConfig(_Part):
         return self.suite.spec
 
     @property
+    def points(self) -> tuple[Point, ...]:
+        """The suite's points, expanded once when the suite was parsed; a config read back from run.json has
+        none."""
+        if self.suite.spec is None:
+            raise ValueError("a build config read back from run.json holds no points: expand run.json's suite_spec")
+        return self.suite.points
+
+    @property
     def over_http(self) -> bool:
         """Whether the build measures a server over HTTP (a real one, or the virtual one with ``real_time``)
         rather than computing a modelled run in virtual time."""
@@ -206,7 +236,8 @@ class BuildConfig(_Part):
 class ResumeConfig(_Part):
     """One ``cardgen resume``: the options of this session, the ones it shares with ``build`` parsed into the
     same parts. Not saved: run.json keeps how the run was built, and the session reads that back
-    (``load.run_saturated`` is the session's ``--run-saturated`` or the build's)."""
+    (``load.run_saturated`` is the session's ``--run-saturated`` or the build's; a run over HTTP has
+    ``load.workers`` as the session's ``--workers``, parsed, or the count the run had)."""
 
     run_dir: Path
     url: str | None = None  # None: the server run.json names ...

@@ -22,6 +22,7 @@ from cardgen.buildconfig import (
 from cardgen.cli.build import build, parse_build
 from cardgen.cli.resume import parse_resume, resume
 from cardgen.errors import UsageError
+from cardgen.points import expand
 from cardgen.rundir import RunDir
 from cardgen.runinfo import begin_run_info
 from cardgen.schemas.run import RunInfo, ServerInfo
@@ -143,3 +144,18 @@ def test_one_workers_rule_for_the_command_line_and_the_load_stage(value, remote,
         worker_count(value, remote_workers=remote)
     assert str(cli.value) == says
     assert worker_count(" Auto ") == "auto" and worker_count("3") == 3 and worker_count(0, remote_workers=True) == 0
+
+
+def test_the_config_holds_what_the_command_line_checked_once():
+    """parse_build checks the URL and --workers once and keeps what it parsed (the base URL, the count), and the
+    suite's points, expanded once: nothing after parses them again. run.json keeps --workers as text, so a
+    run.json written before (``"0"``) and one an older cardgen reads both work."""
+    config = parsed("m", "--url", "http://127.0.0.1:9/v1/", "--workers", "3", "--suite", "quick")
+    assert isinstance(config.target, UrlTarget) and config.target.url == "http://127.0.0.1:9"
+    assert config.load.workers == 3 and config.saved()["load"]["workers"] == "3"
+    assert [p.name for p in config.points] == [p.name for p in expand(load_suite("quick"))]
+    assert parsed("m", "--url", "http://127.0.0.1:9", "--workers", " Auto ").load.workers == "auto"
+    older = config.saved() | {"load": config.saved()["load"] | {"workers": "0"}}
+    assert BuildConfig.load_saved(older).load.workers == 0
+    with pytest.raises(ValueError, match="no points"):
+        BuildConfig.load_saved(older).points  # noqa: B018  read back: run.json's suite_spec has them

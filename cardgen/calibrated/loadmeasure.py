@@ -25,7 +25,7 @@ from cardgen.schemas.run import RUNNING, PointOutcome, RunInfo
 
 
 class LoadMeasurer:
-    """:class:`~cardgen.calibrated.measurer.Measurer` of a server at ``cfg.url`` (see the module docstring)."""
+    """:class:`~cardgen.calibrated.measurer.Measurer` of the server ``cfg``'s plan points at (see the module docstring)."""
 
     def __init__(self, cfg: LoadConfig) -> None:
         prepared = prepare(cfg)
@@ -34,7 +34,7 @@ class LoadMeasurer:
         self.writer.save()
         self.prepared = replace(prepared, attempts={})
         self.warnings = list(self.writer.info.warnings)  # prepare's; each phase's finish adds the whole run's again
-        self.run_dir = Path(cfg.run_dir)
+        self.run_dir = Path(cfg.plan.run_dir)
         self.server = prepared.server
         self.points: Sequence[Point] = prepared.points
         self.phases = 0

@@ -8,7 +8,7 @@ must import Locust first, which patches the standard library for gevent; a model
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 from click.core import ParameterSource
@@ -33,7 +33,7 @@ from cardgen.cli.price import PRICE_OPTION, check_price
 from cardgen.cli.served import NAMES as SERVED_OPTIONS
 from cardgen.cli.served import served_model_options
 from cardgen.errors import UsageError
-from cardgen.points import expand, suite_adapters
+from cardgen.points import suite_adapters
 from cardgen.sim.served import ServedModel
 from cardgen.suite import load_suite
 
@@ -75,14 +75,16 @@ def build(ctx: click.Context, /, **params: Any) -> None:
 
 
 def parse_build(ctx: click.Context) -> BuildConfig:
-    """``build``'s options as one :class:`BuildConfig`; a one-line UsageError for options that do not go together
-    (those that need the server's own modules, which import ``ssl``, are checked where the load begins:
-    :func:`cardgen.cli.measure.build_measured`; the server options are checked here, before the load engine is
-    imported). The API key is no part of it."""
+    """``build``'s options as one :class:`BuildConfig`, each checked here, once (nothing after checks them again:
+    the config holds the server's base URL and the count of workers as parsed, and the suite's points, expanded
+    once); a one-line UsageError for options that do not go together or cannot work (those that need the
+    server's own modules, which import ``ssl``, are checked where the load begins:
+    :func:`cardgen.cli.measure.build_measured`, which also checks the run directory; the server options are
+    checked here, before the load engine is imported). The API key is no part of it."""
     p = ctx.params
     url, launch, real_time, calibrate = p["url"], p["launch"], p["real_time"], p["calibrate"]
     check_price(p["price_per_hour"])
-    suite = load_suite(p["suite_name"])
+    suite = SuiteChoice(name=p["suite_name"], spec=load_suite(p["suite_name"]))
     given = {name for name in p if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)}
     gpus = parse_gpus(p["gpu"])
     modelled_only = sorted(given & set(SERVED_OPTIONS))
@@ -94,7 +96,7 @@ def parse_build(ctx: click.Context) -> BuildConfig:
                          "--url serves its own)")
     served = ServedOptions(**{name: p[name] for name in SERVED_OPTIONS})
     if not (url or launch):  # the flags that do not go together fail now, before anything runs
-        ServedModel.of_options(**served.model_dump(), adapters=suite_adapters(expand(suite)))
+        ServedModel.of_options(**served.model_dump(), adapters=suite_adapters(list(suite.points)))
     if "calibrate_tolerance" in given and not calibrate:
         raise UsageError("--calibrate-tolerance applies to --calibrate: add --calibrate, or drop it")
     if calibrate and not (url or launch or real_time):
@@ -108,16 +110,16 @@ def parse_build(ctx: click.Context) -> BuildConfig:
         if real_only:
             raise UsageError(f"--{real_only[0].replace('_', '-')} applies to a load against a server: give --url, "
                              "--launch, or --real-time to measure the virtual server over HTTP")
+    workers: int | Literal["auto"] = 0
     if url or launch or real_time:  # before the load engine is imported: bad input is said at once
-        check_server_options(url=url, launch=launch, gpu_metrics_url=p["gpu_metrics_url"], workers=p["workers"],
-                             scrape_interval=p["scrape_interval"], remote_workers=p["remote_workers"])
+        url, workers = check_server_options(url=url, launch=launch, gpu_metrics_url=p["gpu_metrics_url"],
+                                            workers=p["workers"], scrape_interval=p["scrape_interval"],
+                                            remote_workers=p["remote_workers"])
     server = dict(engine=p["engine"], gpus=tuple(gpus), gpu_given="gpu" in given, tp=p["tp"],
                   model_config_path=p["model_config"])
     if (url or launch) and real_time:
         raise UsageError("--real-time is for the virtual server: a server at --url or --launch is measured in "
                          "real time already")
-    if url and launch:
-        raise UsageError("give either --url (a running server) or --launch (start one), not both")
     target: UrlTarget | LaunchTarget | VirtualTarget
     if url:
         target = UrlTarget(url=url, **server)
@@ -126,8 +128,7 @@ def parse_build(ctx: click.Context) -> BuildConfig:
     else:
         target = VirtualTarget(real_time=real_time, served=served, **server)
     return BuildConfig(
-        model=p["model"], suite=SuiteChoice(name=p["suite_name"], spec=suite), target=target,
-        load=parse_load(p),
+        model=p["model"], suite=suite, target=target, load=parse_load(p, workers=workers),
         outputs=Outputs(out_dir=p["out_dir"], runs_root=p["runs_root"], no_card=p["no_card"], quiet=p["quiet"]),
         price_per_hour=p["price_per_hour"], calibrate_tolerance=p["calibrate_tolerance"] if calibrate else None)
 

@@ -4,7 +4,7 @@ Plain click: importing this imports nothing that a load over HTTP must import af
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import click
 
@@ -54,28 +54,31 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
     return apply
 
 
-def parse_load(params: Mapping[str, Any]) -> LoadOptions:
-    """The options of :func:`server_options` that say how the load runs, as ``build`` and ``resume`` share them
-    (checked by :func:`check_server_options`, before anything heavy loads)."""
-    return LoadOptions(workers=params["workers"], remote_workers=params["remote_workers"],
+def parse_load(params: Mapping[str, Any], *, workers: int | Literal["auto"] | None) -> LoadOptions:
+    """The options of :func:`server_options` that say how the load runs, as ``build`` and ``resume`` share them,
+    with ``workers`` as :func:`check_server_options` parsed it (it checks them all, before anything heavy loads)."""
+    return LoadOptions(workers=workers, remote_workers=params["remote_workers"],
                        master_bind=params["master_bind"], master_port=params["master_port"],
                        scrape_interval_s=params["scrape_interval"], gpu_metrics_url=params["gpu_metrics_url"],
                        run_saturated=params["run_saturated"])
 
 
 def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url: str | None, workers: int | str,
-                         scrape_interval: float, remote_workers: bool = False) -> int | str:
+                         scrape_interval: float, remote_workers: bool = False,
+                         ) -> tuple[str | None, int | Literal["auto"]]:
     """One-line errors for options that cannot work, before any server starts (and before the load engine is
-    imported: a bad URL is said in a fraction of a second); the parsed ``--workers``."""
+    imported: a bad URL is said in a fraction of a second): the one check of these options, as the command line
+    is parsed. The server's base URL (:func:`cardgen.urls.check_url`; None: none given) and the parsed
+    ``--workers``."""
     if url and launch:
         raise UsageError("give either --url (a running server) or --launch (start one), not both")
-    if url:
-        check_url(url)
+    base = check_url(url) if url else None
     if gpu_metrics_url:
         check_url(gpu_metrics_url)
     if scrape_interval < 0.1:
         raise UsageError("--scrape-interval must be at least 0.1 s: scraping faster loads the server you measure")
-    return worker_count(workers, remote_workers=remote_workers)
+    count = worker_count(workers, remote_workers=remote_workers)
+    return base, count
 
 
 REAL_TIME_OPTIONS = frozenset({"url", "api_key", "workers", "remote_workers", "master_bind", "master_port",

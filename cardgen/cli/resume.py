@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from cardgen.buildconfig import Outputs, ResumeConfig
-from cardgen.cli.options import parse_load, server_options
+from cardgen.cli.options import check_server_options, parse_load, server_options
 from cardgen.errors import UsageError
 from cardgen.runwriter import check_resumable
 from cardgen.schemas.run import RunInfo
@@ -44,12 +44,20 @@ def resume(ctx: click.Context, /, **params: Any) -> None:
 
 def parse_resume(ctx: click.Context, info: RunInfo) -> ResumeConfig:
     """``resume``'s options as one :class:`ResumeConfig`, with how the run was built read back from ``info``
-    (run.json): ``--run-saturated``, given now or when the run was built. The API key is no part of it."""
+    (run.json): ``--run-saturated``, given now or when the run was built. A run over HTTP has its server
+    options checked here, once (the URL as its base URL; ``--workers`` parsed, or the count the run had). The API
+    key is no part of it."""
     p = ctx.params
-    if info.clock == "virtual" and (p["url"] or p["launch"]):
-        raise UsageError(f"{p['run_dir']} was modelled in virtual time: resume it without --url or --launch")
-    load = parse_load(p)
-    return ResumeConfig(run_dir=p["run_dir"], url=p["url"], launch=p["launch"], engine_args=p["engine_args"],
+    url, workers = p["url"], None
+    if info.clock == "virtual":
+        if p["url"] or p["launch"]:
+            raise UsageError(f"{p['run_dir']} was modelled in virtual time: resume it without --url or --launch")
+    else:
+        url, workers = check_server_options(url=url, launch=p["launch"], gpu_metrics_url=p["gpu_metrics_url"],
+                                            workers=info.workers if p["workers"] is None else p["workers"],
+                                            scrape_interval=p["scrape_interval"], remote_workers=p["remote_workers"])
+    load = parse_load(p, workers=workers)
+    return ResumeConfig(run_dir=p["run_dir"], url=url, launch=p["launch"], engine_args=p["engine_args"],
                         engine=p["engine"], model_config_path=p["model_config"],
                         load=load.model_copy(update={"run_saturated": load.run_saturated or info.ran_saturated()}),
                         outputs=Outputs(no_card=p["no_card"], quiet=p["quiet"]))

@@ -1,7 +1,7 @@
 # ruff: noqa: I001  (locust must be imported first: it monkey-patches the standard library)
 """Measure a server: the load stage of ``cardgen build``, in three steps.
 
-    prepare(cfg) -> Prepared            probe the server, fit the suite's points to it, size the prompts,
+    prepare(cfg) -> Prepared            probe the server, fit the run's points to it, size the prompts,
                                         write the first run.json ("running")
     prepare_resume(cfg, info)           ... or continue a run that was cut off (``cardgen resume``): only the
                                         points that did not finish, the cut-off one as its next attempt
@@ -29,18 +29,16 @@ import locust  # noqa: F401  (monkey-patches for gevent: keep first)
 
 import os
 import random
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import requests
 
 from cardgen import __version__
-from cardgen.buildconfig import BuildConfig, worker_count
 from cardgen.engines.detect import probe
 from cardgen.engines.registry import get_adapter
 from cardgen.datasets import resolve
@@ -49,47 +47,29 @@ from cardgen.load.clientcheck import judge_client, loadgen_report
 from cardgen.load.heartbeat import Heartbeat
 from cardgen.load.messages import Setup
 from cardgen.load.progress import PlanSource, PointProgress
-from cardgen.load.runner import RunOutcome, RunPlan, run_plan
+from cardgen.load.runner import RunOutcome, run_plan
+from cardgen.load.runner import RunPlan as PointsPlan
 from cardgen.load.scraper import Scraper
 from cardgen.load.telemetry import gpu_telemetry, metrics_available
 from cardgen.load.dialect import agree
 from cardgen.load.sizing import PromptBook
 from cardgen.load.workers import choose_workers
-from cardgen.points import Point, expand, fit_context, left_out
-from cardgen.rundir import check_run_dir
-from cardgen.runinfo import begin_run_info
+from cardgen.points import Point, fit_context, left_out
+from cardgen.runinfo import RunPlan, begin_run_info
 from cardgen.runwriter import RunWriter
 from cardgen.schemas.run import COMPLETE, FAILED, INTERRUPTED, PointOutcome, RequestDialect, RunInfo, ServerInfo
 from cardgen.stops import STOP_SKIPPED
-from cardgen.suite import Suite
-from cardgen.urls import check_url
 
 
 @dataclass(frozen=True, kw_only=True)
 class LoadConfig:
-    """What ``cardgen build`` asks of the load stage; built once, never changed (derive with ``replace``)."""
+    """What the load stage is given: the run's :class:`~cardgen.runinfo.RunPlan` (checked once, by the command
+    line, before it was made), and beside it what no plan holds: the server's API key (a secret, never saved)
+    and the cost plan the progress shows time left against (known only once the load is under way)."""
 
-    url: str
-    model: str
-    suite: Suite
-    run_dir: Path
-    api_key: str | None = None
-    workers: int | str = 0  # worker processes, or "auto" (cardgen.load.workers.choose_workers)
-    remote_workers: bool = False
-    master_bind_host: str = "127.0.0.1"
-    master_port: int = 0
-    scrape_interval_s: float = 0.5
-    quiet: bool = False
-    argv: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
-    engine: str | None = None  # force the engine instead of detecting it
-    modelled: bool = False
-    sim: Mapping[str, Any] | None = None
-    gpu: Mapping[str, Any] = field(default_factory=dict)
-    launch: Mapping[str, Any] | None = None
-    gpu_metrics_url: str | None = None  # a DCGM exporter's /metrics for a GPU on another host
-    plan: PlanSource | None = None  # the cost plan, when known: the progress shows time left against it
-    run_saturated: bool = False  # run the parallel counts a saturated point would skip
-    build: BuildConfig | None = None  # how the run was built, for run.json (None: a test's load, or a resume)
+    plan: RunPlan
+    api_key: str | None = field(default=None, repr=False)
+    time_plan: PlanSource | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,7 +79,8 @@ class Prepared:
     cfg: LoadConfig
     base_url: str
     server: ServerInfo  # as probed, with how prompts were sized (``tokenizer``) and the launch
-    points: tuple[Point, ...]
+    points: tuple[Point, ...]  # those that run: the plan's that fit the server (resumed: those left)
+    workers: int  # Locust worker processes (``auto`` chosen for the points; 0: the load in this process)
     setup: Setup  # what every agent gets: model, headers (the API key: never saved), templates, nonce
     writer: RunWriter  # the run's files: run.json as first written (resumed: as this session first wrote it)
     # which attempt of each point of the run counts (all 0 in a new run); records of another attempt are
@@ -134,16 +115,16 @@ def run_load(cfg: LoadConfig) -> LoadResult:
 
 # -- prepare -------------------------------------------------------------------------------------------------
 
-def plan_points(suite: Suite, server: ServerInfo) -> tuple[list[Point], list[str], dict[str, str]]:
-    """The suite's points that fit the server's context per request, a warning for each one shortened (an
+def plan_points(plan: RunPlan, server: ServerInfo) -> tuple[list[Point], list[str], dict[str, str]]:
+    """The plan's points that fit the server's context per request, a warning for each one shortened (an
     ingestion sweep's lengths that do not fit), and the points left out whole with why (run.json: not run)."""
     max_len = max_model_len(server)
-    every = expand(suite)
+    every = list(plan.points)
     points, warnings = fit_context(every, max_len)
     source = server.context.source if server.context is not None else None
     unfit = left_out(every, max_len, source=source)
     if not points:
-        raise UsageError(f"no point of suite '{suite.name}' fits the server's context of {max_len} tokens per request"
+        raise UsageError(f"no point of suite '{plan.suite.name}' fits the server's context of {max_len} tokens per request"
                          f"{f' ({source})' if source else ''}: use shorter prompts and outputs")
     warnings = [w for w in warnings if not any(w.startswith(f"{name} left out") for name in unfit)]
     if max_len is None:
@@ -219,17 +200,16 @@ def sample_datasets(book: PromptBook, points: Sequence[Point], max_len: int | No
 
 def prepare(cfg: LoadConfig) -> Prepared:
     """Probe the server, fit the points, size the prompts, create the run directory (and its parents) and
-    write the first run.json. Nothing is sent to the server but questions and tokenizations."""
-    base = check_url(cfg.url)
-    resolve_workers(cfg, ())
-    run_dir = Path(cfg.run_dir)
-    check_run_dir(run_dir)
+    write the first run.json. Nothing is sent to the server but questions and tokenizations. The plan was
+    checked as it was made (its URL, workers and run directory): nothing is checked again here."""
+    plan = cfg.plan
+    base = plan.url
     headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
 
-    server = with_launch(probe(base, api_key=cfg.api_key, model=cfg.model, engine=cfg.engine), cfg.launch)
-    served = server.served_model or cfg.model
-    points, context_warnings, unfit = plan_points(cfg.suite, server)
-    cfg, workers_choice = resolve_workers(cfg, points)
+    server = with_launch(probe(base, api_key=cfg.api_key, model=plan.model, engine=plan.engine), plan.launch)
+    served = server.served_model or plan.model
+    points, context_warnings, unfit = plan_points(plan, server)
+    workers, workers_choice = resolve_workers(plan, points)
     book = prompt_book(base, headers, served)
     style = id_style(book, points)
     templates = size_prompts(book, points)
@@ -248,16 +228,17 @@ def prepare(cfg: LoadConfig) -> Prepared:
     runnable = {p.name for p in points}
     outcomes = [PointOutcome(name=p.name, kind=p.kind) if p.name in runnable else  # none reached yet
                 PointOutcome(name=p.name, kind=p.kind, stop=STOP_SKIPPED, detail=unfit[p.name])
-                for p in expand(cfg.suite) if p.name in runnable or p.name in unfit]
-    info = begin_run_info(argv=cfg.argv, model=cfg.model, suite=cfg.suite, server=server, started_unix=started,
-                          clock="real", modelled=cfg.modelled, gpu=cfg.gpu, sim=cfg.sim, workers=int(cfg.workers),
-                          workers_choice=workers_choice, warnings=warnings, points=outcomes, build=cfg.build)
-    writer = RunWriter.begin(run_dir, info)
+                for p in plan.points if p.name in runnable or p.name in unfit]
+    info = begin_run_info(argv=plan.argv, model=plan.model, suite=plan.suite, server=server, started_unix=started,
+                          clock="real", modelled=plan.modelled, gpu=plan.gpu, sim=plan.sim, workers=workers,
+                          workers_choice=workers_choice, warnings=warnings, points=outcomes, build=plan.build,
+                          price=plan.price)
+    writer = RunWriter.begin(plan.run_dir, info)
     setup = Setup(model=served, engine=server.engine, headers=headers, templates=templates,
                   dataset_texts=dataset_texts, nonce=nonce, length_fields=dialect.length_fields,
                   cold_fields=dialect.cold_fields, id_style=style)
-    return Prepared(cfg=cfg, base_url=base, server=server, points=tuple(points), setup=setup, writer=writer,
-                    attempts={p.name: 0 for p in points})
+    return Prepared(cfg=cfg, base_url=base, server=server, points=tuple(points), workers=workers, setup=setup,
+                    writer=writer, attempts={p.name: 0 for p in points})
 
 
 def with_launch(server: ServerInfo, launch: Mapping[str, Any] | None) -> ServerInfo:
@@ -283,14 +264,14 @@ def dialect_warnings(dialect: RequestDialect, server: ServerInfo) -> list[str]:
     return out
 
 
-def resolve_workers(cfg: LoadConfig, points: Sequence[Point]) -> tuple[LoadConfig, str | None]:
-    """``cfg`` with its worker processes as a number (``auto`` chosen for ``points`` on this machine's cores),
-    and why auto chose that; a one-line UsageError for a count that cannot be."""
-    workers = worker_count(cfg.workers, remote_workers=cfg.remote_workers)
+def resolve_workers(plan: RunPlan, points: Sequence[Point]) -> tuple[int, str | None]:
+    """The plan's worker processes as a number (``auto`` chosen for ``points`` on this machine's cores), and
+    why auto chose that (the count itself was checked when the command line was parsed)."""
+    workers = plan.load.workers
     if workers == "auto":
         choice = choose_workers(points, cores=os.cpu_count() or 1)
-        return replace(cfg, workers=choice.workers), choice.reason
-    return replace(cfg, workers=workers), None
+        return choice.workers, choice.reason
+    return workers if isinstance(workers, int) else 0, None
 
 
 def max_model_len(server: ServerInfo) -> int | None:
@@ -304,10 +285,11 @@ def execute(prepared: Prepared) -> Executed:
     """Run every point against the server while /metrics is scraped and the GPUs are sampled; every request is
     on disk the moment it ends. Returns what happened, also when it was cut short (see :class:`Executed`)."""
     cfg, base = prepared.cfg, prepared.base_url
-    run_dir = Path(cfg.run_dir)
+    plan, load = cfg.plan, cfg.plan.load
+    run_dir = Path(plan.run_dir)
     writer = prepared.writer
     files, info = writer.files, writer.info
-    progress = PointProgress(quiet=cfg.quiet, plan=cfg.plan, points=[p.name for p in prepared.points])
+    progress = PointProgress(quiet=plan.quiet, plan=cfg.time_plan, points=[p.name for p in prepared.points])
     server = prepared.server
     engine_txt = f"{server.engine} {server.engine_version or ''}".strip()
     if prepared.phase:
@@ -318,7 +300,7 @@ def execute(prepared: Prepared) -> Executed:
                      f"{prepared.setup.model}): {prepared.points_done} points done, {len(prepared.points)} to run")
     else:
         progress.say(f"cardgen {__version__}: measuring {base} ({engine_txt}, model {prepared.setup.model}) with "
-                     f"suite '{cfg.suite.name}': {len(prepared.points)} points -> {run_dir}")
+                     f"suite '{plan.suite.name}': {len(prepared.points)} points -> {run_dir}")
     scrape = metrics_available(base, prepared.setup.headers)
     if not scrape:
         info.warnings.append("the server has no Prometheus /metrics: no server-side figures (KV usage, queue)")
@@ -343,25 +325,25 @@ def execute(prepared: Prepared) -> Executed:
         else:
             progress.end(point)
 
-    plan = RunPlan(url=base, points=prepared.points, setup=prepared.setup, workers=int(cfg.workers),
-                   remote_workers=cfg.remote_workers, master_bind_host=cfg.master_bind_host,
-                   master_port=cfg.master_port, run_dir=run_dir,
-                   server_metrics=files.server_metrics_jsonl if scrape else None, scrape_interval_s=cfg.scrape_interval_s,
-                   attempts=prepared.attempts, run_saturated=cfg.run_saturated, on_point_start=point_started,
-                   on_point_end=point_ended)
+    points_plan = PointsPlan(url=base, points=prepared.points, setup=prepared.setup, workers=prepared.workers,
+                             remote_workers=load.remote_workers, master_bind_host=load.master_bind,
+                             master_port=load.master_port, run_dir=run_dir,
+                             server_metrics=files.server_metrics_jsonl if scrape else None,
+                             scrape_interval_s=load.scrape_interval_s, attempts=prepared.attempts,
+                             run_saturated=load.run_saturated, on_point_start=point_started, on_point_end=point_ended)
     outcome: RunOutcome | None = None
     error: BaseException | None = None
     try:
         with ExitStack() as stack:
             info.gpu = stack.enter_context(gpu_telemetry(  # type: ignore[assignment]  # validate_assignment converts the dict
-                base, run_dir, gpu=cfg.gpu, modelled=cfg.modelled, gpu_metrics_url=cfg.gpu_metrics_url))
+                base, run_dir, gpu=plan.gpu, modelled=plan.modelled, gpu_metrics_url=load.gpu_metrics_url))
             writer.save()
             if scrape:
                 stack.enter_context(Scraper(f"{base}/metrics", files.server_metrics_jsonl,
-                                            interval_s=cfg.scrape_interval_s, api_key=cfg.api_key))
+                                            interval_s=load.scrape_interval_s, api_key=cfg.api_key))
             stack.enter_context(progress)
             stack.enter_context(heartbeat)
-            outcome = run_plan(plan, recorder)  # returns once every agent has stopped sending
+            outcome = run_plan(points_plan, recorder)  # returns once every agent has stopped sending
     except BaseException as exc:  # finish() writes run.json, then raises it
         error = exc
     try:
@@ -396,7 +378,7 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
         status = COMPLETE
     writer.end(status, ended_unix=time.time())
 
-    progress = PointProgress(quiet=prepared.cfg.quiet)
+    progress = PointProgress(quiet=prepared.cfg.plan.quiet)
     failures = ", ".join(f"{k} {v}" for k, v in sorted(recorder.tally.failures_by_kind.items()))
     progress.say(f"requests: {recorder.total} recorded, {recorder.failed} failed"
                  + (f" ({failures})" if failures else "")
