@@ -1,5 +1,5 @@
 """Service-level objectives on percentiles, and whether a load meets them: the rule an SLO search's probes stop
-on (:mod:`cardgen.kinds.slosearch.program`) and the card shows (:mod:`cardgen.analysis.slosearch`).
+on (:mod:`cardgen.kinds.slosearch.program`) and its analysis retells (:mod:`cardgen.kinds.slosearch.analysis`).
 
 **Targets.** A target is a percentile of a per-request latency at most a threshold, written as a suite's
 ``slo:`` key: ``ttft_p99_s: 2.0`` (TTFT), ``tpot_p99_s: 0.1`` (time per output token), ``e2e_p95_s``,

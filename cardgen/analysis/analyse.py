@@ -27,7 +27,6 @@ from cardgen.analysis.replay import mark_replays, replays, window_table
 from cardgen.analysis.requests import request_frame
 from cardgen.analysis.rundata import RunData
 from cardgen.analysis.scenarios import scenario_summaries
-from cardgen.analysis.slosearch import slo_searches
 from cardgen.analysis.speculative import speculative_points, speculative_run
 from cardgen.analysis.tables import batch_precision, build_tables, write_tables
 from cardgen.analysis.timebudget import time_budgets
@@ -35,7 +34,6 @@ from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
 from cardgen.engines import kv_unknown, slot_limit
 from cardgen.kinds import kind_of, kinds_where
-from cardgen.points import Point
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir, torn_line_warning
 from cardgen.schemas.run import RunInfo, point_attempts, record_counts
 from cardgen.schemas.summary import (
@@ -273,7 +271,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     )
     if summary.reasoning and point is not None:  # the user waits for the answer: its first token is a headline
         summary.headline.ttfa_s_at_10_parallel_1024_128 = point.ttfa_s.p50
-    _price_and_search(summary, data, every, list(points.values()))
+    _price_and_energy(summary, data, every)
     summary.replays = replays(list(points.values()), requests, ts, data.metrics, engine=engine,
                               slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})
@@ -285,8 +283,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                                                             points=list(points.values())))
 
 
-def _price_and_search(summary: Summary, data: RunData, every: pd.DataFrame, points: list[Point]) -> None:
-    """Costs (run.json ``price``), tokens per joule, and the SLO searches (issue 23), on ``summary``."""
+def _price_and_energy(summary: Summary, data: RunData, every: pd.DataFrame) -> None:
+    """Costs (run.json ``price``) and tokens per joule, on ``summary``."""
     info, gpus = data.info, data.info.gpu.count or 1
     if info.price is not None:
         summary.price_per_gpu_hour, summary.price_source = info.price.usd_per_gpu_hour, info.price.source
@@ -294,9 +292,6 @@ def _price_and_search(summary: Summary, data: RunData, every: pd.DataFrame, poin
     point_energy(summary.scenarios, data.gpu_metrics, every)
     ok = every[every["ok"]] if len(every) else every
     tokens_per_joule(summary.gpu_telemetry, int(np.nansum(ok["prompt_tokens"].to_numpy(dtype=float))) if len(ok) else 0)
-    attempts = point_attempts(list(info.points))
-    counted = [r for r in data.requests if record_counts(attempts, r.scenario, r.attempt)]
-    summary.slo_search = slo_searches(points, counted, gpus=gpus, price=info.price)
 
 
 def write_analysis(analysis: Analysis, run_dir: Path) -> None:

@@ -36,7 +36,6 @@ from cardgen.card.sections.reasoning import ReasoningSection, reasoning_section
 from cardgen.card.sections.replay import ReplaySection, replay_sections
 from cardgen.card.sections.scenarios import scenarios_table
 from cardgen.card.sections.server_vs_client import server_vs_client_tables
-from cardgen.card.sections.slo import SloSection, slo_sections
 from cardgen.card.sections.speculative import SpeculativeSection, speculative_section
 from cardgen.card.sections.time_budget import dominant_notes, engine_ingestion, time_budget_table
 from cardgen.card.table import TableView
@@ -94,7 +93,6 @@ class CardContext(TypedDict):
     reasoning: ReasoningSection | None  # reasoning models, speculative decoding, LoRA adapters (issue 22)
     speculative: SpeculativeSection | None
     adapters: AdaptersSection | None
-    slo: list[SloSection]  # the SLO searches' headlines and probes (issue 23)
     cost: TableView | None  # cost per million tokens per point, with a price (issue 23)
     replays: list[ReplaySection]  # replayed traces (issue 23)
     calibration: CalibrationView | None  # a calibrated run: measured and predicted points (issue 21)
@@ -135,7 +133,7 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         workloads=_workload_sections(analysis),
         modelled_error=modelled_error(s, analysis.info),
         reasoning=reasoning_section(s), speculative=speculative_section(s), adapters=adapters_section(s),
-        slo=slo_sections(s), cost=cost_table(s), replays=replay_sections(s),
+        cost=cost_table(s), replays=replay_sections(s),
         calibration=calibration_view(s, analysis.info),
         time_budget=time_budget_table(s.time_budget), time_notes=dominant_notes(s.time_budget),
         engine_ingestion=engine_ingestion(s.time_budget, s.ingestion, s.scenarios),

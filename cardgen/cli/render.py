@@ -64,5 +64,4 @@ def headline_text(run_dir: Path) -> str:
             f"{fmt(h.generation_tok_s_at_10_parallel_1024_128, 'tok/s')} per request at 10 parallel (1024 in, "
             f"128 out); KV cache {fmt(h.kv_cache_tokens, 'tokens')}"
             + (f" ({summary.kv_cache_method})" if summary.kv_cache_method else "")
-            + "".join(f"; {r.answer}" for r in summary.slo_search)
             + "".join(f"; {words}" for words in kind_answers(summary)))

@@ -23,10 +23,3 @@ REPLAY_FIGURE = "replay_{scenario}.png"  # one per replayed trace
 
 def replay_figure_name(scenario: str) -> str:
     return REPLAY_FIGURE.format(scenario=scenario)
-
-
-SLO_FIGURE = "slo_{scenario}.png"  # one per SLO search
-
-
-def slo_figure_name(scenario: str) -> str:
-    return SLO_FIGURE.format(scenario=scenario)

@@ -26,9 +26,8 @@ from cardgen.figures.draw import (
     draw_total_throughput,
 )
 from cardgen.figures.kindparts import kind_figures, new_figure
-from cardgen.figures.names import FIGURE_NAMES, pair_figure_name, replay_figure_name, slo_figure_name
+from cardgen.figures.names import FIGURE_NAMES, pair_figure_name, replay_figure_name
 from cardgen.figures.replay import ReplayTimeline, draw_replay, replay_timeline
-from cardgen.figures.slo import SloPlot, draw_slo, slo_plot
 from cardgen.figures.timebudget import budget_bars, draw_budget
 from cardgen.rundir import FIGURES_DIR
 
@@ -124,15 +123,6 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
                 draw_replay(axes, tl)
                 return fig
             out[replay_figure_name(result.scenario)] = replay
-    for search in s.slo_search:
-        drawn = slo_plot(search)
-        if drawn is not None:
-            def slo(plot: SloPlot | None = drawn) -> Figure:
-                assert plot is not None  # bound while narrowed (mypy does not narrow a default)
-                fig, axes = _figure(8, 3.2 * len(plot.curves), len(plot.curves), 1, sharex=True)
-                draw_slo(axes, plot)
-                return fig
-            out[slo_figure_name(search.scenario)] = slo
     out.update(kind_figures(s))
     return out
 

@@ -33,6 +33,7 @@ Layout (``schema_version`` 3)::
     calibration   a calibrated run's fit, spot checks and predictions (run.json ``calibration``); each scenario's
                   ``basis`` is then ``measured`` or ``predicted``
     kinds         {kind name: its KindResult}: the figures a kind's own analysis makes of its points
+                  (older files held some at the top level: :data:`MOVED_TO_KINDS`, read into ``kinds``)
 
 Version 3: a closed-loop point's figures come from its steady requests only (ramp and drain left out and
 counted), its rates over its steady window; every point says why it stopped and how precise it is; records of
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, computed_field
+from pydantic import Field, computed_field, model_validator
 
 from cardgen.schemas.calibration import MEASURED, CalibrationReport, PointPrediction
 from cardgen.schemas.saved import Saved
@@ -484,77 +485,6 @@ class TimeBudgets(Saved):
         return next((b for b in self.points if b.scope == scope), None)
 
 
-class SloPercentile(Saved):
-    """One SLO target as a probe was judged on it (:mod:`cardgen.slo`): the percentile of its requests, its
-    two-sided 95 % interval, and the one-sided bounds its verdict used: the upper at ``level`` (the tail bound
-    when ``tail``, else an order statistic), the lower at ``lower_level`` (an order statistic)."""
-
-    target: str  # the suite's key: ttft_p99_s
-    metric: str  # ttft | tpot | itl | e2e
-    percentile: float
-    threshold_s: float
-    n: int = 0  # values judged (requests; gaps for itl)
-    effective_n: float | None = None  # independent draws' worth of them
-    value_s: float | None = None
-    ci_low_s: float | None = None
-    ci_high_s: float | None = None
-    upper_s: float | None = None
-    lower_s: float | None = None
-    level: float | None = None
-    met: bool | None = None
-    lower_level: float | None = None
-    tail: bool = False
-
-
-class SloProbe(Saved):
-    """One load of an SLO search: its verdict (``met`` None: it could not tell) and the evidence."""
-
-    probe: int  # 0, 1 ... in the order they ran
-    load: float  # requests/s or parallel requests
-    met: bool | None = None
-    requests: int = 0  # sent
-    judged: int = 0  # the requests its verdict rests on (sent in order, all ended; warm-up left out)
-    look: int | None = None  # the look that decided it (cardgen.slo)
-    late: bool = False  # a send left after its time: the load was not held (never "met")
-    cap: int | None = None  # the requests the search let it send at most
-    futile: bool = False  # it stopped undecided: even its cap would not have decided it
-    ratio: float | None = None  # the binding target's percentile over its threshold
-    percentiles: list[SloPercentile] = Field(default_factory=list)
-    duration_s: float | None = None  # first send to last end
-    output_tok_s: float | None = None  # the probe's successful requests' output tokens / duration
-    total_tok_s: float | None = None
-
-
-class SloSearchResult(Saved):
-    """An SLO search (suite ``kind: slo``): the highest load shown to meet the SLO (``low``) and the lowest shown
-    to miss it (``high``), either None when no probe showed it; ``untold`` the loads in between that could not be
-    told; ``crossing`` where the percentile against load crosses the threshold (the binding target's, made
-    non-decreasing, interpolated in log-log: :func:`cardgen.kinds.slosearch.loadsearch.crossing`); ``flat`` the loads
-    over which the boundary is flat (:func:`cardgen.kinds.slosearch.loadsearch.flat_range`)."""
-
-    scenario: str
-    group: str = ""
-    load: str  # rate | parallel
-    unit: str  # req/s | parallel
-    slo: dict[str, float] = Field(default_factory=dict)  # the targets, by the suite's keys
-    slo_text: str = ""  # TTFT p99 <= 2 s and TPOT p99 <= 100 ms
-    resolution: float | None = None
-    low: float | None = None
-    high: float | None = None
-    untold: list[float] = Field(default_factory=list)
-    crossing: float | None = None
-    flat: list[float] | None = None  # [from, to]
-    requests: int = 0  # sent by every probe
-    max_requests: int | None = None  # the search's budget
-    answer: str = ""  # in words
-    probes: list[SloProbe] = Field(default_factory=list)
-    # at ``low``: the probe's throughput, and with a price its cost per million tokens within the SLO
-    output_tok_s_at_low: float | None = None
-    total_tok_s_at_low: float | None = None
-    usd_per_million_output_tokens: float | None = None
-    usd_per_million_tokens: float | None = None
-
-
 class ReplayWindow(Saved):
     """One time slice of a replayed trace (by when requests were sent; tokens by when their chunks arrived)."""
 
@@ -602,6 +532,11 @@ class KindResult(Saved):
     version: int = 1
 
 
+# top-level keys of summary.json files written before a kind kept its own result (schema_version 3 files may hold
+# either layout): key -> the kind's name in ``kinds`` and the field of its result (version 1) that held the value
+MOVED_TO_KINDS = {"slo_search": ("slo", "searches")}
+
+
 class Summary(Saved):
     schema_version: int = SUMMARY_SCHEMA_VERSION
     model: str
@@ -642,7 +577,6 @@ class Summary(Saved):
     warnings: list[str] = Field(default_factory=list)
     reasoning: bool = False  # the model reasoned before it answered (some request streamed reasoning)
     speculative: SpeculativeDecoding | None = None  # over the whole run, when the server counts drafts
-    slo_search: list[SloSearchResult] = Field(default_factory=list)  # one per suite entry of kind slo
     price_per_gpu_hour: float | None = None  # USD, as run.json ``price`` says (None: no cost figures)
     price_source: str | None = None
     replays: list[ReplayResult] = Field(default_factory=list)  # one per replayed trace
@@ -650,6 +584,22 @@ class Summary(Saved):
     # each kind's own result, by the kind's name (cardgen.analysis.kindparts): a KindResult's fields as JSON, read
     # back by the kind's section with its own result type
     kinds: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kinds_of_older_files(cls, data: Any) -> Any:
+        """A file written before a kind kept its own result holds it under a top-level key: read it into
+        ``kinds`` (:data:`MOVED_TO_KINDS`), where its section finds it. A result in ``kinds`` wins."""
+        if not isinstance(data, dict) or not any(key in data for key in MOVED_TO_KINDS):
+            return data
+        data = dict(data)
+        kinds = dict(data.get("kinds") or {})
+        for key, (name, field) in MOVED_TO_KINDS.items():
+            old = data.pop(key, None)
+            if old and name not in kinds:
+                kinds[name] = {"version": 1, field: old}
+        data["kinds"] = kinds
+        return data
 
     def to_json(self) -> str:
         """The file's text: stable key order, two-space indent, NaN and inf written as null."""

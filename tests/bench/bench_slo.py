@@ -30,6 +30,7 @@ from slo_oracles import MD1, Lockstep, Plateau, md1_limit, run_search  # the ora
 
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import RunData
+from cardgen.kinds.slosearch.analysis import saved_searches
 from cardgen.points import expand
 from cardgen.sim.config import SimConfig
 from cardgen.suite import parse_suite
@@ -105,7 +106,7 @@ def setup() -> None:
     suite = parse_suite("name: issue-29\nscenarios:\n  - {kind: slo, load: rate, prompt_tokens: 1024, output_tokens: 128, "
                         "slo: {ttft_p99_s: 1.0, tpot_p99_s: 0.05}, resolution: 0.05}\n")
     run = simulate(suite, SimConfig(model="CodeLlama-7b", gpu="A100-80GB", metrics=False))
-    (r,) = analyse(RunData(info=run.info, requests=run.drive.records)).summary.slo_search
+    (r,) = saved_searches(analyse(RunData(info=run.info, requests=run.drive.records)).summary)
     print(f"setup (CodeLlama-7b, A100-80GB, rate, 1024/128, TTFT p99 <= 1 s, TPOT p99 <= 50 ms): {r.answer}")
     if r.low is not None and r.high is not None:
         below = all(p.met is True for p in r.probes if p.load <= r.low)

@@ -57,7 +57,7 @@ def test_build_prices_every_closed_and_open_point_and_the_slo_answer(priced):
     for x in points:
         assert x["usd_per_million_output_tokens"] == pytest.approx(expected(2.5, x["output_tok_s"]))
         assert x["usd_per_million_tokens"] == pytest.approx(expected(2.5, x["total_tok_s"]))
-    (search,) = s["slo_search"]
+    (search,) = s["kinds"]["slo"]["searches"]
     assert search["low"] is not None
     assert search["usd_per_million_tokens"] == pytest.approx(expected(2.5, search["total_tok_s_at_low"]))
     card = (priced / CARD_MD).read_text("utf-8")

@@ -24,10 +24,9 @@ from slo_oracles import MD1, Lockstep, Plateau, md1_limit, md1_waiting_cdf, run_
 
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import RunData
-from cardgen.analysis.slosearch import slo_search
 from cardgen.card.render import render_card
-from cardgen.card.sections.slo import flat_text
 from cardgen.errors import UsageError
+from cardgen.kinds.slosearch.analysis import saved_searches, slo_search
 from cardgen.kinds.slosearch.loadsearch import (
     PROBE_REQUESTS,
     LoadSearch,
@@ -36,6 +35,7 @@ from cardgen.kinds.slosearch.loadsearch import (
     flat_range,
     monotone_curve,
 )
+from cardgen.kinds.slosearch.section import flat_text
 from cardgen.points import expand
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions, drive
@@ -140,7 +140,7 @@ def test_closed_loop_oracle_the_answer_is_the_exact_limit_and_the_analysis_retel
     assert point.stop == "precision reached"
     assert "between 20 and 21 parallel" in point.detail
     summary = analyse(RunData(info=run.info, requests=run.drive.records)).summary
-    (search,) = summary.slo_search
+    (search,) = saved_searches(summary)
     assert (search.low, search.high, search.unit, search.slo) == (20, 21, "parallel", {"tpot_p99_s": 0.051})
     assert search.answer == point.detail  # the analysis reaches every verdict the program stopped on
     for probe in search.probes:
@@ -184,7 +184,7 @@ def test_open_loop_oracle_the_interval_holds_the_true_limit():
                    f"{threshold}}}, start: 1, resolution: 0.05, max_requests: 2000}}")
     run = simulate(suite, QUIET, perf=ONE_AT_A_TIME)
     summary = analyse(RunData(info=run.info, requests=run.drive.records)).summary
-    (search,) = summary.slo_search
+    (search,) = saved_searches(summary)
     assert search.low is not None and search.high is not None
     assert search.low <= limit <= search.high, (search.low, limit, search.high, search.answer)
     assert search.high / search.low < 1.6  # not an empty answer: the bracket is tight around the limit
@@ -278,7 +278,7 @@ def test_on_the_virtual_server_the_answer_holds_the_limit_found_by_brute_force()
     suite = _suite(f"{{kind: slo, load: parallel, prompt_tokens: 256, output_tokens: 64, "
                    f"slo: {{tpot_p90_s: {threshold}}}, start: 8, max_requests: 1500}}")
     run = simulate(suite, config)
-    (search,) = analyse(RunData(info=run.info, requests=run.drive.records)).summary.slo_search
+    (search,) = saved_searches(analyse(RunData(info=run.info, requests=run.drive.records)).summary)
     assert search.low is not None and search.high is not None, search.answer
 
     def p90_tpot(users: int) -> float:

@@ -24,6 +24,7 @@ import pytest
 from simruns import simulate
 
 from cardgen.analysis import analyse, load_run
+from cardgen.kinds.slosearch.analysis import saved_searches
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions
 from cardgen.sim.launch import running_sim
@@ -59,7 +60,7 @@ def test_both_clocks_find_the_same_limit_and_replay_the_trace(tmp_path: Path) ->
     assert real.returncode == 0, real.stderr
     summary = json.loads((tmp_path / "real" / "summary.json").read_text())
     modelled = analyse(load_run(tmp_path / "virtual")).summary
-    (search,), (again,) = summary["slo_search"], modelled.slo_search
+    (search,), (again,) = summary["kinds"]["slo"]["searches"], saved_searches(modelled)
     assert (search["low"], search["high"]) == (again.low, again.high) == (2, 3), search["answer"]
     for probe in search["probes"]:  # every verdict real time reached is the truth (it may not tell, on a busy box)
         assert probe["met"] is None or probe["met"] is (probe["load"] <= 2), probe

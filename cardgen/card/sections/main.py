@@ -5,7 +5,6 @@ from __future__ import annotations
 from cardgen import numbers as fmt
 from cardgen.analysis.analyse import HEADLINE_POINT
 from cardgen.card.kindparts import kind_main_rows
-from cardgen.card.sections.slo import slo_row
 from cardgen.card.table import TableView
 from cardgen.schemas.summary import ScenarioSummary, Summary
 
@@ -68,7 +67,6 @@ def main_table(s: Summary) -> TableView:
                      "lower bound: the growing waves never saturated the server"])
     else:
         rows.append(["KV cache capacity", "not measured", fmt.DASH, fmt.DASH, "no method applied (see KV cache)"])
-    rows += [slo_row(r) for r in s.slo_search]
     rows += kind_main_rows(s)
     return TableView(["Metric", "Value", "95 % interval", "Precision", "How"], rows, ["l", "r", "r", "r", "l"])
 

@@ -1,5 +1,6 @@
 """Which loads an SLO search probes, with how many requests each, and what its probes say together (pure): the
-search's rules (:mod:`cardgen.kinds.slosearch.program` runs them, :mod:`cardgen.analysis.slosearch` retells them).
+search's rules (:mod:`cardgen.kinds.slosearch.program` runs them, :mod:`cardgen.kinds.slosearch.analysis` retells
+them).
 
 **Bracketing.** Double from ``start`` until a probe misses (or the probe at ``highest`` meets), halve while the
 first probes miss (down to ``lowest``), then bisect between the highest load shown to meet (``low``) and the

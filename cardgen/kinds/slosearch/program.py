@@ -17,7 +17,7 @@ at once, marked ``phase: late``: the load was not held, so that probe cannot be 
 The search runs whole on one load-generating process (a barrier kind): each probe is judged on every one of
 its requests as they end. Every request records its probe's number (``repeat``) and load (``rate_rps`` or
 ``parallel``), so the analysis judges each probe again on the same evidence, with the cap the search gave it
-(:mod:`cardgen.analysis.slosearch`).
+(:mod:`cardgen.kinds.slosearch.analysis`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,20 @@
-"""An SLO search drawn (data, then drawing onto given Axes): each target's percentile against load, with its 95 %
-interval at every probe and its threshold, each probe marked by its verdict, the answer's bracket shaded and the
-limit's estimate drawn where the percentile crosses the threshold."""
+"""An SLO search drawn, the kind's figures (:data:`FIGURES`: one per search; data, then drawing onto given Axes):
+each target's percentile against load, with its 95 % interval at every probe and its threshold, each probe marked
+by its verdict, the answer's bracket shaded and the limit's estimate drawn where the percentile crosses the
+threshold."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-from cardgen.schemas.summary import SloSearchResult
+from cardgen.figures.kindparts import KindFigures, new_figure
+from cardgen.kinds.slosearch.analysis import SloSearches, SloSearchResult, figure_name
 
 VERDICT_STYLE = {"met": ("o", "tab:green"), "missed": ("X", "tab:red"), "could not tell": ("s", "tab:gray")}
 
@@ -94,3 +97,24 @@ def draw_slo(axes: Sequence[Axes], plot: SloPlot) -> None:
     if axes:
         axes[0].set_title(plot.title)
         axes[min(len(axes), len(plot.curves)) - 1].set_xlabel(f"load ({plot.unit}, log scale)")
+
+
+def _drawer(plot: SloPlot) -> Callable[[], Figure]:
+    def draw() -> Figure:
+        fig, axes = new_figure(8, 3.2 * len(plot.curves), len(plot.curves), 1, sharex=True)
+        draw_slo(axes, plot)
+        return fig
+    return draw
+
+
+def slo_figures(result: SloSearches) -> dict[str, Callable[[], Figure]]:
+    """A figure per search that has probes, by file name."""
+    out = {}
+    for search in result.searches:
+        plot = slo_plot(search)
+        if plot is not None:
+            out[figure_name(search.scenario)] = _drawer(plot)
+    return out
+
+
+FIGURES = KindFigures(result=SloSearches, build=slo_figures)

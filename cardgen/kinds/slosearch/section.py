@@ -1,19 +1,30 @@
-"""The card's SLO searches: "Highest rate within SLO" (or concurrency) as a headline, with the SLO stated, the
-limit's estimate where the percentile against load crosses its threshold (or the range where the boundary is
-flat), the curve as a figure, and every probe with its percentile intervals and its verdict."""
+"""The SLO searches' part of the card (:data:`SECTION`): "Highest rate within SLO" (or concurrency) as a
+headline after the main metrics, with the SLO stated, the limit's estimate where the percentile against load
+crosses its threshold (or the range where the boundary is flat), the curve as a figure, and every probe with its
+percentile intervals and its verdict (``section.md.j2``); a row of the card's main table per search, and its
+answer in the build's last line."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from markupsafe import Markup
 
 from cardgen import numbers as fmt
+from cardgen.card.kindparts import KindSection
 from cardgen.card.sections.figures import figure_path
 from cardgen.card.table import TableView
-from cardgen.figures.names import slo_figure_name
+from cardgen.kinds.slosearch.analysis import (
+    SloPercentile,
+    SloProbe,
+    SloSearches,
+    SloSearchResult,
+    figure_name,
+)
 from cardgen.kinds.slosearch.loadsearch import FLAT
-from cardgen.schemas.summary import SloPercentile, SloProbe, SloSearchResult, Summary
+from cardgen.schemas.summary import Summary
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,7 @@ class SloSection:
     estimate: str | None  # where the percentile crosses its threshold, in words
     flat: str | None  # where the boundary is flat, in words
     requests: str  # the requests the search sent, of its budget
+    resolution: float | None  # the bracket's relative width it aims at
     figure: Markup | None
 
 
@@ -139,9 +151,27 @@ def _requests(r: SloSearchResult) -> str:
     return f"{r.requests:,} requests{budget}"
 
 
-def slo_sections(s: Summary) -> list[SloSection]:
+def slo_sections(result: SloSearches, s: Summary) -> list[SloSection]:
     return [SloSection(title=f"Highest {'rate' if r.load == 'rate' else 'concurrency'} within SLO", scenario=r.scenario,
                        headline=headline(r), slo=r.slo_text, answer=r.answer, probes=probe_table(r), cost=_cost(r),
-                       estimate=estimate_text(r), flat=flat_text(r), requests=_requests(r),
-                       figure=figure_path(s, slo_figure_name(r.scenario)))
-            for r in s.slo_search]
+                       estimate=estimate_text(r), flat=flat_text(r), requests=_requests(r), resolution=r.resolution,
+                       figure=figure_path(s, figure_name(r.scenario)))
+            for r in result.searches]
+
+
+def context(result: SloSearches, s: Summary) -> dict[str, Any] | None:
+    """What ``section.md.j2`` prints (None: the run searched nothing)."""
+    return {"slo": slo_sections(result, s)} if result.searches else None
+
+
+def main_rows(result: SloSearches) -> list[list[str]]:
+    return [slo_row(r) for r in result.searches]
+
+
+def answers(result: SloSearches) -> list[str]:
+    """Each search's answer in words, for the build's last line."""
+    return [r.answer for r in result.searches]
+
+
+SECTION = KindSection(result=SloSearches, template=Path(__file__).with_name("section.md.j2"), context=context,
+                      slot="headlines", main_rows=main_rows, answers=answers)

@@ -8,8 +8,8 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
-from cardgen.figures.slo import draw_slo, slo_plot
-from cardgen.schemas.summary import SloPercentile, SloProbe, SloSearchResult
+from cardgen.kinds.slosearch.analysis import SloPercentile, SloProbe, SloSearches, SloSearchResult
+from cardgen.kinds.slosearch.figures import FIGURES, draw_slo, slo_plot
 
 
 def _cell(target: str, value: float, low: float | None, high: float | None, threshold: float) -> SloPercentile:
@@ -46,3 +46,10 @@ def test_it_draws_one_panel_per_target():
     assert axes[1].get_ylabel() == "TPOT p99 (ms)" and axes[0].get_xscale() == "log"
     assert any(line.get_ydata()[0] == 50 for line in axes[1].get_lines())  # the threshold, in ms
     assert slo_plot(SloSearchResult(scenario="x", load="rate", unit="req/s")) is None
+
+
+def test_a_figure_per_search_with_probes_named_by_its_point():
+    built = FIGURES.build(SloSearches(searches=[_result(), SloSearchResult(scenario="x", load="rate", unit="req/s")]))
+    assert list(built) == ["slo_slo-rate.png"]
+    fig = built["slo_slo-rate.png"]()
+    assert len(fig.axes) == 2 and fig.axes[0].get_title() == "slo-rate: highest rate within TPOT p99 ≤ 50 ms"
