@@ -190,6 +190,15 @@ def _waves_as_llamacpp_ran_them() -> pd.DataFrame:
         for wave, rows in waves.items() for sent, first, end in rows])
 
 
+def test_a_calm_wave_whose_requests_all_failed_bounds_nothing():
+    # the wave below the first saturated one has no tokens per request (the analysis raised TypeError here)
+    frame = _waves_as_llamacpp_ran_them()
+    frame.loc[frame["wave"] == 1, "ok"] = False
+    estimate, waves, _ = saturation_probe(frame, server_timeseries([], engine="llamacpp"), block_size=None, slots=4)
+    assert waves[0].tokens_per_request is None and not waves[0].saturated
+    assert (estimate.low, estimate.high) == (0.0, 2 * 288)
+
+
 def test_waves_against_a_cache_per_slot_measure_slots_never_kv():
     frame, ts = _waves_as_llamacpp_ran_them(), server_timeseries([], engine="llamacpp")
     # read as waves alone, the wave of 2 queued: a capacity of 2 requests, 94 % below what the server allocated

@@ -48,6 +48,9 @@ def test_the_sample_is_bursty():
 @pytest.mark.parametrize(("name", "text", "said"), [
     ("x.csv", "time,prompt,answer\n1,2,3\n", "not a trace cardgen knows (columns answer, prompt, time)"),
     ("x.jsonl", '{"timestamp": 1, "input_length": 5}\n', "lacks output_length"),
+    # a line that is no object (this raised TypeError while the error was being worded)
+    ("x.jsonl", '{"timestamp": 1, "input_length": 5, "output_length": 2}\n5\n',
+     "line 2 lacks input_length, output_length, timestamp"),
     ("x.jsonl", '{"timestamp": 1, "input_length": 5, "output_length": 2, "hash_ids": "ab"}\n',
      "hash_ids must be a list of integers"),
     ("x.csv", "Timestamp,Request tokens,Response tokens\n0.5,many,3\n", "'many' is not a number of tokens"),
