@@ -84,6 +84,12 @@ def test_make_lint_passes_on_the_tree_as_it_is(copy):
      "cardgen.kinds is not allowed to import time"),
     ("cardgen/kinds/closed/program.py", "from cardgen.runwriter import RunWriter as _W  # noqa: F401\n",
      "cardgen.kinds is not allowed to import cardgen.runwriter"),
+    # a kind's own stage imports the stage it plugs into (pyproject's ignore_imports), and nothing above it; its
+    # program imports no stage
+    ("cardgen/kinds/slosearch/section.py", "from cardgen.cli import main as _main  # noqa: F401\n",
+     "cardgen.kinds is not allowed to import cardgen.cli"),
+    ("cardgen/kinds/slosearch/program.py", "from cardgen.card import table as _table  # noqa: F401\n",
+     "cardgen.kinds is not allowed to import cardgen.card"),
     # two modules of one layer importing each other
     ("cardgen/precision.py", "import cardgen.kinds.closed.program  # noqa: F401\n", "No cycles are allowed"),
     # the error tree importing the command line's library (pyproject's "errors-without-click" contract)
