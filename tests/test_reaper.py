@@ -83,19 +83,22 @@ def answers(port: int) -> bool:
 def test_a_killed_stage_runner_leaves_no_server_running(sig, tmp_path):
     (tmp_path / "test_inner.py").write_text(INNER.format(out=str(tmp_path), server=SERVER, mark=reaper.MARK))
     env = {k: v for k, v in os.environ.items() if k != reaper.MARK}  # a session of its own, as make test's
-    runner = subprocess.Popen([sys.executable, str(HERE / "stages.py"), sys.prefix, "--fast", "-p",
-                               "no:cacheprovider", str(tmp_path / "test_inner.py")], env=env, cwd=tmp_path,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "runner.log"
+    with log.open("w") as out:
+        runner = subprocess.Popen([sys.executable, str(HERE / "stages.py"), sys.prefix, "--fast", "-p",
+                                   "no:cacheprovider", str(tmp_path / "test_inner.py")], env=env, cwd=tmp_path,
+                                  stdout=out, stderr=subprocess.STDOUT)
     state_file = tmp_path / "state.json"
     try:
         deadline = time.monotonic() + 120
         while not state_file.exists():
-            assert runner.poll() is None, "the stage runner ended before its test held the servers"
-            assert time.monotonic() < deadline, "the inner test never started its servers"
+            assert runner.poll() is None, f"the stage runner ended before its test held the servers:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"the inner test never started its servers:\n{log.read_text()}"
             time.sleep(0.1)
         state = json.loads(state_file.read_text())
-        assert all(alive(pid) for pid in state["pids"]) and all(answers(port) for port in state["ports"])
-        assert set(state["pids"]) <= set(reaper.marked(state["token"]))
+        assert all(alive(pid) for pid in state["pids"]), state
+        assert all(answers(port) for port in state["ports"]), state
+        assert set(state["pids"]) <= set(reaper.marked(state["token"])), (state, reaper.marked(state["token"]))
         runner.send_signal(sig)
         runner.wait(timeout=60)
         deadline = time.monotonic() + reaper.GRACE_S + 30  # the deaf server waits out the grace
