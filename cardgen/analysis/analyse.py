@@ -277,7 +277,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})
     attempts = point_attempts(list(info.points))
     summary.kinds = kind_results(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info,
-                                 records=[r for r in data.requests if record_counts(attempts, r.scenario, r.attempt)])
+                                 records=[r for r in data.requests if record_counts(attempts, r.scenario, r.attempt)],
+                                 metrics=data.metrics)
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, data.metrics,
                                                             points=list(points.values())))

@@ -21,7 +21,7 @@ import pandas as pd
 from cardgen.kinds import KINDS, of_kind
 from cardgen.kinds.kind import part
 from cardgen.points import Point
-from cardgen.schemas.records import RequestRecord
+from cardgen.schemas.records import MetricSample, RequestRecord
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.summary import KindResult, ScenarioSummary
 
@@ -37,6 +37,9 @@ class KindRun:
     scenarios: list[ScenarioSummary]  # their rows of summary.json's ``scenarios`` (stop reasons, common figures)
     info: RunInfo
     records: list[RequestRecord]  # their counted records as stored (requests.jsonl), for what a row does not keep
+    # the server's scrapes as stored (server_metrics.jsonl), for what the time series does not keep: a counter's
+    # growth or a gauge's mean over a window (cardgen.analysis.timeseries.counter_growth, gauge_mean)
+    metrics: Sequence[MetricSample] = ()
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,8 @@ class KindAnalysis:
 
 def kind_results(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd.DataFrame,
                  scenarios: list[ScenarioSummary], info: RunInfo,
-                 records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
+                 records: Sequence[RequestRecord],
+                 metrics: Sequence[MetricSample] = ()) -> dict[str, dict[str, Any]]:
     """Every installed kind's result over its points of the run, as summary.json keeps it (kinds without an
     analysis of their own, or without a point in the run, give none)."""
     out: dict[str, dict[str, Any]] = {}
@@ -63,7 +67,7 @@ def kind_results(*, points: Mapping[str, Point], requests: pd.DataFrame, timeser
         names = {p.name for p in mine}
         result = analysis.analyse(KindRun(kind=name, points=mine, requests=rows, timeseries=timeseries,
                                           scenarios=of_kind(name, scenarios), info=info,
-                                          records=[r for r in records if r.scenario in names]))
+                                          records=[r for r in records if r.scenario in names], metrics=metrics))
         if result is not None:
             out[name] = result.model_dump(mode="json")
     return out

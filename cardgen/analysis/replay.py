@@ -19,11 +19,9 @@ from typing import Protocol, cast
 import numpy as np
 import pandas as pd
 
-from cardgen.analysis.prefixcache import _window_delta
 from cardgen.analysis.scenarios import meets_slo
 from cardgen.analysis.stats import describe
-from cardgen.analysis.timeseries import window
-from cardgen.engines import metric_names
+from cardgen.analysis.timeseries import counter_growth, window
 from cardgen.points import Point
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.summary import ReplayResult, ReplayWindow, ScenarioSummary
@@ -113,10 +111,9 @@ def replay(point: Point, rows: pd.DataFrame, ts: pd.DataFrame, metrics: Sequence
     result.slo_attainment = float(good.mean())
     _, tokens = _chunk_tokens(rows)
     result.output_tok_s = float(tokens.sum()) / result.duration_s if result.duration_s > 0 else None
-    names = metric_names(engine)
-    q = _window_delta(metrics, names.get("prefix_cache_queries", ""), start, end)
-    h = _window_delta(metrics, names.get("prefix_cache_hits", ""), start, end)
-    result.prefix_cache_hit_rate = h / q if q and h is not None and q > 0 else None
+    q = counter_growth(metrics, engine=engine, role="prefix_cache_queries", start=start, end=end)
+    h = counter_growth(metrics, engine=engine, role="prefix_cache_hits", start=start, end=end)
+    result.prefix_cache_hit_rate = h.value / q.value if q is not None and h is not None and q.value > 0 else None
     result.window_s = window_width(end - start)
     result.windows = replay_windows(rows, ts, good, start=start, width=result.window_s)
     return result
