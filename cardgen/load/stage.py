@@ -366,7 +366,7 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     outcome, error = executed.outcome, executed.error
     fatal = outcome.fatal if outcome is not None else None
     info.points = [judge_client(recorder, p) for p in info.points]
-    info.loadgen, loadgen_warnings = loadgen_report(recorder, info.points)  # type: ignore[assignment]  # as above
+    info.loadgen, loadgen_warnings = loadgen_report(recorder, info.points)  # type: ignore[assignment]  # validate_assignment converts the dict
     info.warnings.extend(loadgen_warnings)
     info.warnings.extend(outcome.worker_errors if outcome is not None else ())
     if isinstance(error, KeyboardInterrupt) or (error is None and fatal is None and outcome is not None
