@@ -137,9 +137,9 @@ def test_a_modelled_build_keeps_its_config_in_run_json(tmp_path):
     ("auto", True, "--workers auto counts this machine's cores: give the number of remote workers"),
 ])
 def test_one_workers_rule_for_the_command_line_and_the_load_stage(value, remote, says):
-    """The command line checks --workers before the load engine loads, the load stage (resolve_workers) again
-    before it starts: both by worker_count, so both say the same. (The stage is not imported here: Locust patches
-    gevent into the process on import, which hangs an xdist worker's threads.)"""
+    """The command line checks --workers once, by worker_count, before the load engine loads (build and resume
+    alike), and the config keeps what it parsed: the load stage checks it no more. (The stage is not imported
+    here: Locust patches gevent into the process on import, which hangs an xdist worker's threads.)"""
     with pytest.raises(UsageError) as cli:
         worker_count(value, remote_workers=remote)
     assert str(cli.value) == says

@@ -33,6 +33,7 @@ import gevent
 from gevent.event import Event
 from locust.env import Environment
 
+from cardgen.buildconfig import LoadOptions
 from cardgen.errors import RunError, one_line
 from cardgen.kinds.program import Judge, Said
 from cardgen.load import messages
@@ -66,21 +67,21 @@ WORKER_CONNECT_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunPlan:
+class LoadPlan:
+    """What the load engine runs: the points against ``url``, how (``load``: the Locust master, remote workers,
+    the scrape interval, ``--run-saturated``, as the build's :class:`~cardgen.buildconfig.LoadOptions` holds
+    them), and whom it tells as each point starts and ends."""
+
     url: str
     points: Sequence[Point]
     setup: Setup  # model, headers, templates, nonce: sent to every agent (index, parts and name set per agent)
-    workers: int = 0  # 0 = local runner
-    remote_workers: bool = False  # wait for workers started elsewhere instead of spawning them
-    master_bind_host: str = "127.0.0.1"
-    master_port: int = 0
+    workers: int = 0  # 0 = local runner (``auto`` resolved already)
+    load: LoadOptions = LoadOptions()  # the Locust master, remote workers, scrape interval, --run-saturated
     attempts: Mapping[str, int] = field(default_factory=dict)  # point name -> the attempt stamped into its
     # records and outcome (``cardgen resume`` reruns a cut-off point as attempt 1, 2...); absent: 0
-    run_saturated: bool = False  # run the larger counts a saturated closed-loop point would skip
     run_dir: Path | None = None  # where local workers' logs go (worker-N.log; None: a temporary folder)
     server_metrics: Path | None = None  # the scraper's server_metrics.jsonl: gauges of closed-loop points
     # (None: no /metrics; saturation is then judged on the requests' speed alone)
-    scrape_interval_s: float = 0.5  # how often the scraper reads /metrics (points wait for one read between them)
     on_point_start: Callable[[Point, PointOutcome], None] | None = None  # the point starts (started_unix, attempt)
     # every point of the plan, in order, once it ended: run (``stop`` says why it stopped), skipped
     # (STOP_SKIPPED, never started) or cut off (STOP_INTERRUPTED, no ``ended_unix``; no later point follows)
@@ -194,12 +195,12 @@ class _LoadInterpreter:
     every agent's meet, and the judge's verdict goes back to every agent (``stop_point``). A server that stopped
     answering (:class:`_ServerGone`) stops the run as cut off."""
 
-    def __init__(self, plan: RunPlan, *, recorder: Recorder, assign: Callable[[Point, int], None],
+    def __init__(self, plan: LoadPlan, *, recorder: Recorder, assign: Callable[[Point, int], None],
                  stop_point: Callable[[str], None], dones: _Dones, stop: _Stop,
                  check: Callable[[], None] | None) -> None:
         self.assign, self.stop_point, self.dones, self.stop, self.check = assign, stop_point, dones, stop, check
         self.scrapes = ScrapeLog(plan.server_metrics, plan.setup.engine) if plan.server_metrics is not None else None
-        self.scrape_interval_s = plan.scrape_interval_s
+        self.scrape_interval_s = plan.load.scrape_interval_s  # points wait for one read of /metrics between them
         self.last_end: float | None = None  # when the last point's last request ended
         self.current: tuple[Point, Judge, float] | None = None
         self.gone = _ServerGone()
@@ -253,11 +254,11 @@ class _LoadInterpreter:
         return self.scrapes.read() if self.scrapes is not None else []
 
 
-def _run_points(plan: RunPlan, outcome: RunOutcome, *, recorder: Recorder, assign: Callable[[Point, int], None],
+def _run_points(plan: LoadPlan, outcome: RunOutcome, *, recorder: Recorder, assign: Callable[[Point, int], None],
                 stop_point: Callable[[str], None], dones: _Dones, stop: _Stop,
                 check: Callable[[], None] | None = None) -> None:
     """Run the plan's points in the controller's order (:func:`cardgen.scenarios.run_points`); report every
-    point's outcome (see :class:`RunPlan`)."""
+    point's outcome (see :class:`LoadPlan`)."""
     interpreter = _LoadInterpreter(plan, recorder=recorder, assign=assign, stop_point=stop_point, dones=dones,
                                    stop=stop, check=check)
 
@@ -267,7 +268,7 @@ def _run_points(plan: RunPlan, outcome: RunOutcome, *, recorder: Recorder, assig
             plan.on_point_end(point, result)
 
     try:
-        sequenced = run_points(plan.points, interpreter, attempts=plan.attempts, run_saturated=plan.run_saturated,
+        sequenced = run_points(plan.points, interpreter, attempts=plan.attempts, run_saturated=plan.load.run_saturated,
                                on_start=plan.on_point_start, on_end=ended)
     finally:
         recorder.listeners.remove(interpreter.on_record)
@@ -281,7 +282,7 @@ def _record(recorder: Recorder, stop: _Stop, record: Callable[[], None], what: s
         stop.fail(f"{what} could not be written: {type(exc).__name__}: {one_line(exc)}")
 
 
-def run_local(plan: RunPlan, recorder: Recorder) -> RunOutcome:
+def run_local(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
     stop = _Stop()
     ready, dones = Event(), _Dones(1)
 
@@ -326,11 +327,11 @@ def run_local(plan: RunPlan, recorder: Recorder) -> RunOutcome:
     return outcome
 
 
-def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
+def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
     n = plan.workers
-    port = plan.master_port or _free_port(plan.master_bind_host)
+    port = plan.load.master_port or _free_port(plan.load.master_bind)
     env = Environment(user_classes=[CardgenUser], host=plan.url)
-    runner = env.create_master_runner(master_bind_host=plan.master_bind_host, master_bind_port=port)
+    runner = env.create_master_runner(master_bind_host=plan.load.master_bind, master_bind_port=port)
     listening: list[str] = []  # the workers that hear cardgen's messages, in the order they said so
     ready: set[str] = set()
     ready_event = Event()
@@ -385,13 +386,13 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
         return f"{tail or 'no output'} (its log: {logs[i]})"
 
     try:
-        if not plan.remote_workers:
+        if not plan.load.remote_workers:
             env_vars = {**os.environ, "PYTHONUNBUFFERED": "1"}
             for i in range(n):
                 logs.append(log_dir.worker_log(str(i)))
                 with logs[i].open("ab") as out:  # a file, not a pipe: a chatty worker never blocks on it
                     procs.append(subprocess.Popen(
-                        [sys.executable, "-m", "cardgen.load.worker", "--master-host", plan.master_bind_host,
+                        [sys.executable, "-m", "cardgen.load.worker", "--master-host", plan.load.master_bind,
                          "--master-port", str(port), "--url", plan.url, "--name", f"worker-{i}",
                          "--parent-pid", str(os.getpid())],
                         stdout=out, stderr=subprocess.STDOUT, env=env_vars, start_new_session=True))
@@ -415,7 +416,7 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
         clients = listening[:n]
         for i, cid in enumerate(clients):
             # remote workers keep the name they were started with
-            name = None if plan.remote_workers else f"worker-{i}"
+            name = None if plan.load.remote_workers else f"worker-{i}"
             messages.send(runner, plan.setup.model_copy(update={"index": i, "parts": n, "name": name}),
                           client_id=cid)
         runner.start(n, spawn_rate=n)
@@ -465,5 +466,5 @@ def run_distributed(plan: RunPlan, recorder: Recorder) -> RunOutcome:
     return outcome
 
 
-def run_plan(plan: RunPlan, recorder: Recorder) -> RunOutcome:
+def run_plan(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
     return run_distributed(plan, recorder) if plan.workers > 0 else run_local(plan, recorder)

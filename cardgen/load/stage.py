@@ -47,8 +47,7 @@ from cardgen.load.clientcheck import judge_client, loadgen_report
 from cardgen.load.heartbeat import Heartbeat
 from cardgen.load.messages import Setup
 from cardgen.load.progress import PlanSource, PointProgress
-from cardgen.load.runner import RunOutcome, run_plan
-from cardgen.load.runner import RunPlan as PointsPlan
+from cardgen.load.runner import LoadPlan, RunOutcome, run_plan
 from cardgen.load.scraper import Scraper
 from cardgen.load.telemetry import gpu_telemetry, metrics_available
 from cardgen.load.dialect import agree
@@ -325,12 +324,9 @@ def execute(prepared: Prepared) -> Executed:
         else:
             progress.end(point)
 
-    points_plan = PointsPlan(url=base, points=prepared.points, setup=prepared.setup, workers=prepared.workers,
-                             remote_workers=load.remote_workers, master_bind_host=load.master_bind,
-                             master_port=load.master_port, run_dir=run_dir,
-                             server_metrics=files.server_metrics_jsonl if scrape else None,
-                             scrape_interval_s=load.scrape_interval_s, attempts=prepared.attempts,
-                             run_saturated=load.run_saturated, on_point_start=point_started, on_point_end=point_ended)
+    load_plan = LoadPlan(url=base, points=prepared.points, setup=prepared.setup, workers=prepared.workers, load=load,
+                         run_dir=run_dir, server_metrics=files.server_metrics_jsonl if scrape else None,
+                         attempts=prepared.attempts, on_point_start=point_started, on_point_end=point_ended)
     outcome: RunOutcome | None = None
     error: BaseException | None = None
     try:
@@ -343,7 +339,7 @@ def execute(prepared: Prepared) -> Executed:
                                             interval_s=load.scrape_interval_s, api_key=cfg.api_key))
             stack.enter_context(progress)
             stack.enter_context(heartbeat)
-            outcome = run_plan(points_plan, recorder)  # returns once every agent has stopped sending
+            outcome = run_plan(load_plan, recorder)  # returns once every agent has stopped sending
     except BaseException as exc:  # finish() writes run.json, then raises it
         error = exc
     try:
