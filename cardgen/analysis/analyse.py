@@ -17,7 +17,7 @@ from cardgen.analysis.cost import point_energy, price_points, tokens_per_joule
 from cardgen.analysis.crosscheck import every_window, server_vs_client
 from cardgen.analysis.gpu import gpu_telemetry, modelled_gpu_name
 from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion_points
-from cardgen.analysis.kindparts import kind_results
+from cardgen.analysis.kindparts import kind_missing, kind_precision, kind_results, kind_tables
 from cardgen.analysis.kv import declared_kv, kv_capacity
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.outcomes import counted_mask, suite_points, with_outcomes
@@ -28,7 +28,7 @@ from cardgen.analysis.requests import request_frame
 from cardgen.analysis.rundata import RunData
 from cardgen.analysis.scenarios import scenario_summaries
 from cardgen.analysis.speculative import speculative_points, speculative_run
-from cardgen.analysis.tables import batch_precision, build_tables, write_tables
+from cardgen.analysis.tables import build_tables, write_tables
 from cardgen.analysis.timebudget import time_budgets
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
@@ -182,13 +182,16 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                                    info.calibration.order)
 
     ingestion = fit_ingestion(*ingestion_points(requests)) if not requests.empty else None
-    batches = batch_precision(requests)
+    attempts = point_attempts(list(info.points))
+    records = [r for r in data.requests if record_counts(attempts, r.scenario, r.attempt)]
+    judged = kind_precision(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info,
+                            records=records)  # the points whose kind judges their precision itself
     for scenario in scenarios:
         if kind_of(scenario).prefill_sweep and scenario.requests and ingestion is not None:
             scenario.precision = PointPrecision(method="slope t interval", slope=ingestion.fit.slope_ci_relative,
                                                 batches=ingestion.fit.n_used)
-        elif kind_of(scenario).batched and scenario.scenario in batches:
-            scenario.precision = batches[scenario.scenario]
+        elif scenario.scenario in judged:
+            scenario.precision = judged[scenario.scenario]
     if requests.empty or not requests["kind"].isin(kinds_where(lambda k: k.prefill_sweep)).any():
         missing.append("no prompt-ingestion sweep (ingest scenario): prompt ingestion speed not measured")
     elif ingestion is None:
@@ -230,8 +233,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     kinds = [kind_of(s) for s in scenarios if s.requests]  # points that sent no request measure nothing
     if not any(k.rate_driven for k in kinds):
         missing.append("no open-loop rates: no serving table")
-    if not any(k.batched for k in kinds):
-        missing.append("no batch sweep: no batch table")
+    missing += kind_missing(s.kind for s in scenarios if s.requests)
     if not any(k.closed_loop for k in kinds):
         missing.append("no closed-loop points: no generation speed or throughput against parallel requests")
 
@@ -239,8 +241,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                                    max_kv_usage=options.max_kv_usage)
     gpu = info.gpu
     gpu_name = _name(gpu.name)
-    tables = build_tables(scenarios, pd.concat([requests, predicted]) if len(predicted) else requests, gpu=gpu_name,
-                          kv_cache_tokens=kv.tokens)
+    tables = build_tables(scenarios, gpu=gpu_name, kv_cache_tokens=kv.tokens)
     tok_s = ingestion.fit.tok_s if ingestion else None
     svc = server_vs_client(data.metrics, every, scenarios, engine=engine)
     summary = Summary(
@@ -275,10 +276,9 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     summary.replays = replays(list(points.values()), requests, ts, data.metrics, engine=engine,
                               slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})
-    attempts = point_attempts(list(info.points))
     summary.kinds = kind_results(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info,
-                                 records=[r for r in data.requests if record_counts(attempts, r.scenario, r.attempt)],
-                                 metrics=data.metrics)
+                                 records=records, predicted=predicted, metrics=data.metrics)
+    tables.update(kind_tables(summary.kinds))
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, data.metrics,
                                                             points=list(points.values())))

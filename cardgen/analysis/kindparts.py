@@ -8,12 +8,15 @@ needs nothing but the run's files. The core never names a kind here: it asks eve
 
     Kind.analysis ──> KindAnalysis(result=R, analyse=f)     f(KindRun) -> R | None   (None: nothing to show)
     kind_results(...) -> {kind name: R as JSON}              summary.kinds
+    kind_precision(...) -> {point name: PointPrecision}      its points' precision, where the kind judges it itself
+    kind_tables(summary.kinds) -> {file name: DataFrame}     tables/<name>.json|csv made from its result
+    kind_missing(kinds that sent requests) -> [words]        summary.missing, for a kind the run did not measure
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -23,7 +26,7 @@ from cardgen.kinds.kind import part
 from cardgen.points import Point
 from cardgen.schemas.records import MetricSample, RequestRecord
 from cardgen.schemas.run import RunInfo
-from cardgen.schemas.summary import KindResult, ScenarioSummary
+from cardgen.schemas.summary import KindResult, PointPrecision, ScenarioSummary
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,9 @@ class KindRun:
     scenarios: list[ScenarioSummary]  # their rows of summary.json's ``scenarios`` (stop reasons, common figures)
     info: RunInfo
     records: list[RequestRecord]  # their counted records as stored (requests.jsonl), for what a row does not keep
+    # a calibrated run's predicted request rows of these points (same columns; empty for any other run): what a
+    # table of the kind shows beside the measured rows
+    predicted: pd.DataFrame = field(default_factory=pd.DataFrame)
     # the server's scrapes as stored (server_metrics.jsonl), for what the time series does not keep: a counter's
     # growth or a gauge's mean over a window (cardgen.analysis.timeseries.counter_growth, gauge_mean)
     metrics: Sequence[MetricSample] = ()
@@ -48,26 +54,90 @@ class KindAnalysis:
 
     result: type[KindResult]
     analyse: Callable[[KindRun], KindResult | None]
+    # its points' precision by point name, where the kind judges it itself (summary.json's ``scenarios``
+    # ``precision``, set before the tables are made); None: the common rule's
+    precision: Callable[[KindRun], Mapping[str, PointPrecision]] | None = None
+    # the table files its result makes (``tables/<name>.json`` and ``.csv``, by name; an empty one is not written)
+    tables: Callable[[Any], Mapping[str, pd.DataFrame]] | None = None
+    # summary.missing's words for a run where no point of the kind sent a request: what the run lacks without it
+    absent: str | None = None
 
 
-def kind_results(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd.DataFrame,
-                 scenarios: list[ScenarioSummary], info: RunInfo,
-                 records: Sequence[RequestRecord],
-                 metrics: Sequence[MetricSample] = ()) -> dict[str, dict[str, Any]]:
-    """Every installed kind's result over its points of the run, as summary.json keeps it (kinds without an
-    analysis of their own, or without a point in the run, give none)."""
-    out: dict[str, dict[str, Any]] = {}
+def _runs(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd.DataFrame,
+          scenarios: list[ScenarioSummary], info: RunInfo, records: Sequence[RequestRecord],
+          predicted: pd.DataFrame | None,
+          metrics: Sequence[MetricSample] = ()) -> list[tuple[str, KindAnalysis, KindRun]]:
+    """Every installed kind with an analysis of its own and a point in the run: its name, its analysis and its
+    share of the run."""
+    out = []
     rows_by_kind = dict(tuple(requests.groupby("kind", sort=False))) if len(requests) else {}
+    predicted = predicted if predicted is not None else pd.DataFrame()
+    predicted_by_kind = dict(tuple(predicted.groupby("kind", sort=False))) if len(predicted) else {}
     for name, kind in KINDS.items():
         mine = of_kind(name, points.values())
         if kind.analysis is None or not mine:
             continue
         analysis: KindAnalysis = part(kind.analysis)
         rows = rows_by_kind.get(name, requests.iloc[0:0]).reset_index(drop=True)
+        guessed = predicted_by_kind.get(name, predicted.iloc[0:0]).reset_index(drop=True)
         names = {p.name for p in mine}
-        result = analysis.analyse(KindRun(kind=name, points=mine, requests=rows, timeseries=timeseries,
-                                          scenarios=of_kind(name, scenarios), info=info,
-                                          records=[r for r in records if r.scenario in names], metrics=metrics))
+        out.append((name, analysis, KindRun(kind=name, points=mine, requests=rows, timeseries=timeseries,
+                                            scenarios=of_kind(name, scenarios), info=info,
+                                            records=[r for r in records if r.scenario in names],
+                                            predicted=guessed, metrics=metrics)))
+    return out
+
+
+def kind_results(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd.DataFrame,
+                 scenarios: list[ScenarioSummary], info: RunInfo, records: Sequence[RequestRecord],
+                 predicted: pd.DataFrame | None = None,
+                 metrics: Sequence[MetricSample] = ()) -> dict[str, dict[str, Any]]:
+    """Every installed kind's result over its points of the run, as summary.json keeps it (kinds without an
+    analysis of their own, or without a point in the run, give none)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, analysis, run in _runs(points=points, requests=requests, timeseries=timeseries, scenarios=scenarios,
+                                     info=info, records=records, predicted=predicted, metrics=metrics):
+        result = analysis.analyse(run)
         if result is not None:
             out[name] = result.model_dump(mode="json")
     return out
+
+
+def kind_precision(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd.DataFrame,
+                   scenarios: list[ScenarioSummary], info: RunInfo,
+                   records: Sequence[RequestRecord]) -> dict[str, PointPrecision]:
+    """The precision of every point whose kind judges it itself, by point name."""
+    out: dict[str, PointPrecision] = {}
+    for _, analysis, run in _runs(points=points, requests=requests, timeseries=timeseries, scenarios=scenarios,
+                                  info=info, records=records, predicted=None):
+        if analysis.precision is not None:
+            out.update(analysis.precision(run))
+    return out
+
+
+def kind_tables(results: Mapping[str, dict[str, Any]]) -> dict[str, pd.DataFrame]:
+    """The table files the installed kinds make of their results (summary.json's ``kinds``), by file name."""
+    out: dict[str, pd.DataFrame] = {}
+    for name, kind in KINDS.items():
+        saved = results.get(name)
+        if kind.analysis is None or saved is None:
+            continue
+        analysis: KindAnalysis = part(kind.analysis)
+        if analysis.tables is not None:
+            out.update(analysis.tables(analysis.result.model_validate(saved)))
+    return out
+
+
+def kind_missing(measured: Iterable[str]) -> list[str]:
+    """summary.missing's words of every installed kind that says what a run without it lacks, where no point of
+    that kind sent a request (``measured``: the kinds of the points that did)."""
+    sent = set(measured)
+    out = []
+    for name, kind in KINDS.items():
+        if kind.analysis is None or name in sent:
+            continue
+        analysis: KindAnalysis = part(kind.analysis)
+        if analysis.absent is not None:
+            out.append(analysis.absent)
+    return out
+

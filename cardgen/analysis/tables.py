@@ -2,9 +2,6 @@
 
 - ``serving``: vLLM's serving table, one row per open-loop rate (req/s, output and total tok/s,
   TTFT / TPOT / ITL mean, median, p99 in ms).
-- ``batch``: TGI's batch table, per batch size: prefill latency, decode latency per token and in total (ms),
-  prefill and decode throughput (tok/s); average, lowest, highest, p50, p90, p99 over the repeated runs, and the
-  95 % t interval of the average (:func:`cardgen.precision.mean_interval`: runs are independent repeats).
 - ``fastgen``: DeepSpeed-FastGen's effective throughput (requests/s meeting every SLO) next to throughput, and
   latency percentiles p50 / p90 / p95, per closed-loop point and open-loop rate.
 - ``scale``: FlexGen's scale table: per (parallel, prompt, output) point, latency, throughput and peak KV use.
@@ -12,7 +9,8 @@
 
 JSON files use pandas' ``orient="columns"`` layout (``{"column": {"0": value, ...}}``, as vLLM publishes its
 tables): ``pd.DataFrame.from_dict(json.load(f))`` loads one back. ``benchmarking_results.json`` holds all of them
-under their names.
+under their names, with the tables the kinds make of their own results (their analysis' ``tables``,
+:func:`cardgen.analysis.kindparts.kind_tables`) and the replayed traces' windows.
 """
 
 from __future__ import annotations
@@ -21,15 +19,13 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from cardgen.kinds import kind_of, kinds_where
-from cardgen.precision import mean_interval
+from cardgen.kinds import kind_of
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.summary import Distribution, PointPrecision, ScenarioSummary
 
-TABLE_NAMES = ("serving", "batch", "fastgen", "scale", "scenarios")
+TABLE_NAMES = ("serving", "fastgen", "scale", "scenarios")
 COMBINED_JSON = "benchmarking_results.json"
 _DISTRIBUTIONS = ("ttft_s", "e2e_s", "tpot_s", "itl_s", "decode_tok_s", "speed_from_start_tok_s")
 
@@ -57,75 +53,6 @@ def serving_table(scenarios: Sequence[ScenarioSummary], *, gpu: str | None) -> p
         row["Goodput (req/s)"] = s.goodput_req_s
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def batch_runs(requests: pd.DataFrame) -> pd.DataFrame:
-    """One row per run of the batch sweep (batch size, repeat): its prefill and decode figures."""
-    if requests.empty:
-        return pd.DataFrame()
-    rows = requests[requests["kind"].isin(kinds_where(lambda k: k.batched)) & ~requests["warmup"] & requests["ok"]]
-    runs = []
-    for (scenario, _repeat), g in rows.groupby(["scenario", "repeat"], sort=False, dropna=False):
-        prefill_s = float(g["first_token_at"].max() - g["sent_at"].min())
-        decode_total_s = float((g["e2e_s"] - g["ttft_s"]).mean())
-        steps = float(g["output_tokens"].mean() - 1)
-        runs.append({
-            "scenario": scenario, "batch_size": int(g["parallel"].max()) if g["parallel"].notna().any() else len(g),
-            "prefill_ms": prefill_s * 1000,
-            "decode_token_ms": float(g["tpot_s"].mean()) * 1000,
-            "decode_total_ms": decode_total_s * 1000,
-            "prefill_tok_s": float(g["prompt_tokens"].sum()) / prefill_s if prefill_s > 0 else np.nan,
-            "decode_tok_s": len(g) * steps / decode_total_s if decode_total_s > 0 and steps > 0 else np.nan,
-            "decode_speed_tok_s": float(g["decode_tok_s"].mean()),  # per request, averaged: the stopping figure
-        })
-    return pd.DataFrame(runs)
-
-
-BATCH_STEPS = (  # (step, metric, unit, run column)
-    ("Prefill", "latency", "ms", "prefill_ms"),
-    ("Decode (token)", "latency", "ms", "decode_token_ms"),
-    ("Decode (total)", "latency", "ms", "decode_total_ms"),
-    ("Prefill", "throughput", "tokens/s", "prefill_tok_s"),
-    ("Decode", "throughput", "tokens/s", "decode_tok_s"),
-)
-
-
-def batch_table(requests: pd.DataFrame) -> pd.DataFrame:
-    """TGI's batch table, long form: one row per (step, batch size)."""
-    runs = batch_runs(requests)
-    rows: list[dict[str, object]] = []
-    if runs.empty:
-        return pd.DataFrame(rows)
-    for step, metric, unit, column in BATCH_STEPS:
-        for batch_size, g in runs.groupby("batch_size", sort=True):
-            v = g[column].to_numpy(dtype=float)
-            v = v[np.isfinite(v)]
-            if len(v) == 0:
-                continue
-            p50, p90, p99 = np.percentile(v, [50, 90, 99])
-            interval = mean_interval(v)
-            rows.append({"Step": step, "Metric": metric, "Unit": unit, "Batch Size": int(batch_size),
-                         "Average": float(v.mean()), "Lowest": float(v.min()), "Highest": float(v.max()),
-                         "p50": float(p50), "p90": float(p90), "p99": float(p99), "Runs": len(v),
-                         "Average CI low": interval.low if interval else None,
-                         "Average CI high": interval.high if interval else None})
-    return pd.DataFrame(rows)
-
-
-def batch_precision(requests: pd.DataFrame) -> dict[str, PointPrecision]:
-    """Per batch-sweep point: the relative 95 % half-width of the mean, over its runs, of each run's mean decode
-    speed per request (what a batch point's precision target is judged on)."""
-    runs = batch_runs(requests)
-    out: dict[str, PointPrecision] = {}
-    if runs.empty:
-        return out
-    for scenario, g in runs.groupby("scenario", sort=False):
-        interval = mean_interval(g["decode_speed_tok_s"].to_numpy(dtype=float))
-        rel = interval.relative if interval is not None else None
-        out[str(scenario)] = PointPrecision(method="mean of rounds",
-                                            decode=rel if rel is not None and np.isfinite(rel) else None,
-                                            batches=len(g))
-    return out
 
 
 def fastgen_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
@@ -184,12 +111,11 @@ def scenarios_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def build_tables(scenarios: Sequence[ScenarioSummary], requests: pd.DataFrame, *, gpu: str | None,
+def build_tables(scenarios: Sequence[ScenarioSummary], *, gpu: str | None,
                  kv_cache_tokens: float | None) -> dict[str, pd.DataFrame]:
     """Every table by name (see :data:`TABLE_NAMES`); a table with no row is an empty DataFrame."""
     return {
         "serving": serving_table(scenarios, gpu=gpu),
-        "batch": batch_table(requests),
         "fastgen": fastgen_table(scenarios),
         "scale": scale_table(scenarios, kv_cache_tokens=kv_cache_tokens),
         "scenarios": scenarios_table(scenarios),

@@ -5,7 +5,6 @@ precision each point reached."""
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 
@@ -14,8 +13,7 @@ import pytest
 from simruns import synthetic_run
 
 from cardgen.analysis import analyse, load_run
-from cardgen.analysis.tables import batch_runs
-from cardgen.precision import mean_interval, median_interval, steady_mask, t975
+from cardgen.precision import median_interval, steady_mask
 from cardgen.rundir import REQUESTS_JSONL, RUN_JSON
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "run_small"
@@ -229,26 +227,6 @@ def test_headline_precision_and_the_ingestion_slope_interval(steady_run):
     assert 1 / fit.tok_s_slope_ci_low - 1 / fit.tok_s == pytest.approx(fit.slope_ci_half_width_s_per_token)
     assert by_name(s)["ingest"].precision.slope == fit.slope_ci_relative
     assert hp.kv_cache_tokens == 0.0  # the server declares its capacity
-
-
-def test_batch_table_gives_each_average_its_t_interval(steady_run):
-    data, analysis = steady_run
-    batch = analysis.tables["batch"]
-    runs = batch_runs(analysis.requests)
-    for row in batch.to_dict("records"):
-        column = {"Prefill latency": "prefill_ms", "Decode (token) latency": "decode_token_ms",
-                  "Decode (total) latency": "decode_total_ms", "Prefill throughput": "prefill_tok_s",
-                  "Decode throughput": "decode_tok_s"}[f"{row['Step']} {row['Metric']}"]
-        values = runs.loc[runs["batch_size"] == row["Batch Size"], column].to_numpy(dtype=float)
-        half = t975(len(values) - 1) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
-        assert row["Runs"] == len(values) == 4
-        assert row["Average CI low"] == pytest.approx(row["Average"] - half)
-        assert row["Average CI high"] == pytest.approx(row["Average"] + half)
-    for name in ("batch-in128-out16-b2", "batch-in128-out16-b4"):
-        p = by_name(analysis.summary)[name].precision
-        decode = runs.loc[runs["scenario"] == name, "decode_speed_tok_s"]
-        assert p.decode == pytest.approx(mean_interval(decode.to_numpy(dtype=float)).relative)
-        assert p.batches == 4
 
 
 def test_a_point_too_short_for_a_steady_state_keeps_every_request(plain):

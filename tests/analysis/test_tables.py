@@ -24,22 +24,6 @@ def test_serving_table_has_vllm_columns_per_rate(small_run):
     assert row["Output Tput (tok/s)"] == pytest.approx(by[row["Test name"]].output_tok_s)
 
 
-def test_batch_table_in_tgi_form(small_run):
-    analysis, truth = small_run
-    batch = analysis.tables["batch"]
-    assert list(batch.columns) == ["Step", "Metric", "Unit", "Batch Size", "Average", "Lowest", "Highest", "p50",
-                                   "p90", "p99", "Runs", "Average CI low", "Average CI high"]
-    assert list(dict.fromkeys(batch["Step"])) == ["Prefill", "Decode (token)", "Decode (total)", "Decode"]
-    assert sorted(set(batch["Batch Size"])) == [1, 2, 4, 8]
-    assert (batch["Runs"] == 3).all()  # the warm-up run is left out
-    assert ((batch["Lowest"] <= batch["p50"]) & (batch["p50"] <= batch["Highest"])).all()
-    decode = batch[(batch["Step"] == "Decode (token)") & (batch["Batch Size"] == 1)].iloc[0]
-    step_ms = (truth.server.step_overhead_s + truth.server.per_seq_s) * 1000
-    assert decode["p50"] == pytest.approx(step_ms, rel=0.05)
-    tput = batch[(batch["Step"] == "Decode") & (batch["Metric"] == "throughput")]
-    assert tput["Average"].is_monotonic_increasing  # batching raises decode throughput
-
-
 def test_fastgen_and_scale_tables(small_run):
     analysis, _ = small_run
     fg = analysis.tables["fastgen"]

@@ -1,8 +1,10 @@
 """The batch table (TGI's): rounds of a fixed batch sent at once.
 
 This folder owns the kind: its suite entry and its points' params (``schema.py``), its program (``program.py``: what
-a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`) and its traits (here; listed in
-:data:`cardgen.kinds.KINDS`)."""
+a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`), its traits (here; listed in
+:data:`cardgen.kinds.KINDS`), and its stages past the load, named below and imported only when they run:
+``analysis.py`` its rounds -> the batch table and each point's precision (summary.json ``kinds.batch``,
+``tables/batch.json`` and ``.csv``)."""
 
 from __future__ import annotations
 
@@ -28,4 +30,5 @@ BATCH = Kind[BatchParams](
     fitted_figures=True, spot_check=1, check_load="batch", precision=("decode",), precision_note=" (mean decode)",
     by_design=frozenset({"queue"}),  # each round's batch is sent at once: its prefills wait their turn
     expected_requests=lambda p: (p.parallel or 1) * (p.params.warmups + p.params.runs),
-    target_ci=lambda p: p.params.target_ci, cheap=cheap)
+    target_ci=lambda p: p.params.target_ci, cheap=cheap,
+    analysis="cardgen.kinds.batch.analysis:ANALYSIS")
