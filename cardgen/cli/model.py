@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from cardgen.buildconfig import BuildConfig, ResumeConfig
-from cardgen.cli.price import price_for, record_price
+from cardgen.cli.price import price_for
 from cardgen.cli.render import render_card
 from cardgen.numbers import duration_text
 from cardgen.rundir import make_run_dir, run_dirs
@@ -41,14 +41,13 @@ def model_in_virtual_time(server: ModelledServer, config: BuildConfig, run_dir: 
                    "profile) in virtual time. Every figure of this card is MODELLED, not measured.", err=True)
     make_run_dir(run_dir)
     began = time.time()
-    info = build_run(server, config, run_dir, argv=sys.argv, started_unix=began).info
+    info = build_run(server, config, run_dir, argv=sys.argv, started_unix=began, price=price).info
     if not quiet:
         skipped = sum(1 for p in info.points if p.stop == "skipped")
         click.echo(f"cardgen: {len(info.points) - skipped} points, {info.requests_total} requests"
                    + (f" ({skipped} points skipped at saturation)" if skipped else "")
                    + f", computed in {time.time() - began:.1f} s; on a real server the suite would take "
                    f"~{duration_text(load_seconds(info) * server.tp)} of GPU time (modelled)", err=True)
-    record_price(run_dir, price)
     if not config.outputs.no_card:
         render_card(run_dir, quiet=quiet)
     click.echo(str(run_dir))

@@ -24,7 +24,7 @@ from cardgen.points import Point, expand, fit_context, suite_adapters
 from cardgen.runinfo import begin_run_info
 from cardgen.runwriter import RunWriter, plan_resume, suite_of
 from cardgen.schemas.records import MetricSample
-from cardgen.schemas.run import COMPLETE, INTERRUPTED, PointOutcome, RunInfo
+from cardgen.schemas.run import COMPLETE, INTERRUPTED, PointOutcome, PriceDescription, RunInfo
 from cardgen.sim.config import SimConfig, build_perf, max_model_len
 from cardgen.sim.drive import Drive, DrivenRequest, DriveOptions, drive, probe_answer
 from cardgen.sim.hardware import is_gpu_file, load_gpu_file
@@ -110,7 +110,7 @@ class ModelledServer:
         served = ServedModel()
         if isinstance(target, VirtualTarget):
             served = ServedModel.of_options(**target.served.model_dump(),
-                                            adapters=suite_adapters(expand(config.parsed_suite)))
+                                            adapters=suite_adapters(list(config.points)))
         return cls(model=config.model, gpu=gpu, tp=target.tp, model_config=target.model_config_path,
                    engine=target.engine or "vllm", served=served)
 
@@ -140,13 +140,14 @@ class ModelledRun:
 def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequence[str],
                  options: DriveOptions | None = None, perf: PerfModel | None = None, run_saturated: bool = False,
                  gpu: Mapping[str, Any] | None = None, sim: Mapping[str, Any] | None = None,
-                 build: BuildConfig | None = None) -> ModelledRun:
+                 build: BuildConfig | None = None, price: PriceDescription | None = None) -> ModelledRun:
     """``cardgen build`` against the virtual server ``config`` describes (``perf`` overrides the performance model
     it builds), in virtual time as ``options`` times it, written to ``run_dir`` as it goes: the suite's points
     that fit the served context, skipping after saturation unless ``run_saturated``. run.json is what the load
     stage would write (``modelled``, engine ``cardgen-sim``, ``clock: virtual``, the virtual server's own
-    description with ``sim`` added, ``gpu`` (default: ``config``'s, modelled), ``build`` kept for a resume). A
-    Ctrl-C leaves the run ``interrupted``, resumable (:func:`resume_modelled`).
+    description with ``sim`` added, ``gpu`` (default: ``config``'s, modelled), ``build`` kept for a resume,
+    ``price`` written with the first run.json). A Ctrl-C leaves the run ``interrupted``, resumable
+    (:func:`resume_modelled`).
 
     The one way a modelled run is made: ``cardgen build`` with no server calls it (with
     :func:`modelled_options`), and so do the tests, the site's sample and the committed fixture."""
@@ -164,18 +165,18 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
                           gpu=gpu or {"name": config.gpu, "count": config.tp, "modelled": True},
                           sim={**answer.extra["sim"], **(sim or {}), "clock": "virtual", "drive": opts.described()},
                           warnings=warnings, points=[PointOutcome(name=p.name, kind=p.kind) for p in points],
-                          build=build)
+                          build=build, price=price)
     return _run(config, model, RunWriter.begin(run_dir, info), points, options=opts, run_saturated=run_saturated)
 
 
 def build_run(server: ModelledServer, build: BuildConfig, run_dir: Path, *, argv: Sequence[str],
-              started_unix: float) -> ModelledRun:
+              started_unix: float, price: PriceDescription | None = None) -> ModelledRun:
     """``cardgen build``'s run of ``build`` on ``server`` (one of its GPUs), in virtual time from
     ``started_unix``: :func:`modelled_run` timed by :func:`modelled_options`, with the server's GPU and
     description, and ``build`` kept in run.json for ``cardgen resume``."""
     return modelled_run(build.parsed_suite, server.config(), run_dir, argv=argv,
                         options=modelled_options(start_unix=started_unix), run_saturated=build.load.run_saturated,
-                        gpu=server.gpu_info(), sim=server.describe({}), build=build)
+                        gpu=server.gpu_info(), sim=server.describe({}), build=build, price=price)
 
 
 def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
