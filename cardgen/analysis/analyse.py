@@ -17,8 +17,14 @@ from cardgen.analysis.cost import point_energy, price_points, tokens_per_joule
 from cardgen.analysis.crosscheck import every_window, server_vs_client
 from cardgen.analysis.gpu import gpu_telemetry, modelled_gpu_name
 from cardgen.analysis.ingestion import IngestionResult, fit_ingestion, ingestion_points
-from cardgen.analysis.kindparts import kind_missing, kind_precision, kind_results, kind_tables
-from cardgen.analysis.kv import declared_kv, kv_capacity
+from cardgen.analysis.kindparts import (
+    kind_kv_estimates,
+    kind_missing,
+    kind_precision,
+    kind_results,
+    kind_tables,
+)
+from cardgen.analysis.kv import declared_kv, kv_capacity, kv_layout
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.outcomes import counted_mask, suite_points, with_outcomes
 from cardgen.analysis.predicted import in_suite_order, predicted_frame, predicted_scenarios
@@ -220,9 +226,13 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
             speed_from_start_ci_high=sfs.p50_ci_high,
             decode_tok_s=dec.p50, decode_ci_low=dec.p50_ci_low, decode_ci_high=dec.p50_ci_high)
 
-    kv = kv_capacity(declared=declared_kv(data.metrics, engine=engine, server_extra=info.server.extra),
-                     requests=requests, ts=ts, unknown=kv_unknown(engine, info.server.extra),
-                     slots=slot_limit(engine, info.server.extra))
+    declared = declared_kv(data.metrics, engine=engine, server_extra=info.server.extra)
+    # the kinds' own results first: a kind may estimate the KV capacity itself (the headline weighs it)
+    results = kind_results(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info,
+                           records=records, predicted=predicted, metrics=data.metrics,
+                           kv=kv_layout(declared, slots=slot_limit(engine, info.server.extra)))
+    kv = kv_capacity(declared=declared, requests=requests, ts=ts, unknown=kv_unknown(engine, info.server.extra),
+                     contributed=kind_kv_estimates(results))
     if kv.tokens is None:
         why = "; ".join(f"{method}: {reason}" for method, reason in kv.not_run.items())
         if kv.lower_bound is not None:
@@ -276,8 +286,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     summary.replays = replays(list(points.values()), requests, ts, data.metrics, engine=engine,
                               slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})
-    summary.kinds = kind_results(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info,
-                                 records=records, predicted=predicted, metrics=data.metrics)
+    summary.kinds = results
     tables.update(kind_tables(summary.kinds))
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, data.metrics,

@@ -11,6 +11,7 @@ needs nothing but the run's files. The core never names a kind here: it asks eve
     kind_precision(...) -> {point name: PointPrecision}      its points' precision, where the kind judges it itself
     kind_tables(summary.kinds) -> {file name: DataFrame}     tables/<name>.json|csv made from its result
     kind_missing(kinds that sent requests) -> [words]        summary.missing, for a kind the run did not measure
+    kind_kv_estimates(summary.kinds) -> [KVContribution]     its estimate of the KV capacity (kv_cache), if it has one
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from cardgen.analysis.kv import KVContribution, KVLayout
 from cardgen.kinds import KINDS, of_kind
 from cardgen.kinds.kind import part
 from cardgen.points import Point
@@ -46,6 +48,8 @@ class KindRun:
     # the server's scrapes as stored (server_metrics.jsonl), for what the time series does not keep: a counter's
     # growth or a gauge's mean over a window (cardgen.analysis.timeseries.counter_growth, gauge_mean)
     metrics: Sequence[MetricSample] = ()
+    # how the server holds its KV cache (block size, slots, a cache per slot), read once for every kind
+    kv: KVLayout = field(default_factory=KVLayout)
 
 
 @dataclass(frozen=True)
@@ -61,12 +65,15 @@ class KindAnalysis:
     tables: Callable[[Any], Mapping[str, pd.DataFrame]] | None = None
     # summary.missing's words for a run where no point of the kind sent a request: what the run lacks without it
     absent: str | None = None
+    # its estimate of the KV cache's capacity from its result (None: the run has no result of the kind), weighed
+    # with the server's own figures in summary.json's ``kv_cache`` (cardgen.analysis.kv.kv_capacity)
+    kv_estimate: Callable[[Any], KVContribution] | None = None
 
 
 def _runs(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd.DataFrame,
           scenarios: list[ScenarioSummary], info: RunInfo, records: Sequence[RequestRecord],
-          predicted: pd.DataFrame | None,
-          metrics: Sequence[MetricSample] = ()) -> list[tuple[str, KindAnalysis, KindRun]]:
+          predicted: pd.DataFrame | None, metrics: Sequence[MetricSample] = (),
+          kv: KVLayout | None = None) -> list[tuple[str, KindAnalysis, KindRun]]:
     """Every installed kind with an analysis of its own and a point in the run: its name, its analysis and its
     share of the run."""
     out = []
@@ -84,19 +91,19 @@ def _runs(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd
         out.append((name, analysis, KindRun(kind=name, points=mine, requests=rows, timeseries=timeseries,
                                             scenarios=of_kind(name, scenarios), info=info,
                                             records=[r for r in records if r.scenario in names],
-                                            predicted=guessed, metrics=metrics)))
+                                            predicted=guessed, metrics=metrics, kv=kv or KVLayout())))
     return out
 
 
 def kind_results(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd.DataFrame,
                  scenarios: list[ScenarioSummary], info: RunInfo, records: Sequence[RequestRecord],
-                 predicted: pd.DataFrame | None = None,
-                 metrics: Sequence[MetricSample] = ()) -> dict[str, dict[str, Any]]:
+                 predicted: pd.DataFrame | None = None, metrics: Sequence[MetricSample] = (),
+                 kv: KVLayout | None = None) -> dict[str, dict[str, Any]]:
     """Every installed kind's result over its points of the run, as summary.json keeps it (kinds without an
     analysis of their own, or without a point in the run, give none)."""
     out: dict[str, dict[str, Any]] = {}
     for name, analysis, run in _runs(points=points, requests=requests, timeseries=timeseries, scenarios=scenarios,
-                                     info=info, records=records, predicted=predicted, metrics=metrics):
+                                     info=info, records=records, predicted=predicted, metrics=metrics, kv=kv):
         result = analysis.analyse(run)
         if result is not None:
             out[name] = result.model_dump(mode="json")
@@ -141,3 +148,16 @@ def kind_missing(measured: Iterable[str]) -> list[str]:
             out.append(analysis.absent)
     return out
 
+
+def kind_kv_estimates(results: Mapping[str, dict[str, Any]]) -> list[KVContribution]:
+    """Every installed kind's estimate of the KV capacity, from its result (summary.json's ``kinds``; a kind the
+    run has no result of is asked too, with None, so that it can say why it gave none), in the kinds' order."""
+    out = []
+    for name, kind in KINDS.items():
+        if kind.analysis is None:
+            continue
+        analysis: KindAnalysis = part(kind.analysis)
+        if analysis.kv_estimate is not None:
+            saved = results.get(name)
+            out.append(analysis.kv_estimate(None if saved is None else analysis.result.model_validate(saved)))
+    return out

@@ -1,4 +1,4 @@
-"""KV-cache capacity in tokens, three ways, and how far they agree.
+"""KV-cache capacity in tokens, several ways, and how far they agree.
 
 1. ``server_config``: what the server declares, as its engine's adapter reads it
    (:func:`cardgen.engines.kv_config`: a gauge or info metric of the last scrape that has one, else what the
@@ -8,10 +8,10 @@
    (prompt tokens + tokens generated so far, exact counts from ``usage``, placed in time by the chunk arrivals,
    rounded up to whole blocks when the block size is known) divided by u. The estimate is the median over
    those scrapes; the spread is their p25..p75.
-3. ``saturation_probe``: waves of requests sent at once (doubling, then bisecting: ``points.WaveSearch``; or
-   stepped). The smallest wave in which requests queue or are preempted, and the largest smaller one in which
-   none did, bracket the capacity, times the tokens each request holds at its end (prompt + output). The
-   estimate is the middle of the bracket; with no saturation the largest wave gives only a lower bound.
+3. then what each installed kind's own analysis estimates from its points (:class:`KVContribution`, gathered by
+   :func:`cardgen.analysis.kindparts.kind_kv_estimates`, in the kinds' order): a kind that probes the cache
+   (growing waves until the server queues) knows its own method; this module only weighs it with the others.
+   What such a probe needs of the server, :class:`KVLayout`, is read once here.
 
 The chosen figure is the first available in that order (declared beats measured beats probed).
 """
@@ -20,20 +20,38 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from cardgen.analysis.timeseries import counter_increase, window
 from cardgen.engines import kv_config
-from cardgen.kinds import kinds_where
 from cardgen.schemas.records import MetricSample
-from cardgen.schemas.summary import KVCapacity, KVEstimate, WaveResult
+from cardgen.schemas.summary import KVCapacity, KVEstimate
 
 MIN_USAGE = 0.05  # scrapes below this usage fraction are too coarse to extrapolate from
 MIN_USAGE_SAMPLES = 3
-KV_FULL_USAGE = 0.9  # a wave that queues below this usage is limited by something other than the KV cache
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """How the server holds its KV cache, as far as it says: what a kind's own estimate of the capacity needs
+    (given to every kind's analysis, :attr:`cardgen.analysis.kindparts.KindRun.kv`)."""
+
+    block_size: int | None = None  # tokens per block (:func:`block_size_of`)
+    slots: int | None = None  # the most requests the server runs at once, where a fixed number of slots decides it
+    cache_per_slot: bool = False  # each slot holds a cache of its own (llama.cpp without a unified cache)
+
+
+@dataclass(frozen=True)
+class KVContribution:
+    """A kind's answer to "how many tokens fit": its method's name, its estimate (None: it gave none) and its
+    note (why it gave none; or what it says of the figure it gave, printed beside the estimates)."""
+
+    method: str
+    estimate: KVEstimate | None = None
+    note: str | None = None
 
 
 def declared_kv(metrics: Sequence[MetricSample], *, engine: str | None,
@@ -52,7 +70,15 @@ def block_size_of(declared: Mapping[str, Any] | None) -> int | None:
     return int(size) if isinstance(size, int) and size > 1 else None
 
 
-def _round_up(tokens: np.ndarray | float, block_size: int | None) -> np.ndarray | float:
+def kv_layout(declared: Mapping[str, Any] | None, *, slots: int | None) -> KVLayout:
+    """The layout of the server's cache from what it declares (:func:`declared_kv`) and its slots
+    (:func:`cardgen.engines.slot_limit`)."""
+    return KVLayout(block_size=block_size_of(declared), slots=slots,
+                    cache_per_slot=(declared or {}).get("kv_unified") is False)
+
+
+def round_up(tokens: np.ndarray | float, block_size: int | None) -> np.ndarray | float:
+    """Tokens rounded up to whole blocks of ``block_size`` (unchanged when it is unknown)."""
     if not block_size:
         return tokens
     return np.ceil(np.asarray(tokens, dtype=float) / block_size) * block_size
@@ -96,7 +122,7 @@ def usage_ratios(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | 
                                            first_token_at=first[i], chunk_times=chunks[i]) for i in inflight])
         if not np.isfinite(tokens).all():
             continue
-        ratios.append(float(np.sum(_round_up(tokens, block_size))) / u)
+        ratios.append(float(np.sum(round_up(tokens, block_size))) / u)
     return np.asarray(ratios)
 
 
@@ -111,110 +137,15 @@ def usage_extrapolation(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size:
                       source=f"resident tokens / KV usage over {len(ratios)} scrapes{rounding}")
 
 
-def _wave_result(rows: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None, has_load_metrics: bool,
-                 ) -> WaveResult:
-    ok = rows[rows["ok"]]
-    tokens = (ok["prompt_tokens"].fillna(ok["prompt_tokens_target"].astype(float))
-              + ok["output_tokens"].fillna(ok["output_tokens_target"].astype(float)))
-    tpr = float(_round_up(float(tokens.median()), block_size)) if len(tokens) else None
-    start, end = float(rows["sent_at"].min()), float(np.nanmax(rows["end_at"].to_numpy(dtype=float)))
-    result = WaveResult(wave=int(rows["wave"].iloc[0]), size=len(rows), tokens_per_request=tpr)
-    ends = np.sort(ok["end_at"].to_numpy(dtype=float))
-    if len(ends) >= 2:
-        first_end = ends[0]
-        for f, e in zip(ok["first_token_at"], ok["end_at"], strict=True):
-            other_first_end = ends[1] if e == first_end else first_end
-            if f > other_first_end:
-                result.queued = True
-                break
-    # waiting for the prefill budget of a step (and decoding stalled behind a long prefill step) is normal at
-    # the start of a wave; once every request has started generating, or one has finished, requests that wait
-    # or stall are waiting for KV blocks (or slots)
-    firsts = ok["first_token_at"].to_numpy(dtype=float)
-    settled = math.inf
-    if len(firsts) and np.isfinite(firsts).all():
-        settled = min(float(firsts.max()), float(ends[0]) if len(ends) else math.inf)
-    win = window(ts, start, end)
-    if not win.empty:
-        result.kv_usage_max = float(win["kv_usage"].max()) if win["kv_usage"].notna().any() else None
-        result.waiting = bool((win.loc[win["t"] > settled, "waiting"].fillna(0) > 0).any())
-    result.preempted = bool((counter_increase(ts, "preemptions", start, end) or 0) > 0)
-    if not has_load_metrics:
-        times = [t for t in ok["chunk_times"] if len(t) > 2]
-        if times:
-            typical = float(np.median(np.concatenate([np.diff(t) for t in times])))
-            limit = max(10 * typical, 0.25)
-            result.stalled = any(bool(np.any((np.diff(t) > limit) & (t[:-1] >= settled))) for t in times)
-    return result
-
-
-def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None,
-                     slots: int | None = None, cache_per_slot: bool = False,
-                     ) -> tuple[KVEstimate | None, list[WaveResult], str | None]:
-    """(estimate, the waves, a note when the probe could not give a figure). ``slots``: the most requests the
-    server runs at once (llama.cpp's slots): a wave larger than that queues for a slot, whatever its KV cache.
-    ``cache_per_slot``: each slot holds a cache of its own (llama.cpp without a unified cache), so a request that
-    fits a slot never waits for KV, only for a slot: no wave can saturate the cache, and one that seems to have
-    (a small wave of requests too short to overlap: on a fast server the second starts after the first ended) is
-    no measure of it."""
-    rows = requests[requests["kind"].isin(kinds_where(lambda k: k.capacity_probe)) & ~requests["warmup"] & requests["wave"].notna()]
-    if rows.empty:
-        return None, [], None
-    has_load = not ts.empty and not ts[["waiting", "preemptions", "running"]].isna().all().all()
-    scenario = rows.groupby("scenario", sort=False)["sent_at"].min().sort_values(kind="stable").index[0]
-    rows = rows[rows["scenario"] == scenario]
-    waves = [
-        _wave_result(g, ts, block_size=block_size, has_load_metrics=has_load)
-        for _, g in sorted(rows.groupby("wave"), key=lambda item: float(item[1]["sent_at"].min()))
-    ]
-    if slots and cache_per_slot:
-        largest = max(w.size for w in waves)
-        return None, waves, (f"each of the server's {slots} slots holds a cache of its own and every request fits "
-                             f"one: requests queue behind the server's {slots} slots, never for KV blocks, so the "
-                             f"waves (up to {largest} requests) measured its slots, not its KV cache")
-    # waves may come in any order (a bisecting search): the smallest wave that saturated, and the largest
-    # below it that did not, bracket the capacity
-    saturated = sorted((w for w in waves if w.saturated and w.tokens_per_request), key=lambda w: w.size)
-    first = saturated[0] if saturated else None
-    calm = [w for w in waves if not w.saturated and (first is None or w.size < first.size)]
-    previous = max(calm, key=lambda w: w.size) if calm else None
-    if first is not None:
-        if slots and first.size > slots and (previous is None or previous.size <= slots):
-            note = (f"wave {first.wave} ({first.size} requests) queued behind the server's {slots} slots: it runs at "
-                    f"most {slots} requests at once, so the waves measured its slots, not its KV cache")
-            return None, waves, note
-        if first.kv_usage_max is not None and first.kv_usage_max < KV_FULL_USAGE:
-            note = (f"wave {first.wave} ({first.size} requests) queued at {first.kv_usage_max:.0%} KV usage: "
-                    "limited by something other than the KV cache (max_num_seqs?)")
-            return None, waves, note
-        # a calm wave none of whose requests succeeded has no tokens per request: it bounds nothing
-        low = (previous.size * previous.tokens_per_request) if previous and previous.tokens_per_request else 0.0
-        high = first.size * (first.tokens_per_request or 0.0)  # never 0: saturated keeps the waves that have one
-        signals = [s for s in ("queued", "preempted", "waiting", "stalled") if getattr(first, s)]
-        before = f"the wave of {previous.size} did not" if previous else "no smaller wave ran"
-        return (KVEstimate(method="saturation_probe", tokens=(low + high) / 2, low=low, high=high,
-                           samples=len(waves),
-                           source=f"wave of {first.size} x {first.tokens_per_request:.0f} tokens saturated "
-                                  f"({', '.join(signals)}); {before}"),
-                waves, None)
-    if previous is None or not previous.tokens_per_request:
-        return None, waves, "no wave completed without saturating"
-    bound = previous.size * previous.tokens_per_request
-    note = f"waves up to {previous.size} requests never saturated: capacity is at least {bound:,.0f} tokens"
-    return (KVEstimate(method="saturation_probe", lower_bound=bound, samples=len(waves),
-                       source=f"largest wave without saturation: {previous.size} x "
-                              f"{previous.tokens_per_request:.0f} tokens"), waves, note)
-
-
 def kv_capacity(*, declared: Mapping[str, Any] | None, requests: pd.DataFrame, ts: pd.DataFrame,
-                unknown: str | None = None, slots: int | None = None) -> KVCapacity:
+                unknown: str | None = None, contributed: Sequence[KVContribution] = ()) -> KVCapacity:
     """Every estimate, the chosen one and their agreement, and why each method that gave none could not.
     ``declared`` is :func:`declared_kv`; ``unknown`` why the server's adapter could not read a capacity it has
-    (:func:`cardgen.engines.kv_unknown`); ``slots`` the most requests the server runs at once, where a fixed
-    number of slots decides it."""
+    (:func:`cardgen.engines.kv_unknown`); ``contributed`` the installed kinds' own estimates, in their order."""
     block_size = block_size_of(declared)
     estimates: list[KVEstimate] = []
     not_run: dict[str, str] = {}
+    notes: dict[str, str] = {}
     if declared is not None:
         estimates.append(KVEstimate(method="server_config", tokens=float(declared["tokens"]), samples=1,
                                     source=str(declared["source"])))
@@ -225,17 +156,17 @@ def kv_capacity(*, declared: Mapping[str, Any] | None, requests: pd.DataFrame, t
         estimates.append(usage)
     else:
         not_run["usage_extrapolation"] = _why_no_usage(ts)
-    probe, waves, note = saturation_probe(requests, ts, block_size=block_size, slots=slots,
-                                          cache_per_slot=(declared or {}).get("kv_unified") is False)
-    if probe is not None:
-        estimates.append(probe)
-    else:
-        not_run["saturation_probe"] = note or "the suite has no growing waves"
-    result = KVCapacity(block_size=block_size, estimates=estimates, waves=waves, saturation_note=note,
-                        not_run=not_run)
+    for c in contributed:
+        if c.estimate is None:
+            not_run[c.method] = c.note or "it gave no figure on this run"
+            continue
+        estimates.append(c.estimate)
+        if c.note:
+            notes[c.method] = c.note
+    result = KVCapacity(block_size=block_size, estimates=estimates, notes=notes, not_run=not_run)
     chosen = next((e for e in estimates if e.tokens), None)
     if chosen is None:
-        result.lower_bound = probe.lower_bound if probe is not None else None
+        result.lower_bound = next((e.lower_bound for e in estimates if e.lower_bound is not None), None)
         return result
     result.tokens, result.method = chosen.tokens, chosen.method
     base = chosen.tokens or math.nan  # never NaN: chosen for its tokens

@@ -26,7 +26,7 @@ from cardgen.card.sections.generation import PairSection, capacity_table, pair_s
 from cardgen.card.sections.gpu import gpu_tables, no_telemetry_reason
 from cardgen.card.sections.head import banner, card_front_matter, title
 from cardgen.card.sections.interactivity import interactivity_table
-from cardgen.card.sections.kv_cache import kv_views
+from cardgen.card.sections.kv_cache import kv_estimates
 from cardgen.card.sections.launch import launch_table
 from cardgen.card.sections.main import main_table
 from cardgen.card.sections.modelled_error import ModelledError, modelled_error
@@ -71,7 +71,6 @@ class CardContext(TypedDict):
     capacity: TableView | None
     scale: TableView | None
     kv_estimates: TableView | None
-    waves: TableView | None
     serving: TableView | None
     fastgen: TableView | None
     batch_latency: TableView | None
@@ -114,13 +113,12 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
     """Everything the card template prints, from the analysis and the figure files listed in its summary."""
     s = analysis.summary
     t = analysis.tables
-    kv_estimates, waves = kv_views(s.kv_cache)
     gpu, gpu_per_device = gpu_tables(s.gpu_telemetry)
     server_latency, server_tokens, server_points, server_notes = server_vs_client_tables(s.server_vs_client)
     return CardContext(
         s=s, title=title(s), front_matter=card_front_matter(s), banner=banner(s), card_date=date,
         figures=figure_paths(s), main=main_table(s), pairs=pair_sections(s), capacity=capacity_table(s),
-        scale=scale_view(t.get("scale")), kv_estimates=kv_estimates, waves=waves,
+        scale=scale_view(t.get("scale")), kv_estimates=kv_estimates(s.kv_cache),
         serving=serving_view(t.get("serving")), fastgen=fastgen_view(t.get("fastgen")),
         batch_latency=batch_table(t.get("batch"), "latency"), batch_throughput=batch_table(t.get("batch"), "throughput"),
         parameters=parameters_table(s, analysis.info, date), launch=launch_table(analysis.info), gpu=gpu,

@@ -15,7 +15,8 @@ Layout (``schema_version`` 3)::
     headline_precision  the 95 % half-widths the headline figures reached, as fractions of each figure
     ingestion     IngestionFit: the robust fit of TTFT against prompt tokens
     generation    GenerationHeadline: the 10-parallel 1024/128 point, medians with intervals
-    kv_cache      KVCapacity: every method's estimate, the one chosen, their agreement, the waves
+    kv_cache      KVCapacity: every method's estimate, the one chosen, their agreement (the waves that
+                  probed it: kinds.waves)
     capacity      [CapacityThreshold] per (prompt, output) pair
     scenarios     [ScenarioSummary] in suite order (run.json ``points``), points that were not run included;
                   each with ``stop``, ``stop_detail``, its steady state (closed loop) and ``precision``
@@ -45,7 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, computed_field, model_validator
+from pydantic import Field, model_validator
 
 from cardgen.schemas.calibration import MEASURED, CalibrationReport, PointPrediction
 from cardgen.schemas.saved import Saved
@@ -282,43 +283,26 @@ class GenerationHeadline(Saved):
 class KVEstimate(Saved):
     """One method's answer to "how many tokens fit in the KV cache"."""
 
-    method: str  # server_config | usage_extrapolation | saturation_probe
+    method: str  # server_config | usage_extrapolation | a kind's own (the waves' saturation_probe)
     tokens: float | None = None  # None when the method gives only a bound
-    low: float | None = None  # spread (usage: p25..p75 over samples; saturation: the wave bracket)
+    low: float | None = None  # spread (usage: p25..p75 over samples; a probe: its bracket)
     high: float | None = None
-    lower_bound: float | None = None  # saturation never reached: capacity is at least this
-    samples: int = 0  # metric samples (usage) or waves (saturation) the estimate rests on
+    lower_bound: float | None = None  # a probe that never saturated the server: capacity is at least this
+    samples: int = 0  # metric samples (usage) or probes (a kind's: its waves) the estimate rests on
     source: str = ""  # where the number came from, in words
     vs_chosen_pct: float | None = None  # 100 x (tokens - chosen) / chosen
-
-
-class WaveResult(Saved):
-    """One wave of the saturation probe."""
-
-    wave: int
-    size: int
-    tokens_per_request: float | None = None
-    queued: bool = False  # a request got its first token only after another of the wave had finished
-    preempted: bool = False  # the server's preemption counter rose during the wave
-    waiting: bool = False  # the server reported waiting requests once all had started or one had finished
-    stalled: bool = False  # (no server metrics) a chunk gap far longer than the wave's typical gap
-    kv_usage_max: float | None = None
-
-    @computed_field  # type: ignore[prop-decorator]  # pydantic's way; mypy allows no decorator over a property
-    @property
-    def saturated(self) -> bool:
-        return self.queued or self.preempted or self.waiting or self.stalled
 
 
 class KVCapacity(Saved):
     tokens: float | None = None
     method: str | None = None
-    lower_bound: float | None = None  # when no method gave a value but the waves bound it from below
+    lower_bound: float | None = None  # when no method gave a value but one bounds it from below
     block_size: int | None = None
     estimates: list[KVEstimate] = Field(default_factory=list)
     agreement_pct: float | None = None  # largest |vs_chosen_pct| among the other estimates
-    waves: list[WaveResult] = Field(default_factory=list)
-    saturation_note: str | None = None
+    # method -> what it says of the figure it gave (a kind's probe: "waves up to 12 requests never saturated ...");
+    # files written before a kind kept its own probe held the waves' note as ``saturation_note`` (not read)
+    notes: dict[str, str] = Field(default_factory=dict)
     not_run: dict[str, str] = Field(default_factory=dict)  # method -> why it could give no figure on this run
 
 

@@ -1,15 +1,13 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from simruns import SyntheticServer, synthetic_run
 
 from cardgen.analysis.analyse import analyse
-from cardgen.analysis.kv import block_size_of, declared_kv, resident_tokens, saturation_probe
-from cardgen.analysis.requests import request_frame
+from cardgen.analysis.kv import block_size_of, declared_kv, resident_tokens
 from cardgen.analysis.timeseries import server_timeseries
-from cardgen.schemas.records import MetricSample, RequestRecord
+from cardgen.schemas.records import MetricSample
 
 WAVES_ONLY = """
 name: waves
@@ -126,10 +124,12 @@ def test_tgi_hidden_saturates_by_queueing():
 
 
 def test_no_metrics_at_all_still_estimates_from_client_timing():
-    kv, _ = kv_of(SyntheticServer(engine="none", kv_capacity_tokens=16384))
+    data, _ = synthetic_run(suite=WAVES_ONLY, server=SyntheticServer(engine="none", kv_capacity_tokens=16384))
+    summary = analyse(data).summary
+    kv = summary.kv_cache
     assert kv.method == "saturation_probe"
     assert kv.tokens == pytest.approx(16384, rel=0.15)
-    assert any(w.queued or w.stalled for w in kv.waves)
+    assert any(w["queued"] or w["stalled"] for w in summary.kinds["waves"]["waves"])  # the kind's own result
 
 
 def test_agreement_is_reported():
@@ -156,7 +156,7 @@ def test_queueing_below_full_kv_is_not_taken_for_capacity():
     kv, _ = kv_of(SyntheticServer(expose_cache_config=False, kv_capacity_tokens=65536, max_num_seqs=4))
     assert kv.method == "usage_extrapolation"  # the probe gives nothing: max_num_seqs queued the waves
     assert all(e.method != "saturation_probe" or e.tokens is None for e in kv.estimates)
-    assert "something other than the KV cache" in kv.saturation_note
+    assert "something other than the KV cache" in kv.not_run["saturation_probe"]
 
 
 def test_resident_tokens_interpolates_over_chunks():
@@ -166,46 +166,3 @@ def test_resident_tokens_interpolates_over_chunks():
     assert resident_tokens(10.5, **kw) == 101
     assert resident_tokens(12.0, **kw) == 100 + 1 + 8 * 2 / 4
     assert resident_tokens(14.0, **kw) == 109
-
-
-def test_probe_without_waves():
-    frame = request_frame([RequestRecord(scenario="x", kind="closed", prompt_tokens_target=1, output_tokens_target=1,
-                                         sent_at=1.0, end_at=2.0, first_token_at=1.5, output_tokens=1)])
-    assert saturation_probe(frame, server_timeseries([], engine="vllm"), block_size=None) == (None, [], None)
-    assert isinstance(server_timeseries([], engine=None), pd.DataFrame)
-
-
-def _waves_as_llamacpp_ran_them() -> pd.DataFrame:
-    """The waves of a run against llama.cpp with 4 slots, a cache per slot, serving a tiny model (CI, 2026-11-29):
-    each request took about 25 ms, so in the waves of 2 and 4 the second request started after the first ended;
-    the wave of 8 ran 4 at once and queued the rest for a slot. (sent, first token, end) from the wave's start."""
-    waves = {1: [(0.0, 0.018, 0.027)],
-             2: [(0.031, 0.056, 0.056), (0.031, 0.085, 0.086)],
-             4: [(0.091, 0.118, 0.118), (0.091, 0.144, 0.145), (0.09, 0.162, 0.206), (0.09, 0.175, 0.208)],
-             8: [(0.221, 0.275, 0.351)] * 4 + [(0.221, 0.379, 0.41)] * 2 + [(0.222, 0.48, 0.509)] * 2}
-    return request_frame([
-        RequestRecord(scenario="waves-in256-out32", kind="waves", wave=wave, prompt_tokens_target=256,
-                      output_tokens_target=32, prompt_tokens=256, output_tokens=32, sent_at=100 + sent,
-                      first_token_at=100 + first, end_at=100 + end, chunk_times=[100 + first, 100 + end])
-        for wave, rows in waves.items() for sent, first, end in rows])
-
-
-def test_a_calm_wave_whose_requests_all_failed_bounds_nothing():
-    # the wave below the first saturated one has no tokens per request (the analysis raised TypeError here)
-    frame = _waves_as_llamacpp_ran_them()
-    frame.loc[frame["wave"] == 1, "ok"] = False
-    estimate, waves, _ = saturation_probe(frame, server_timeseries([], engine="llamacpp"), block_size=None, slots=4)
-    assert waves[0].tokens_per_request is None and not waves[0].saturated
-    assert (estimate.low, estimate.high) == (0.0, 2 * 288)
-
-
-def test_waves_against_a_cache_per_slot_measure_slots_never_kv():
-    frame, ts = _waves_as_llamacpp_ran_them(), server_timeseries([], engine="llamacpp")
-    # read as waves alone, the wave of 2 queued: a capacity of 2 requests, 94 % below what the server allocated
-    estimate, waves, _ = saturation_probe(frame, ts, block_size=None, slots=4)
-    assert [w.size for w in waves if w.queued] == [2, 4, 8] and estimate.high == 2 * 288
-    # a cache per slot cannot be filled by requests that each fit a slot: no figure, and the card says why
-    estimate, waves, note = saturation_probe(frame, ts, block_size=None, slots=4, cache_per_slot=True)
-    assert estimate is None and len(waves) == 4
-    assert note.startswith("each of the server's 4 slots holds a cache of its own")
-    assert "never for KV blocks, so the waves (up to 8 requests) measured its slots, not its KV cache" in note

@@ -2,7 +2,9 @@
 
 This folder owns the kind: its suite entry and its points' params (``schema.py``), its program (``program.py``: what
 a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`) and its traits (here; listed in
-:data:`cardgen.kinds.KINDS`)."""
+:data:`cardgen.kinds.KINDS`). Its stages past the load are named below and imported only when they run:
+``analysis.py`` the saturation probe (summary.json ``kinds.waves``: the waves, and the estimate of the KV capacity
+it adds to ``kv_cache``), ``section.py`` its table of waves in the card's KV section (``section.md.j2``)."""
 
 from __future__ import annotations
 
@@ -18,4 +20,5 @@ WAVES = Kind[WavesParams](
     entry=Waves, params=WavesParams, program=WavesProgram, parallel=LARGEST_WAVE, load_words="waves up to {parallel}", capacity_probe=True,
     largest=lambda p: p.params.max_wave,
     by_design=frozenset({"queue"}),  # each wave is sent at once, to fill the server until it queues
-    expected_requests=lambda p: sum(range(1, p.params.max_wave + 1, p.params.step)))
+    expected_requests=lambda p: sum(range(1, p.params.max_wave + 1, p.params.step)),
+    analysis="cardgen.kinds.waves.analysis:ANALYSIS", section="cardgen.kinds.waves.section:SECTION")
