@@ -10,7 +10,7 @@
    those scrapes; the spread is their p25..p75.
 3. then what each installed kind's own analysis estimates from its points (:class:`KVContribution`, gathered by
    :func:`cardgen.analysis.kindparts.kind_kv_estimates`, in the kinds' order): a kind that probes the cache
-   (growing waves until the server queues) knows its own method; this module only weighs it with the others.
+   (ever larger bursts until the server queues) knows its own method; this module only weighs it with the others.
    What such a probe needs of the server, :class:`KVLayout`, is read once here.
 
 The chosen figure is the first available in that order (declared beats measured beats probed).

@@ -15,8 +15,8 @@ Layout (``schema_version`` 3)::
     headline_precision  the 95 % half-widths the headline figures reached, as fractions of each figure
     ingestion     IngestionFit: the robust fit of TTFT against prompt tokens
     generation    GenerationHeadline: the 10-parallel 1024/128 point, medians with intervals
-    kv_cache      KVCapacity: every method's estimate, the one chosen, their agreement (the waves that
-                  probed it: kinds.waves)
+    kv_cache      KVCapacity: every method's estimate, the one chosen, their agreement (a kind's probe keeps
+                  what it measured in ``kinds``)
     capacity      [CapacityThreshold] per (prompt, output) pair
     scenarios     [ScenarioSummary] in suite order (run.json ``points``), points that were not run included;
                   each with ``stop``, ``stop_detail``, its steady state (closed loop) and ``precision``
@@ -283,12 +283,12 @@ class GenerationHeadline(Saved):
 class KVEstimate(Saved):
     """One method's answer to "how many tokens fit in the KV cache"."""
 
-    method: str  # server_config | usage_extrapolation | a kind's own (the waves' saturation_probe)
+    method: str  # server_config | usage_extrapolation | a kind's own (saturation_probe)
     tokens: float | None = None  # None when the method gives only a bound
     low: float | None = None  # spread (usage: p25..p75 over samples; a probe: its bracket)
     high: float | None = None
     lower_bound: float | None = None  # a probe that never saturated the server: capacity is at least this
-    samples: int = 0  # metric samples (usage) or probes (a kind's: its waves) the estimate rests on
+    samples: int = 0  # metric samples (usage) or a kind's probes the estimate rests on
     source: str = ""  # where the number came from, in words
     vs_chosen_pct: float | None = None  # 100 x (tokens - chosen) / chosen
 
@@ -300,8 +300,8 @@ class KVCapacity(Saved):
     block_size: int | None = None
     estimates: list[KVEstimate] = Field(default_factory=list)
     agreement_pct: float | None = None  # largest |vs_chosen_pct| among the other estimates
-    # method -> what it says of the figure it gave (a kind's probe: "waves up to 12 requests never saturated ...");
-    # files written before a kind kept its own probe held the waves' note as ``saturation_note`` (not read)
+    # method -> what it says of the figure it gave (a kind's probe: what its lower bound means); files written
+    # before the kinds gave their own estimates held the probe's note as ``saturation_note`` (not read)
     notes: dict[str, str] = Field(default_factory=dict)
     not_run: dict[str, str] = Field(default_factory=dict)  # method -> why it could give no figure on this run
 
