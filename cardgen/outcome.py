@@ -41,12 +41,9 @@ from typing import Protocol
 import numpy as np
 
 
-class Recorded(Protocol):
-    """What :meth:`Outcome.of` reads of a stored record (:class:`cardgen.schemas.records.RequestRecord`; typed
-    by its shape, so the core's rules do not import the saved models)."""
+class Stamps(Protocol):
+    """A request's stamps and counts, as both a stored record and an :class:`Outcome` hold them."""
 
-    @property
-    def error(self) -> object: ...
     @property
     def sent_at(self) -> float: ...
     @property
@@ -54,13 +51,22 @@ class Recorded(Protocol):
     @property
     def end_at(self) -> float | None: ...
     @property
-    def prompt_tokens(self) -> int | None: ...
-    @property
-    def prompt_tokens_target(self) -> int: ...
-    @property
     def output_tokens(self) -> int | None: ...
     @property
     def chunk_times(self) -> Sequence[float]: ...
+
+
+class Recorded(Stamps, Protocol):
+    """What :meth:`Outcome.of` reads of a stored record (:class:`cardgen.schemas.records.RequestRecord`; typed
+    by its shape, so the core's rules do not import the saved models): its stamps, its error and its prompt's
+    count."""
+
+    @property
+    def error(self) -> object: ...
+    @property
+    def prompt_tokens(self) -> int | None: ...
+    @property
+    def prompt_tokens_target(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,22 +91,12 @@ class Outcome:
 # --- one request's figures -----------------------------------------------------------------------------------
 
 
-class Stamped(Protocol):
+class Stamped(Stamps, Protocol):
     """What a request's figures are computed from: its outcome and stamps (an :class:`Outcome`, or a
     :class:`cardgen.schemas.records.RequestRecord`, typed by its shape)."""
 
     @property
     def ok(self) -> bool: ...
-    @property
-    def sent_at(self) -> float: ...
-    @property
-    def first_token_at(self) -> float | None: ...
-    @property
-    def end_at(self) -> float | None: ...
-    @property
-    def output_tokens(self) -> int | None: ...
-    @property
-    def chunk_times(self) -> Sequence[float]: ...
 
 
 @dataclass(frozen=True, slots=True)
