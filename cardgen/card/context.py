@@ -15,7 +15,6 @@ from markupsafe import Markup
 from cardgen.analysis.analyse import Analysis
 from cardgen.card.kindparts import kind_sections
 from cardgen.card.sections.adapters import AdaptersSection, adapters_section
-from cardgen.card.sections.batch import batch_table
 from cardgen.card.sections.calibration import CalibrationView, calibration_view
 from cardgen.card.sections.chat import ChatSection, chat_sections
 from cardgen.card.sections.cost import cost_table
@@ -73,8 +72,6 @@ class CardContext(TypedDict):
     kv_estimates: TableView | None
     serving: TableView | None
     fastgen: TableView | None
-    batch_latency: TableView | None
-    batch_throughput: TableView | None
     parameters: TableView
     launch: TableView | None
     gpu: TableView | None
@@ -120,7 +117,6 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         figures=figure_paths(s), main=main_table(s), pairs=pair_sections(s), capacity=capacity_table(s),
         scale=scale_view(t.get("scale")), kv_estimates=kv_estimates(s.kv_cache),
         serving=serving_view(t.get("serving")), fastgen=fastgen_view(t.get("fastgen")),
-        batch_latency=batch_table(t.get("batch"), "latency"), batch_throughput=batch_table(t.get("batch"), "throughput"),
         parameters=parameters_table(s, analysis.info, date), launch=launch_table(analysis.info), gpu=gpu,
         gpu_per_device=gpu_per_device, gpu_reason=no_telemetry_reason(s.gpu_telemetry),
         server_latency=server_latency, server_tokens=server_tokens, server_points=server_points,

@@ -42,40 +42,49 @@ class KindSection:
     template: Path  # its Jinja template (beside the module that makes the section)
     context: Callable[[Any, Summary], dict[str, Any] | None]  # result, summary -> what the template prints
     slot: str = "workloads"  # one of SLOTS
+    order: int = 0  # its place among the sections of its slot (the lowest first; then the kinds' order)
+    # whether the section is shown for a run that has no result of the kind: ``context`` is then given None (a
+    # section that says "this run has no batch sweep"); a kind not installed shows nothing either way
+    always: bool = False
     # its headline contributions: rows of the card's main table (Metric, Value, 95 % interval, Precision, How),
     # and the words the build's last line adds (``between 4.2 and 4.6 req/s within the SLO``)
     main_rows: Callable[[Any], list[list[str]]] | None = None
     answers: Callable[[Any], list[str]] | None = None
 
 
-def _results(summary: Summary) -> list[tuple[str, KindSection, KindResult]]:
-    """Every installed kind with a section whose result the run holds: its name, its section, its result."""
-    out = []
+def _results(summary: Summary, *, absent: bool = False) -> list[tuple[str, KindSection, KindResult | None]]:
+    """Every installed kind with a section whose result the run holds (with ``absent``, also those whose section
+    is ``always`` shown, with None), in the order of their sections: its name, its section, its result."""
+    out: list[tuple[str, KindSection, KindResult | None]] = []
     for name, kind in KINDS.items():
         saved = summary.kinds.get(name)
-        if kind.section is None or saved is None:
+        if kind.section is None:
             continue
         section: KindSection = part(kind.section)
         if section.slot not in SLOTS:
             raise RenderError(f"kind {name!r}: its section's slot {section.slot!r} is none of the card's "
                               f"({', '.join(SLOTS)})")
+        if saved is None:
+            if absent and section.always:
+                out.append((name, section, None))
+            continue
         try:
             out.append((name, section, section.result.model_validate(saved)))
         except ValidationError as exc:
             raise RenderError(f"kind {name!r}: summary.json's result does not read as "
                               f"{section.result.__name__} ({exc.error_count()} errors)") from None
-    return out
+    return sorted(out, key=lambda x: x[1].order)  # stable: the kinds' order within an order
 
 
 def kind_main_rows(summary: Summary) -> list[list[str]]:
     """The kinds' rows of the card's main table, in the kinds' order."""
-    return [row for _, section, result in _results(summary) if section.main_rows is not None
+    return [row for _, section, result in _results(summary) if section.main_rows is not None and result is not None
             for row in section.main_rows(result)]
 
 
 def kind_answers(summary: Summary) -> list[str]:
     """The kinds' words for the build's last line, in the kinds' order."""
-    return [words for _, section, result in _results(summary) if section.answers is not None
+    return [words for _, section, result in _results(summary) if section.answers is not None and result is not None
             for words in section.answers(result)]
 
 
@@ -83,7 +92,7 @@ def kind_sections(summary: Summary) -> dict[str, Markup]:
     """Every installed kind's section that the run has a result for, rendered, joined by slot (each slot's text
     empty when no kind fills it)."""
     out: dict[str, list[str]] = {slot: [] for slot in SLOTS}
-    for _, section, result in _results(summary):
+    for _, section, result in _results(summary, absent=True):
         context = section.context(result, summary)
         if context is None:
             continue

@@ -4,7 +4,7 @@ This folder owns the kind: its suite entry and its points' params (``schema.py``
 a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`), its traits (here; listed in
 :data:`cardgen.kinds.KINDS`), and its stages past the load, named below and imported only when they run:
 ``analysis.py`` its rounds -> the batch table and each point's precision (summary.json ``kinds.batch``,
-``tables/batch.json`` and ``.csv``)."""
+``tables/batch.json`` and ``.csv``), ``section.py`` that table -> its part of the card (``section.md.j2``)."""
 
 from __future__ import annotations
 
@@ -31,4 +31,4 @@ BATCH = Kind[BatchParams](
     by_design=frozenset({"queue"}),  # each round's batch is sent at once: its prefills wait their turn
     expected_requests=lambda p: (p.parallel or 1) * (p.params.warmups + p.params.runs),
     target_ci=lambda p: p.params.target_ci, cheap=cheap,
-    analysis="cardgen.kinds.batch.analysis:ANALYSIS")
+    analysis="cardgen.kinds.batch.analysis:ANALYSIS", section="cardgen.kinds.batch.section:SECTION")
