@@ -67,7 +67,7 @@ class Analysis:
     timeseries: pd.DataFrame
     ingestion: IngestionResult | None
     tables: dict[str, pd.DataFrame]
-    workloads: Workloads | None = None  # dataset serving tests, prefix cache, chat (cardgen.analysis.workloads)
+    workloads: Workloads | None = None  # dataset serving tests (cardgen.analysis.workloads)
 
 
 def _name(value: Any) -> str | None:
@@ -289,8 +289,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     summary.kinds = results
     tables.update(kind_tables(summary.kinds))
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
-                    tables=tables, workloads=workloads(info, scenarios, requests, data.metrics,
-                                                            points=list(points.values())))
+                    tables=tables, workloads=workloads(info, scenarios, requests, points=list(points.values())))
 
 
 def _price_and_energy(summary: Summary, data: RunData, every: pd.DataFrame) -> None:

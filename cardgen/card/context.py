@@ -16,7 +16,6 @@ from cardgen.analysis.analyse import Analysis
 from cardgen.card.kindparts import kind_sections
 from cardgen.card.sections.adapters import AdaptersSection, adapters_section
 from cardgen.card.sections.calibration import CalibrationView, calibration_view
-from cardgen.card.sections.chat import ChatSection, chat_sections
 from cardgen.card.sections.cost import cost_table
 from cardgen.card.sections.datasets import DatasetSection, dataset_sections, nightly_code, nightly_table
 from cardgen.card.sections.figures import figure_paths
@@ -30,7 +29,6 @@ from cardgen.card.sections.launch import launch_table
 from cardgen.card.sections.main import main_table
 from cardgen.card.sections.modelled_error import ModelledError, modelled_error
 from cardgen.card.sections.parameters import parameters_table
-from cardgen.card.sections.prefix import PrefixSection, prefix_sections
 from cardgen.card.sections.reasoning import ReasoningSection, reasoning_section
 from cardgen.card.sections.replay import ReplaySection, replay_sections
 from cardgen.card.sections.scenarios import scenarios_table
@@ -54,8 +52,6 @@ class WorkloadSections(TypedDict):
     nightly: TableView | None  # seed 003's serving table, its columns exactly
     nightly_json: Markup | None
     datasets: list[DatasetSection]
-    prefix: list[PrefixSection]
-    chat: list[ChatSection]
 
 
 class CardContext(TypedDict):
@@ -84,7 +80,7 @@ class CardContext(TypedDict):
     scenarios: TableView | None
     saturation: SaturationRule
     interactivity: TableView | None  # throughput against interactivity, Pareto fronts (issue 14)
-    workloads: WorkloadSections  # dataset serving tests, prefix cache, chat (issue 11)
+    workloads: WorkloadSections  # dataset serving tests (issue 11)
     modelled_error: ModelledError | None  # a modelled run's expected error per headline (issue 12)
     reasoning: ReasoningSection | None  # reasoning models, speculative decoding, LoRA adapters (issue 22)
     speculative: SpeculativeSection | None
@@ -101,9 +97,8 @@ class CardContext(TypedDict):
 def _workload_sections(analysis: Analysis) -> WorkloadSections:
     w = analysis.workloads
     if w is None:
-        return WorkloadSections(nightly=None, nightly_json=None, datasets=[], prefix=[], chat=[])
-    return WorkloadSections(nightly=nightly_table(w), nightly_json=nightly_code(w), datasets=dataset_sections(w),
-                            prefix=prefix_sections(w.prefix), chat=chat_sections(w.chat))
+        return WorkloadSections(nightly=None, nightly_json=None, datasets=[])
+    return WorkloadSections(nightly=nightly_table(w), nightly_json=nightly_code(w), datasets=dataset_sections(w))
 
 
 def card_context(analysis: Analysis, *, date: str) -> CardContext:

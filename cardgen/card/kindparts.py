@@ -30,7 +30,7 @@ from cardgen.schemas.summary import KindResult, Summary
 
 # where on the card a kind's section may go: after the main metrics (with the headlines, before cost), in the KV
 # cache section (after its estimates and the methods that gave none, before its figure), after the workload
-# sections (datasets, prefix cache, chat), or after the batch table
+# sections (datasets, replayed traces), or after the batch table
 SLOTS = ("headlines", "kv", "workloads", "tables")
 
 

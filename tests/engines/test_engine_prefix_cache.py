@@ -9,6 +9,7 @@ from test_engine_e2e import build_against
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import load_run
 from cardgen.engines import counter, metric_names
+from cardgen.kinds.prefix.analysis import PrefixCache
 
 pytestmark = pytest.mark.engine
 
@@ -27,7 +28,7 @@ def prefix_run(vllm_server, tmp_path_factory):
 def test_vllm_serves_the_warm_prefixes_from_its_cache(prefix_run):
     out, before, after = prefix_run
     analysis = analyse(load_run(out))
-    (result,) = analysis.workloads.prefix
+    (result,) = PrefixCache.model_validate(analysis.summary.kinds["prefix"]).points
     cold, warm = result.phases
     assert (cold.requests, warm.requests) == (6, 12)
     assert cold.hit_rate is not None and cold.hit_rate < 0.05  # the run's own id starts every prefix

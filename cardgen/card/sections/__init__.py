@@ -4,7 +4,7 @@ part of the template prints (pure). :mod:`cardgen.card.context` assembles them i
 - head: title, banner, front matter, date          - main: the three headlines
 - frames: analysis tables printed as they are       - interactivity: throughput against interactivity
 - generation: a table per prompt / output pair      - point_text: a point's precision and stop, in words
-- kv_cache, datasets, prefix, chat                   - server_vs_client, parameters, launch, gpu, scenarios
+- kv_cache, datasets                                 - server_vs_client, parameters, launch, gpu, scenarios
 - modelled_error: a modelled card's expected error  - figures: which figure files the card links
 
 A kind whose section is its own keeps it in its folder (:mod:`cardgen.card.kindparts`).

@@ -1,8 +1,10 @@
 """The shared prefix: requests that share prefixes the point makes, a cold pass then warm ones.
 
 This folder owns the kind: its suite entry and its points' params (``schema.py``), its program (``program.py``: what
-a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`) and its traits (here; listed in
-:data:`cardgen.kinds.KINDS`)."""
+a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`), its traits (here; listed in
+:data:`cardgen.kinds.KINDS`), and its stages past the load: its analysis (``analysis.py``: cold against warm, saved
+as ``summary.json`` ``kinds.prefix``) and its part of the card (``section.py`` and ``section.md.j2``: "Prefix
+cache")."""
 
 from __future__ import annotations
 
@@ -28,4 +30,5 @@ PREFIX = Kind[PrefixParams](
     "prefix", description="prompts that share prefixes, cold then warm: what the prefix cache saves of TTFT",
     entry=SharedPrefix, params=PrefixParams, program=PrefixProgram, shared_prefix=True, shared_spans=prefix_spans,
     expected_requests=lambda p: p.params.prefixes * (1 + p.params.warm_rounds),
-    longest_request=lambda p: p.params.prefix_tokens + p.params.suffix_tokens + p.output_tokens)
+    longest_request=lambda p: p.params.prefix_tokens + p.params.suffix_tokens + p.output_tokens,
+    analysis="cardgen.kinds.prefix.analysis:ANALYSIS", section="cardgen.kinds.prefix.section:SECTION")

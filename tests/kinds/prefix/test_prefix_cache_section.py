@@ -1,6 +1,6 @@
-"""The card's "Prefix cache" section from a run of shared-prefix points on the virtual server: cold against
-warm TTFT and ingestion speed, the speed-up with its interval, the server's hit rate per phase, and eviction
-when the prefixes outgrow the KV cache."""
+"""The prefix kind's analysis and its "Prefix cache" section of the card, from a run of shared-prefix points on
+the virtual server: cold against warm TTFT and ingestion speed, the speed-up with its interval, the server's hit
+rate per phase, and eviction when the prefixes outgrow the KV cache; saved as summary.json's ``kinds.prefix``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from simruns import simulate
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import load_run
 from cardgen.card.render import render_card
+from cardgen.kinds.prefix.analysis import PrefixCache
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions
 from cardgen.suite import parse_suite
@@ -40,7 +41,7 @@ def analysis(tmp_path_factory):
 
 
 def test_warm_requests_hit_the_cache_and_start_sooner(analysis):
-    fits, _ = analysis.workloads.prefix
+    fits, _ = PrefixCache.model_validate(analysis.summary.kinds["prefix"]).points
     cold, warm = fits.phases
     assert (cold.phase, cold.requests, warm.phase, warm.requests) == ("cold", 8, "warm", 16)
     assert cold.hit_rate == 0 and warm.hit_rate == pytest.approx(2048 / 2112, rel=0.02)
@@ -52,7 +53,7 @@ def test_warm_requests_hit_the_cache_and_start_sooner(analysis):
 
 
 def test_prefixes_that_outgrow_the_cache_are_evicted(analysis):
-    _, pressure = analysis.workloads.prefix  # 40 x 4000 tokens > the 116,512-token KV cache, visited in a cycle
+    _, pressure = PrefixCache.model_validate(analysis.summary.kinds["prefix"]).points  # 40 x 4000 tokens > the 116,512-token KV cache, visited in a cycle
     assert pressure.phases[1].hit_rate == 0
     assert pressure.speedup == pytest.approx(1.0, rel=0.1)
 

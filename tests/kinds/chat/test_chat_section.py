@@ -1,5 +1,6 @@
 """Multi-turn chat: the entry's points (with the cache-defeated twin), the virtual-time driver holding
-conversations with think time, and the card's TTFT per turn with and without the prefix cache."""
+conversations with think time, and the kind's analysis (summary.json's ``kinds.chat``) and section of the card:
+TTFT per turn with and without the prefix cache."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from simruns import simulate
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import load_run
 from cardgen.card.render import render_card
+from cardgen.kinds.chat.analysis import ChatTurns
 from cardgen.kinds.chat.program import ChatProgram
 from cardgen.points import expand
 from cardgen.sim.config import SimConfig
@@ -67,7 +69,7 @@ def test_each_turn_sends_the_history_after_the_think_time(run):
 
 def test_the_card_shows_ttft_per_turn_and_what_the_cache_saves(run):
     _, analysis = run
-    (chat,) = analysis.workloads.chat
+    (chat,) = ChatTurns.model_validate(analysis.summary.kinds["chat"]).entries
     assert chat.cached.hit_rate > 0.5 and chat.no_cache.hit_rate == 0
     cached = {t.turn: t.ttft_s.p50 for t in chat.cached.turns}
     fresh = {t.turn: t.ttft_s.p50 for t in chat.no_cache.turns}

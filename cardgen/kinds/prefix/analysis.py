@@ -1,6 +1,6 @@
-"""The prefix cache, from the shared-prefix points (pure): TTFT and ingestion speed of the cold pass (every
-prefix new to the server) and the warm passes (the same prefixes again), the speed-up, and the hit rate the
-server itself reports.
+"""The prefix cache, from the shared-prefix points (pure): the kind's analysis (:data:`ANALYSIS`, saved as
+``summary.json`` ``kinds.prefix``). TTFT and ingestion speed of the cold pass (every prefix new to the server) and
+the warm passes (the same prefixes again), the speed-up, and the hit rate the server itself reports.
 
 - TTFT per request; **ingestion speed** = prompt tokens / TTFT (the whole prompt, cached part included: what a
   user sees); medians with a bootstrap 95 % interval (``cardgen.analysis.stats``).
@@ -8,30 +8,32 @@ server itself reports.
   that ratio over paired bootstrap resamples of the two phases (seeded: the same run gives the same interval).
 - **hit rate** = (prefix-cache hits) / (queries), both in prompt tokens: from each request's own
   ``usage.prompt_tokens_details.cached_tokens`` where the server gives it (llama.cpp; exact), else as the
-  difference of the server's counters (``cardgen.engines``: vLLM's ``prefix_cache_hits`` / ``prefix_cache_queries``) between the last
-  scrape before a phase's first request and the first scrape after its last; an engine with a hit-rate gauge
-  instead (SGLang) gives the mean of the gauge over the phase. None where the server exposes neither.
+  difference of the server's counters (``cardgen.engines``: vLLM's ``prefix_cache_hits`` / ``prefix_cache_queries``)
+  between the last scrape before a phase's first request and the first scrape after its last; an engine with a
+  hit-rate gauge instead (SGLang) gives the mean of the gauge over the phase. None where the server exposes neither.
+
+What it saves (:class:`PrefixCache`) the card reads back (:mod:`cardgen.kinds.prefix.section`). Runs analysed
+before the kinds kept their own results saved none of it (the card was made from the analysis in memory):
+``cardgen render`` of such a run makes it from the run's raw files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 import numpy as np
-import pandas as pd
+from pydantic import Field
 
+from cardgen.analysis.kindparts import KindAnalysis, KindRun
 from cardgen.analysis.stats import bootstrap_medians, describe
-from cardgen.engines import counter, metric_names
-from cardgen.schemas.records import MetricSample
-from cardgen.schemas.summary import Distribution
+from cardgen.analysis.timeseries import counter_growth, gauge_mean
+from cardgen.kinds.prefix.schema import PrefixParams
+from cardgen.schemas.saved import Saved
+from cardgen.schemas.summary import Distribution, KindResult
 
 PHASES = ("cold", "warm")
 RESAMPLES = 2000
 
 
-@dataclass(frozen=True)
-class PhaseFigures:
+class PhaseFigures(Saved):
     phase: str
     requests: int
     prompt_tokens: float | None  # median prompt tokens (server's count)
@@ -41,8 +43,9 @@ class PhaseFigures:
     hit_tokens: float | None  # prefix-cache hits over the phase, in tokens
 
 
-@dataclass(frozen=True)
-class PrefixCacheResult:
+class PrefixPoint(Saved):
+    """One shared-prefix point: cold against warm."""
+
     scenario: str
     prefixes: int
     prefix_tokens: int
@@ -51,6 +54,13 @@ class PrefixCacheResult:
     speedup: float | None  # median cold TTFT / median warm TTFT
     speedup_ci: tuple[float, float] | None
     counters: str | None  # what the hit rate was read from, in words
+
+
+class PrefixCache(KindResult):
+    """Every shared-prefix point of the run that sent requests, in suite order."""
+
+    version: int = 1
+    points: list[PrefixPoint] = Field(default_factory=list)
 
 
 def _ratio_ci(cold: np.ndarray, warm: np.ndarray, *, seed: int = 0) -> tuple[float, float] | None:
@@ -66,37 +76,14 @@ def _ratio_ci(cold: np.ndarray, warm: np.ndarray, *, seed: int = 0) -> tuple[flo
     return float(lo), float(hi)
 
 
-def _window_delta(metrics: Sequence[MetricSample], name: str, start: float, end: float) -> float | None:
-    """The counter's growth from the last scrape before ``start`` to the first after ``end``."""
-    if not name:
-        return None
-    ok = [m for m in metrics if m.error is None]
-    before = [m for m in ok if (m.t_end or m.t) <= start]
-    after = [m for m in ok if m.t >= end]
-    if not before or not after:
-        return None
-    a, b = counter(before[-1], name), counter(after[0], name)
-    return None if a is None or b is None else b - a
-
-
-def _gauge_mean(metrics: Sequence[MetricSample], name: str, start: float, end: float) -> float | None:
-    if not name:
-        return None
-    values = [counter(m, name) for m in metrics if m.error is None and start <= m.t <= end]
-    present = [v for v in values if v is not None]
-    return float(np.mean(present)) if present else None
-
-
-def prefix_cache(requests: pd.DataFrame, metrics: Sequence[MetricSample], *, engine: str | None,
-                 points: Sequence[tuple[str, int, int, int]]) -> list[PrefixCacheResult]:
-    """One result per shared-prefix point that sent requests; ``points`` are (name, prefixes, prefix tokens,
-    suffix tokens) of the run's shared-prefix points."""
-    names = metric_names(engine)
-    queries_name, hits_name = names.get("prefix_cache_queries", ""), names.get("prefix_cache_hits", "")
-    rate_name = names.get("prefix_cache_hit_rate", "")
+def analyse(run: KindRun) -> PrefixCache | None:
+    """One figure set per shared-prefix point that sent requests; None where none did."""
+    engine = run.info.server.engine
+    requests = run.requests
     out = []
-    for name, prefixes, prefix_tokens, suffix_tokens in points:
-        rows = requests[(requests["scenario"] == name)] if not requests.empty else requests
+    for point in run.points:
+        params = point.params_as(PrefixParams)
+        rows = requests[(requests["scenario"] == point.name)] if not requests.empty else requests
         if rows.empty:
             continue
         phases, ttfts = [], {}
@@ -115,15 +102,16 @@ def prefix_cache(requests: pd.DataFrame, metrics: Sequence[MetricSample], *, eng
                 counters_words = "usage.prompt_tokens_details.cached_tokens of each request"
             elif len(every):
                 start, end = float(every["sent_at"].min()), float(every["end_at"].max())
-                q = _window_delta(metrics, queries_name, start, end)
-                h = _window_delta(metrics, hits_name, start, end)
-                if q is not None and h is not None and q > 0:
-                    hit_rate, hit_tokens = h / q, h
-                    counters_words = f"{hits_name} / {queries_name}"
-                elif rate_name:
-                    hit_rate = _gauge_mean(metrics, rate_name, start, end)
-                    if hit_rate is not None:
-                        counters_words = f"{rate_name} (mean over the phase)"
+                q = counter_growth(run.metrics, engine=engine, role="prefix_cache_queries", start=start, end=end)
+                h = counter_growth(run.metrics, engine=engine, role="prefix_cache_hits", start=start, end=end)
+                if q is not None and h is not None and q.value > 0:
+                    hit_rate, hit_tokens = h.value / q.value, h.value
+                    counters_words = f"{h.name} / {q.name}"
+                else:
+                    gauge = gauge_mean(run.metrics, engine=engine, role="prefix_cache_hit_rate", start=start, end=end)
+                    if gauge is not None:
+                        hit_rate = gauge.value
+                        counters_words = f"{gauge.name} (mean over the phase)"
             tokens = g["prompt_tokens"].to_numpy(dtype=float)
             tokens = tokens[np.isfinite(tokens)]
             phases.append(PhaseFigures(phase=phase, requests=len(g), prompt_tokens=float(np.median(tokens))
@@ -132,7 +120,10 @@ def prefix_cache(requests: pd.DataFrame, metrics: Sequence[MetricSample], *, eng
         cold, warm = ttfts["cold"], ttfts["warm"]
         speedup = float(np.median(cold) / np.median(warm)) if len(cold) and len(warm) and np.median(warm) > 0 \
             else None
-        out.append(PrefixCacheResult(scenario=name, prefixes=prefixes, prefix_tokens=prefix_tokens,
-                                     suffix_tokens=suffix_tokens, phases=phases, speedup=speedup,
-                                     speedup_ci=_ratio_ci(cold, warm), counters=counters_words))
-    return out
+        out.append(PrefixPoint(scenario=point.name, prefixes=params.prefixes, prefix_tokens=params.prefix_tokens,
+                               suffix_tokens=params.suffix_tokens, phases=phases, speedup=speedup,
+                               speedup_ci=_ratio_ci(cold, warm), counters=counters_words))
+    return PrefixCache(points=out) if out else None
+
+
+ANALYSIS = KindAnalysis(result=PrefixCache, analyse=analyse)
