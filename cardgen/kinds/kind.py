@@ -90,7 +90,6 @@ class Kind(Generic[P]):
     capacity_probe: bool = False  # probes the KV cache by what the server says (queueing, preemption)
     batched: bool = False  # rounds of a fixed batch: the batch table, precision and resampling by round
     shared_prefix: bool = False  # its requests share prefixes it makes (the prefix-cache view)
-    slo_search: bool = False  # searches the highest load that meets an SLO
     # what the kind does by design, which the card's notes and the saturation rules must not report as a fault:
     # the parts of TTFT its load makes large on purpose (``"queue"``: waves fill the server to find where it queues)
     by_design: frozenset[str] = frozenset()

@@ -18,7 +18,7 @@ __all__ = ["SEARCH_REQUESTS", "SLO", "SloParams", "SloProgram", "SloSearch"]
 
 SLO = Kind[SloParams](
     "slo", description="the highest load (a rate or parallel users) that meets an SLO on TTFT, TPOT, ITL or E2E percentiles",
-    entry=SloSearch, params=SloParams, program=SloProgram, slo_search=True, fitted_figures=True,
+    entry=SloSearch, params=SloParams, program=SloProgram, fitted_figures=True,
     by_design=frozenset({"queue"}),  # the search probes loads past the limit: there requests queue
     expected_requests=lambda p: p.params.min_requests,
     analysis="cardgen.kinds.slosearch.analysis:ANALYSIS", section="cardgen.kinds.slosearch.section:SECTION",
