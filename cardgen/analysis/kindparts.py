@@ -80,6 +80,10 @@ def _runs(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd
     rows_by_kind = dict(tuple(requests.groupby("kind", sort=False))) if len(requests) else {}
     predicted = predicted if predicted is not None else pd.DataFrame()
     predicted_by_kind = dict(tuple(predicted.groupby("kind", sort=False))) if len(predicted) else {}
+    kind_of_point = {p.name: p.kind for p in points.values()}
+    records_by_kind: dict[str, list[RequestRecord]] = {}
+    for r in records:  # one pass, each kind's in the file's order
+        records_by_kind.setdefault(kind_of_point.get(r.scenario, ""), []).append(r)
     for name, kind in KINDS.items():
         mine = of_kind(name, points.values())
         if kind.analysis is None or not mine:
@@ -87,10 +91,9 @@ def _runs(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd
         analysis: KindAnalysis = part(kind.analysis)
         rows = rows_by_kind.get(name, requests.iloc[0:0]).reset_index(drop=True)
         guessed = predicted_by_kind.get(name, predicted.iloc[0:0]).reset_index(drop=True)
-        names = {p.name for p in mine}
         out.append((name, analysis, KindRun(kind=name, points=mine, requests=rows, timeseries=timeseries,
                                             scenarios=of_kind(name, scenarios), info=info,
-                                            records=[r for r in records if r.scenario in names],
+                                            records=records_by_kind.get(name, []),
                                             predicted=guessed, metrics=metrics, kv=kv or KVLayout())))
     return out
 
