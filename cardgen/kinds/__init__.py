@@ -30,6 +30,7 @@ runs its programs in both interpreters.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from typing import Annotated, Any, TypeVar, Union
@@ -37,8 +38,9 @@ from typing import Annotated, Any, TypeVar, Union
 from pydantic import Field
 
 from cardgen.kinds.entry import SamplingParams
-from cardgen.kinds.kind import NO_PARALLEL, USERS, Kind
+from cardgen.kinds.kind import NO_PARALLEL, USERS, Kind, part
 from cardgen.kinds.program import Judge, Program
+from cardgen.kinds.shape import RequestShape
 from cardgen.kinds.view import Kinded, Params, PointView
 
 K = TypeVar("K", bound=Kinded)
@@ -88,7 +90,7 @@ KindParams = _union([k.params for k in KINDS.values() if k.params is not None])
 
 __all__ = ["BROKEN", "GROUP", "KINDS", "NO_PARALLEL", "ORIGIN", "UNKNOWN", "USERS", "Kind", "KindParams",
            "Kinded", "Params", "SamplingParams", "Scenario", "judge_for", "kind_of", "kinds_where", "of_kind", "program_for",
-           "runs_on"]
+           "request_shape", "runs_on"]
 
 def kind_of(x: str | Kinded | None) -> Kind[Any]:
     """The kind ``x`` names (a kind's name, or anything with a ``kind``); :data:`UNKNOWN` for a name not listed."""
@@ -102,6 +104,19 @@ def program_for(point: PointView, *, index: int = 0, parts: int = 1) -> Program:
     if program is None:
         raise ValueError(f"point {point.name}: no program runs a {point.kind!r} point")
     return program(point, index=index, parts=parts)
+
+
+def request_shape(point: PointView) -> RequestShape | None:
+    """What ``point``'s kind's requests carry beyond a sized prompt (:mod:`cardgen.kinds.shape`); None: plain
+    requests."""
+    ref = kind_of(point).shape
+    return _shape(ref) if ref is not None else None
+
+
+@functools.cache
+def _shape(ref: str) -> RequestShape:
+    shape: RequestShape = part(ref)
+    return shape
 
 
 def judge_for(point: PointView) -> Judge:

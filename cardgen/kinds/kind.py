@@ -144,6 +144,10 @@ class Kind(Generic[P]):
     analysis: str | None = None
     section: str | None = None
     figures: str | None = None
+    # its requests' own shape (a cardgen.kinds.shape.RequestShape, "module:attribute"): what its requests carry
+    # beyond a sized prompt, what the record keeps of their answers, what they cost the virtual server. None: plain
+    # requests
+    shape: str | None = None
 
     @property
     def serving_load(self) -> bool:

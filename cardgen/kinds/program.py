@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -59,6 +60,9 @@ class Send:
     conversation: int | None = None
     turn: int | None = None
     adapter: str | None = None  # the LoRA adapter it asks for (the model name it sends); None: the base model
+    # the kind's own description of this request, read by its shape (cardgen.kinds.shape) and recorded as the
+    # record's ``extra``; None: a plain request
+    extra: Mapping[str, Any] | None = None
     # the program's own number for this send, told back with its outcome (the interpreter hands back the Send it
     # was given, but a program keys on this, not on the object's identity); not recorded
     tag: int | None = None
@@ -110,7 +114,7 @@ def record_fields(point: PointView, send: Send, *, worker: str, index: int, atte
         "worker": worker, "index": index, "attempt": attempt, "parallel": send.parallel,
         "rate_rps": send.rate_rps, "wave": send.wave, "repeat": send.repeat, "warmup": send.warmup,
         "item": send.item, "prefix": send.prefix, "phase": send.phase, "conversation": send.conversation,
-        "turn": send.turn, "adapter": send.adapter,
+        "turn": send.turn, "adapter": send.adapter, "extra": dict(send.extra) if send.extra is not None else None,
     }
 
 

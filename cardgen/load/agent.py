@@ -31,7 +31,7 @@ from locust import HttpUser, task
 from locust.exception import StopUser
 
 from cardgen.engines import counter, get_adapter, load_gauges, metric_names
-from cardgen.kinds import kind_of
+from cardgen.kinds import kind_of, request_shape
 from cardgen.kinds.history import Conversations
 from cardgen.kinds.program import Said, Send, Verdict, record_fields
 from cardgen.load.alarm import sleep_until
@@ -188,6 +188,7 @@ class _PointContext:
         self._free: list[Connection] = []
         self._opened: list[Connection] = []
         self.chats: Conversations[dict[str, str]] = Conversations(fresh=kind_of(point).renews_history(point))
+        self.shape = request_shape(point)  # what its requests carry beyond a prompt (cardgen.kinds.shape)
         self.watcher: _SaturationWatcher | None = None
         self.waiting: set[gevent.Greenlet[..., object]] = set()  # timed requests not sent yet
 
@@ -301,6 +302,9 @@ class _PointContext:
         payload = build_payload(endpoint=point.endpoint, model=send.adapter or setup.model, prompt=prompt,
                                 output_tokens=send.output_tokens, length_fields=setup.length_fields,
                                 extra=setup.cold_fields if point.measures_prefill else None)
+        shape = self.shape
+        if shape is not None:
+            shape.body(point, send, payload)
         chat = send.conversation is not None
         reply: list[str] = []
         if chat:
@@ -311,7 +315,8 @@ class _PointContext:
         try:
             rec = stream_once(conn, endpoint=point.endpoint, payload=payload, record=record,
                               timeout_s=point.timeout_s, report=self.report,
-                              on_text=reply.append if chat else None, wait=wait)
+                              on_text=reply.append if chat else None, wait=wait,
+                              read=(lambda answer: shape.read(point, send, answer)) if shape is not None else None)
         finally:
             agent.in_flight -= 1
             if send.slot is None:

@@ -17,6 +17,7 @@ from typing import Any
 import gevent
 from gevent.lock import Semaphore
 
+from cardgen.kinds.shape import Answer
 from cardgen.load.reasoning import counted, needs_tokenize, tokenize_reasoning
 from cardgen.load.sse import StreamResult, parse_stream
 from cardgen.load.transport import SENDS, Connection, Exchange, body_reads, body_text
@@ -84,14 +85,16 @@ def _failure(ex: Exchange, parsed_ok: Callable[[], tuple[ErrorKind | None, str |
 
 def stream_once(conn: Connection, *, endpoint: str, payload: dict[str, Any], record: dict[str, Any],
                 timeout_s: float, report: Callable[..., Any], on_text: Callable[[str], None] | None = None,
-                wait: Callable[[], bool] | None = None) -> RequestRecord | None:
+                wait: Callable[[], bool] | None = None,
+                read: Callable[[Answer], dict[str, Any]] | None = None) -> RequestRecord | None:
     """Send one streaming request and return its record (never raises for a server or network fault).
 
     ``record`` holds the point fields of the RequestRecord (scenario, kind, targets, ...); this adds timing,
     usage and errors. ``report`` is Locust's ``request`` event's ``fire``; ``on_text``, when given, receives the
     reply's text after the stream (a chat turn's history needs it). ``wait``, when given, is called once the
     request is encoded, just before it is sent (an open loop's scheduled time); when it returns False the
-    request is not sent and there is no record (None).
+    request is not sent and there is no record (None). ``read``, when given, is the kind's shape's reading of the
+    answer (:meth:`cardgen.kinds.shape.RequestShape.read`): its fields join the record's ``extra``.
     """
     body = json.dumps(payload).encode()
     if wait is not None and not wait():
@@ -101,11 +104,12 @@ def stream_once(conn: Connection, *, endpoint: str, payload: dict[str, Any], rec
         parsed = _parse(ex)
         if parsed is None or ex.kind is not None or not needs_tokenize(parsed):
             return _finish(ex, parsed, counted(parsed) if parsed else (None, None), endpoint=endpoint,
-                           record=record, report=report, on_text=on_text)
+                           record=record, report=report, on_text=on_text, read=read)
     # reasoning the server did not count: its /tokenize counts it, outside the one-at-a-time section (a round trip)
     reasoning = tokenize_reasoning(conn, parsed, model=str(payload.get("model")), timeout_s=timeout_s)
     with _ONE_AT_A_TIME:
-        return _finish(ex, parsed, reasoning, endpoint=endpoint, record=record, report=report, on_text=on_text)
+        return _finish(ex, parsed, reasoning, endpoint=endpoint, record=record, report=report, on_text=on_text,
+                       read=read)
 
 
 # What follows a stream (parsing, the record) waits until no read is waiting to be stamped, one stream at a time:
@@ -123,7 +127,8 @@ def _parse(ex: Exchange) -> StreamResult | None:
 
 def _finish(ex: Exchange, parsed: StreamResult | None, reasoning: tuple[int | None, str | None], *, endpoint: str,
             record: dict[str, Any], report: Callable[..., Any],
-            on_text: Callable[[str], None] | None = None) -> RequestRecord:
+            on_text: Callable[[str], None] | None = None,
+            read: Callable[[Answer], dict[str, Any]] | None = None) -> RequestRecord:
     if on_text is not None:
         on_text(parsed.text if parsed is not None else "")
 
@@ -141,6 +146,10 @@ def _finish(ex: Exchange, parsed: StreamResult | None, reasoning: tuple[int | No
 
     kind, error = _failure(ex, stream_verdict)
     end_at = ex.end_at if ex.end_at is not None else ex.sent_at
+    if read is not None:
+        answer = Answer(status=ex.status, text=parsed.text if parsed else "",
+                        tool_calls=tuple(parsed.tool_calls) if parsed else (), error=error)
+        record = {**record, "extra": {**(record.get("extra") or {}), **read(answer)}}
     rec = RequestRecord(
         **record,
         sent_at=ex.sent_at,

@@ -49,6 +49,8 @@ class StreamResult:
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
     timings: dict[str, Any] | None = None  # the engine's own account (llama.cpp's ``timings``, vLLM's ``metrics``)
+    # the tool calls the answer made, each {"name", "arguments"} (the arguments' text as streamed), in order
+    tool_calls: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def text(self) -> str:

@@ -128,6 +128,9 @@ class RequestRecord(Saved):
     reasoning_tokens: int | None = None
     reasoning_tokens_source: str | None = None
     adapter: str | None = None  # the LoRA adapter the request asked for (its model name); None: the base model
+    # its kind's own fields: what the program said of the request (``Send.extra``) and what the kind's shape read
+    # of the answer (cardgen.kinds.shape); only that kind's analysis reads them. None: a plain request
+    extra: dict[str, Any] | None = None
     # the prompt tokens the server took from its prefix cache (``usage.prompt_tokens_details.cached_tokens``)
     cached_tokens: int | None = None
     # the engine's own account of the request, as its last chunk gave it (llama.cpp's ``timings``): None when the

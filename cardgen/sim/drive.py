@@ -42,9 +42,10 @@ from typing import Any
 
 from cardgen.datasets import resolve
 from cardgen.engines import get_adapter
-from cardgen.kinds import kind_of
+from cardgen.kinds import kind_of, request_shape
 from cardgen.kinds.history import Conversations
 from cardgen.kinds.program import Judge, Said, Send, Verdict, record_fields
+from cardgen.kinds.shape import NO_COST, VirtualCost
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.saturation import Reading
@@ -264,6 +265,7 @@ class _Request:
     sent: float
     prompt_tokens: int  # as the server counts them (a chat turn: its whole conversation)
     block_hashes: tuple[int, ...] = ()
+    cost: VirtualCost = NO_COST  # what its kind's shape says it costs beyond its text (cardgen.kinds.shape)
 
 
 @dataclass(eq=False)
@@ -364,7 +366,14 @@ class VirtualInterpreter:
                                scheduled_at=t)
         run.issued += 1
         tokens, hashes = self._prompt(run, send)
-        request = _Request(run, send, fields, t, tokens, hashes)
+        shape = request_shape(run.point)
+        cost = shape.virtual(run.point, send) if shape is not None else NO_COST
+        if cost.encode_flops or cost.decode_factor != 1.0:  # not modelled yet: never ignored silently
+            raise NotImplementedError(f"point {run.point.name}: the virtual server does not model an encoder's "
+                                      "work or a decode factor yet")
+        if cost.record:
+            fields = {**fields, "extra": {**(fields.get("extra") or {}), **cost.record}}
+        request = _Request(run, send, fields, t, tokens + cost.prompt_tokens, hashes, cost)
         self.clock.at(t + self.opts.network_s, lambda: self._arrive(request))
 
     def _arrive(self, request: _Request) -> None:
