@@ -82,7 +82,7 @@ Command = Send | Watch | EndWatch
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """What the server showed while it was watched: whether it saturated (``cardgen.saturation.wave_saturated``
+    """What the server showed while it was watched: whether it saturated (``cardgen.saturation.watched_saturated``
     at some reading), and whether it could be read at all (its ``/metrics`` answered)."""
 
     saturated: bool
@@ -123,7 +123,7 @@ class Program:
     ``index`` of ``parts``; the virtual-time driver is one process). Subclasses answer the events they need."""
 
     kind: ClassVar[str]
-    #: a barrier kind's timing is all of it at once (a wave, a batch, one prompt at a time): it runs whole, on
+    #: a barrier kind's timing is all of it at once (a group sent at once, one prompt at a time): it runs whole, on
     #: process 0, never split across processes
     barrier: ClassVar[bool] = True
 

@@ -108,7 +108,7 @@ class Done(Message):
     started_unix: float
     ended_unix: float
     stop: str | None = None  # why this agent stopped sending: one of cardgen.stops.STOP_REASONS
-    detail: str | None = None  # the words behind ``stop`` (waves: the bracket; ingestion, batch: the interval)
+    detail: str | None = None  # the words behind ``stop`` (a bracket, an interval)
 
 
 class Fatal(Message):

@@ -127,8 +127,8 @@ class RequestRecord(Saved):
     reasoning_tokens: int | None = None
     reasoning_tokens_source: str | None = None
     adapter: str | None = None  # the LoRA adapter the request asked for (its model name); None: the base model
-    # its kind's own fields (a record written before they were its kind's own has them at the top level: a
-    # ``wave``, moved here as it is read): what the program said of the request (``Send.extra``) and what the kind's shape read
+    # its kind's own fields (a record written before they were its kind's own has them at the top level: the
+    # one such field, moved here as it is read): what the program said of the request (``Send.extra``) and what the kind's shape read
     # of the answer (cardgen.kinds.shape); only that kind's analysis reads them. None: a plain request
     extra: dict[str, Any] | None = None
     # the prompt tokens the server took from its prefix cache (``usage.prompt_tokens_details.cached_tokens``)

@@ -6,7 +6,7 @@ The controller (:func:`cardgen.scenarios.run_points`) sequences the points, as i
 this module runs each point's program: a :class:`~cardgen.scenarios.Send` leaves at its time, crosses the
 network, is served by the virtual server step by step, and its record (send time, headers, every chunk's
 arrival, usage) goes to the point's judge, then to the program as ``ended``. A ``Watch`` reads the server at
-every step until ``EndWatch``, by the rule of the load engine's watcher (:func:`cardgen.saturation.wave_saturated`).
+every step until ``EndWatch``, by the rule of the load engine's watcher (:func:`cardgen.saturation.watched_saturated`).
 The server's own ``/metrics`` (:class:`~cardgen.sim.metrics.SimMetrics`) is scraped every
 ``scrape_interval_s``, from before the first request to after the last, as a real run's scraper does; those
 readings are what the controller judges a closed loop's saturation on.
@@ -203,7 +203,7 @@ class _Clock:
         self.next_scrape = options.start_unix
         self.scrapes: list[MetricSample] = []
         self.readings: list[Reading] = []  # every scrape's gauges, for the saturation rule
-        self.on_step: Callable[[], None] | None = None  # called as each step starts (a watched wave)
+        self.on_step: Callable[[], None] | None = None  # called as each step starts (while watched)
         self.delivered: Callable[[VirtualRequest], None] = lambda served: None
 
     def at(self, t: float, action: Callable[[], None]) -> None:
@@ -271,8 +271,8 @@ class _Request:
 @dataclass(eq=False)
 class _PointRun:
     """One process's share of a point on the virtual clock: the :class:`~cardgen.scenarios.runner.IO` its
-    :class:`~cardgen.scenarios.Share` runs on (sending at a time, reading the server at every step of a watched
-    wave, the clock), and what its requests need."""
+    :class:`~cardgen.scenarios.Share` runs on (sending at a time, reading the server at every step while it is
+    watched, the clock), and what its requests need."""
 
     interpreter: VirtualInterpreter
     point: Point
@@ -313,7 +313,7 @@ class _PointRun:
         return self.clock_now - self.t0
 
     def reading(self) -> None:
-        """The server as a step of a watched wave starts."""
+        """The server as a step starts while it is watched."""
         sched = self.interpreter.clock.server.scheduler
         self.share.watch.reading(preemptions=sched.num_preemptions, waiting=len(sched.waiting), usage=sched.kv_usage)
 

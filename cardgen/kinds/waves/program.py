@@ -1,5 +1,5 @@
 """Waves: that many requests sent at once, again and again, to find the wave that saturates the server (its
-KV cache, as the saturation rule reads it: ``cardgen.saturation.wave_saturated``).
+KV cache, as the saturation rule reads it: ``cardgen.saturation.watched_saturated``).
 
 ``search: bisect`` doubles the wave from 1 until one saturates, then bisects (:class:`WaveSearch`);
 ``search: step`` sends 1, 1 + step, 1 + 2 step ... up to ``max_wave``, and stops at the first wave that
