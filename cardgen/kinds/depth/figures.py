@@ -72,7 +72,7 @@ def draw_depth(axes: Sequence[Axes], plot: DepthPlot) -> None:
         ax.set_ylabel(f"{c.label.split(' (')[0]} (tok/s)")
         ax.set_title(c.label, fontsize="medium")
         ax.set_ylim(bottom=0)
-        ax.legend(loc="upper right", fontsize="small")
+        ax.legend(loc="lower left", fontsize="small")
     if axes:
         axes[-1].set_xlabel("context depth (tokens the server holds before the request)")
 
