@@ -38,6 +38,7 @@ from cardgen.schemas.saved import Saved
 from cardgen.schemas.summary import Distribution, KindResult
 
 REUSED, NOT_REUSED, UNKNOWN, NO_CONTEXT = "reused", "not reused", "unknown", "no context"
+FIGURE = "depth_speed.png"  # its figure's file name (figures.py draws it, section.py shows it)
 REUSED_SHARE = 0.5  # of d, on the median request: the server reused the prefix
 TTFT_SHARE = 0.5  # the TTFT rule: reused where the median TTFT at depth is under this share of the fill's ...
 TTFT_NEW_SHARE = 1 / 3  # ... judged only where p is under this share of the prompt

@@ -13,11 +13,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from cardgen.figures.kindparts import KindFigures, new_figure
-from cardgen.kinds.depth.analysis import DepthSpeeds
+from cardgen.kinds.depth.analysis import FIGURE, DepthSpeeds
 from cardgen.schemas.summary import Distribution
-
-FIGURE = "depth_speed.png"
-
 
 @dataclass(frozen=True)
 class DepthCurve:

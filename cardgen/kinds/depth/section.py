@@ -12,8 +12,7 @@ from cardgen import numbers as fmt
 from cardgen.card.kindparts import KindSection
 from cardgen.card.sections.figures import figure_path
 from cardgen.card.table import TableView, median_ci
-from cardgen.kinds.depth.analysis import NO_CONTEXT, NOT_REUSED, REUSED, DepthPoint, DepthSpeeds
-from cardgen.kinds.depth.figures import FIGURE
+from cardgen.kinds.depth.analysis import FIGURE, NO_CONTEXT, NOT_REUSED, REUSED, DepthPoint, DepthSpeeds
 from cardgen.schemas.summary import Summary
 
 

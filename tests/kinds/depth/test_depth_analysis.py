@@ -14,7 +14,15 @@ from simruns import simulate
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import load_run
 from cardgen.card.render import render_run
-from cardgen.kinds.depth.analysis import NO_CONTEXT, NOT_REUSED, REUSED, UNKNOWN, DepthPoint, DepthSpeeds, reuse
+from cardgen.kinds.depth.analysis import (
+    NO_CONTEXT,
+    NOT_REUSED,
+    REUSED,
+    UNKNOWN,
+    DepthPoint,
+    DepthSpeeds,
+    reuse,
+)
 from cardgen.kinds.depth.figures import FIGURE, depth_figures, depth_plot
 from cardgen.kinds.depth.section import context
 from cardgen.schemas.summary import Distribution
