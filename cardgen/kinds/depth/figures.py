@@ -16,6 +16,7 @@ from cardgen.figures.kindparts import KindFigures, new_figure
 from cardgen.kinds.depth.analysis import FIGURE, DepthSpeeds
 from cardgen.schemas.summary import Distribution
 
+
 @dataclass(frozen=True)
 class DepthCurve:
     """One speed over the depths (NaN where a depth has none)."""
