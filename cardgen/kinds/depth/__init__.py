@@ -32,6 +32,6 @@ def depth_spans(point: PointView, send: Send) -> tuple[Shared, ...]:
 DEPTH = Kind[DepthParams](
     "depth", description="prompt ingestion and decode speed after d tokens of context the server holds (llama-bench -d)",
     entry=Depth, params=DepthParams, program=DepthProgram, shared_prefix=True, shared_spans=depth_spans,
-    expected_requests=lambda p: 1 + p.params.repeats,
+    expected_requests=lambda p: 1 + p.params.repeats, diff_rank=3,
     analysis="cardgen.kinds.depth.analysis:ANALYSIS", section="cardgen.kinds.depth.section:SECTION",
     figures="cardgen.kinds.depth.figures:FIGURES")

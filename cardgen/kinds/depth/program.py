@@ -1,10 +1,11 @@
-"""Speed at context depth, one request at a time: the fill (the point's prompt once, with one output token: the
+"""Speed at context depth, one request at a time: the fill (the point's prompt once, as its requests are: the
 server computes the whole of it and keeps its ``depth``-token prefix), a pause of :data:`PHASE_PAUSE_S`, then
 ``repeats`` requests of the same prefix and a suffix of their own, each decoding the point's output. The pause is
 longer than a scrape interval, so that a scrape of the server's prefix-cache counters falls between the fill and
 the requests at depth (the hit rate of the requests alone, where the server reports no per-request count).
 
-At depth 0 the fill shares nothing with the requests (only its id's few tokens): it is a warm-up, as
+The fill is the point's warm-up: the figures every point has (summary.json's ``scenarios``, what ``cardgen diff``
+compares) are the requests at depth alone. At depth 0 the fill shares nothing with the requests (only its id's few tokens): it is a warm-up, as
 ``llama-bench``'s."""
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ class DepthProgram(Program):
         self.params = point.params_as(DepthParams)
 
     def start(self) -> list[Command]:
-        prompt, _ = self.point.item_lengths(0)
-        return [self.send(prompt_tokens=prompt, output_tokens=1, item=0, prefix=0, phase=FILL, slot=0, parallel=1)]
+        return [self.item(0, prefix=0, phase=FILL, slot=0, parallel=1, warmup=True)]
 
     def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
         done = self.issued - 1  # the requests at depth sent so far

@@ -14,6 +14,7 @@ from simruns import simulate
 from cardgen.analysis.analyse import analyse
 from cardgen.analysis.rundata import load_run
 from cardgen.card.render import render_run
+from cardgen.diff.sample import measured_points
 from cardgen.kinds.depth.analysis import (
     NO_CONTEXT,
     NOT_REUSED,
@@ -125,3 +126,13 @@ def test_a_server_that_computed_the_whole_prompt_is_named_on_the_card(run_dir):
     assert np.allclose(plot.curves[0].median, [900.0, 100.0]) and np.isnan(plot.curves[0].engine).all()
     assert set(depth_figures(result)) == {FIGURE}
     assert depth_plot(DepthSpeeds(points=[result.points[2]])) is None
+
+
+def test_cardgen_diff_compares_each_depth_on_its_requests_at_depth(run_dir, result):
+    summary = analyse(load_run(run_dir)).summary
+    measured = {s.scenario: s for s in measured_points(summary)}
+    assert set(measured) == {p.scenario for p in result.points if p.not_run is None}
+    for p in result.points[:3]:
+        s = measured[p.scenario]
+        assert (s.requests, s.warmup_requests, s.output_tokens) == (4, 1, 32)  # the fill is the warm-up
+        assert s.ttft_s.p50 == pytest.approx(p.ttft_s.p50)

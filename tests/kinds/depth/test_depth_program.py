@@ -1,5 +1,5 @@
 """The depth kind's suite entry and program, driven directly (no clock, no server): a point per depth, the fill
-first (the whole prompt, one output token), a pause, then the requests at depth one at a time; its prompt plan
+first (the whole prompt, as the requests are, as a warm-up), a pause, then the requests at depth one at a time; its prompt plan
 shares the depth's tokens and nothing at depth 0."""
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def test_the_fill_then_the_requests_at_depth_one_at_a_time():
     point = _point()
     program = program_for(point)
     (fill,) = sends_in(program.start())
-    assert (fill.prompt_tokens, fill.output_tokens, fill.phase, fill.item, fill.at) == (1090, 1, "fill", 0, None)
+    assert (fill.prompt_tokens, fill.output_tokens, fill.phase, fill.item, fill.at) == (1090, 16, "fill", 0, None)
+    assert fill.warmup  # the point's common figures are the requests at depth alone
     now, seen = 1.0, []
     send = fill
     while True:
@@ -63,7 +64,7 @@ def test_the_fill_then_the_requests_at_depth_one_at_a_time():
         (send,) = sends_in(commands)
         seen.append(send)
         now += 1.0
-    assert [(s.prompt_tokens, s.output_tokens, s.phase, s.item) for s in seen] == [(1090, 16, "depth", 0)] * 3
+    assert [(s.prompt_tokens, s.output_tokens, s.phase, s.item, s.warmup) for s in seen] == [(1090, 16, "depth", 0, False)] * 3
     assert seen[0].at == pytest.approx(2.0 + PHASE_PAUSE_S - 1.0) and seen[1].at is None  # a pause after the fill
     assert program.stop == "complete" and program.issued == 4
 
