@@ -30,6 +30,7 @@ ENTRIES = {
              "output_tokens": 8, "think_time_s": 0.1},
     "slo": {"kind": "slo", "load": "rate", "prompt_tokens": 128, "output_tokens": 16, "slo": {"ttft_p99_s": 2.0},
             "max_requests": 400},
+    "depth": {"kind": "depth", "depths": [0, 1024], "prompt_tokens": 64, "output_tokens": 8, "repeats": 2},
 }
 
 # every module of the package, each imported in turn (the load package patches the standard library with gevent
