@@ -37,7 +37,7 @@ import json
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cardgen.datasets import resolve
@@ -182,6 +182,18 @@ class _Jitter:
 
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         return self.perf.step_time_s(prefill, decode) * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
+
+    @property
+    def vision(self) -> Any:
+        """The vision encoder ``perf`` models a request's images with (None: it models none)."""
+        return getattr(self.perf, "vision", None)
+
+    def encode_time_s(self, flops: float) -> float:
+        """Encoder work's time, as ``perf`` times it (jittered as a step is)."""
+        encode = getattr(self.perf, "encode_time_s", None)
+        if encode is None:
+            raise ValueError(f"the performance model ({type(self.perf).__name__}) does not model an encoder's work")
+        return float(encode(flops)) * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
 
     def draft_time_s(self, decode: list[SeqWork], tokens: int) -> float:
         """A draft head's time, as ``perf`` models it (none when it models none: drafts cost nothing)."""
@@ -368,9 +380,17 @@ class VirtualInterpreter:
         tokens, hashes = self._prompt(run, send)
         shape = request_shape(run.point)
         cost = shape.virtual(run.point, send) if shape is not None else NO_COST
-        if cost.encode_flops or cost.decode_factor != 1.0:  # not modelled yet: never ignored silently
-            raise NotImplementedError(f"point {run.point.name}: the virtual server does not model an encoder's "
-                                      "work or a decode factor yet")
+        if cost.decode_factor != 1.0:  # not modelled yet: never ignored silently
+            raise NotImplementedError(f"point {run.point.name}: the virtual server does not model a decode "
+                                      "factor yet")
+        if cost.images:  # the modelled model's vision encoder makes their tokens and work
+            vision = getattr(self.clock.server.scheduler.perf, "vision", None)
+            if vision is None:
+                raise ValueError(f"point {run.point.name}: the performance model has no vision encoder for its "
+                                 "images")
+            cost = replace(cost, images=(),
+                           prompt_tokens=cost.prompt_tokens + sum(vision.tokens(w, h) for w, h in cost.images),
+                           encode_flops=cost.encode_flops + sum(vision.flops(w, h) for w, h in cost.images))
         if cost.record:
             fields = {**fields, "extra": {**(fields.get("extra") or {}), **cost.record}}
         request = _Request(run, send, fields, t, tokens + cost.prompt_tokens, hashes, cost)
@@ -387,7 +407,7 @@ class VirtualInterpreter:
     def _queue(self, request: _Request, at: float, *, received: float | None = None) -> None:
         seq = self.clock.server.arrive(request.prompt_tokens, request.send.output_tokens, at=at,
                                        tag=request, block_hashes=request.block_hashes, adapter=request.send.adapter,
-                                       received=received)
+                                       received=received, encode_flops=request.cost.encode_flops)
         if seq is None:  # a fault answered at once
             back = at + self.opts.network_s
             self.clock.at(back, lambda: self._complete(request, None, [], back))
