@@ -335,8 +335,11 @@ class VirtualInterpreter:
     network but ``network_s``, the next point ``pause_s`` after the last one ended."""
 
     def __init__(self, clock: _Clock, options: DriveOptions, *, reasoning_share: float = 0.0,
-                 host_s_per_token: float = 0.0) -> None:
+                 host_s_per_token: float = 0.0, max_model_len: int | None = None) -> None:
         self.clock, self.opts = clock, options
+        # the served context: a longer request (its images' tokens told only as it is sent) is refused, as the
+        # real-time server and vLLM refuse it (HTTP 400, cardgen.sim.validate)
+        self.max_model_len = max_model_len
         self.reasoning_share = reasoning_share
         self.host_s_per_token = host_s_per_token  # the server's time per prompt token before a request queues
         self.rng = random.Random(f"client:{options.seed}")
@@ -394,6 +397,14 @@ class VirtualInterpreter:
         if cost.record:
             fields = {**fields, "extra": {**(fields.get("extra") or {}), **cost.record}}
         request = _Request(run, send, fields, t, tokens + cost.prompt_tokens, hashes, cost)
+        limit = self.max_model_len
+        if limit is not None and request.prompt_tokens + send.output_tokens > limit:
+            back = t + 2 * self.opts.network_s
+            message = (f"This model's maximum context length is {limit} tokens. However, you requested "
+                       f"{request.prompt_tokens + send.output_tokens} tokens ({request.prompt_tokens} in the "
+                       f"messages, {send.output_tokens} in the completion).")
+            self.clock.at(back, lambda: self._complete(request, None, [], back, refused=(400, message)))
+            return
         self.clock.at(t + self.opts.network_s, lambda: self._arrive(request))
 
     def _arrive(self, request: _Request) -> None:
@@ -460,16 +471,19 @@ class VirtualInterpreter:
             arrivals = [t + net for t in served.times]
         self.clock.at(arrivals[-1], lambda: self._complete(request, served, arrivals, arrivals[-1]))
 
-    def _complete(self, request: _Request, served: VirtualRequest | None, chunks: list[float], end: float) -> None:
+    def _complete(self, request: _Request, served: VirtualRequest | None, chunks: list[float], end: float, *,
+                  refused: tuple[int, str] | None = None) -> None:
         run, send = request.run, request.send
         rid = f"{'chatcmpl' if run.point.endpoint == 'chat' else 'cmpl'}-{self.rng.getrandbits(128):032x}"
         # the server answers with headers as the request joins its queue (after any host time before it)
         host = self.host_s_per_token * request.prompt_tokens if served is not None else 0.0
         headers = request.sent + 2 * self.opts.network_s + host
-        if served is None:  # HTTP 500 with the server's JSON error body, as the load engine records it
-            body = json.dumps(error_body(500, "injected fault (http500)", "InternalServerError"))
+        if served is None:  # an HTTP error with the server's JSON error body, as the load engine records it
+            status, words, kind = (500, "injected fault (http500)", "InternalServerError") if refused is None \
+                else (*refused, "BadRequestError")
+            body = json.dumps(error_body(status, words, kind))
             record = RequestRecord(**request.fields, sent_at=request.sent, headers_at=headers, end_at=end,
-                                   status=500, error=f"HTTP 500: {' '.join(body[:160].split())}".strip(),
+                                   status=status, error=f"HTTP {status}: {' '.join(body[:160].split())}".strip(),
                                    error_kind=ErrorKind.HTTP_STATUS)
         else:
             record = RequestRecord(**request.fields, sent_at=request.sent, headers_at=headers,
@@ -542,7 +556,8 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
     server.now = opts.start_unix
     clock = _Clock(server, metrics, opts)
     interpreter = VirtualInterpreter(clock, opts, reasoning_share=config.served.reasoning_share,
-                                     host_s_per_token=config.served.host_s_per_token)
+                                     host_s_per_token=config.served.host_s_per_token,
+                                     max_model_len=max_model_len(config, base))
     ended = None if on_point_end is None else (
         lambda point, outcome: on_point_end(outcome, interpreter.requests, clock.scrapes))
     outcomes = run_points(points, interpreter, attempts=attempts, run_saturated=run_saturated, on_end=ended).points

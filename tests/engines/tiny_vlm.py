@@ -143,8 +143,9 @@ def _text_gguf(path: Path, vocab_size: int) -> None:
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     w.add_vocab_size(vocab_size)
     toks, scores, types = ["<unk>", "<s>", "</s>"], [0.0, 0.0, 0.0], [2, 3, 3]
-    for b in range(256):
-        toks.append(f"<0x{b:02X}>"); scores.append(0.0); types.append(6)  # noqa: E702
+    toks += [f"<0x{b:02X}>" for b in range(256)]
+    scores += [0.0] * 256
+    types += [6] * 256
     letters = "abcdefghijklmnopqrstuvwxyz"
     pieces = ["▁"] + list(letters + letters.upper() + "0123456789.,;:!?'\"()-") + ["▁" + c for c in letters]
     pieces += ["▁" + x + y for x in letters for y in letters] + [x + y for x in letters for y in letters]
@@ -154,12 +155,17 @@ def _text_gguf(path: Path, vocab_size: int) -> None:
         if len(toks) >= vocab_size - len(image_path):
             break
         if s not in seen:
-            seen.add(s); toks.append(s); scores.append(-float(len(toks))); types.append(1)  # noqa: E702
-    for s in image_path:
-        toks.append(s); scores.append(0.0); types.append(4)  # noqa: E702
-    i = 0
-    while len(toks) < vocab_size:
-        toks.append(f"<extra_{i}>"); scores.append(-1e9); types.append(4); i += 1  # noqa: E702
+            seen.add(s)
+            toks.append(s)
+            scores.append(-float(len(toks)))
+            types.append(1)
+    toks += image_path
+    scores += [0.0] * len(image_path)
+    types += [4] * len(image_path)
+    extra = vocab_size - len(toks)
+    toks += [f"<extra_{i}>" for i in range(extra)]
+    scores += [-1e9] * extra
+    types += [4] * extra
     w.add_tokenizer_model("llama")
     w.add_token_list(toks)
     w.add_token_scores(scores)

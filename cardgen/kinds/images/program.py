@@ -14,7 +14,7 @@ from cardgen.kinds.images.schema import ImagesParams
 from cardgen.kinds.program import Command, Program, Send
 from cardgen.kinds.view import PointView
 from cardgen.outcome import Outcome
-from cardgen.stops import STOP_COMPLETE, STOP_SKIPPED
+from cardgen.stops import STOP_COMPLETE
 
 TEXT, IMAGES = "text", "images"
 NOT_CHAT = "not run: images need the chat endpoint"
@@ -33,7 +33,7 @@ class ImagesProgram(Program):
 
     def start(self) -> list[Command]:
         if self.point.endpoint != "chat":
-            return self.finish(STOP_SKIPPED, NOT_CHAT)
+            return self.finish(STOP_COMPLETE, NOT_CHAT)  # nothing planned, nothing sent
         return [self.send(slot=0, parallel=1, phase=TEXT, extra={"images": 0, "side": 0})]
 
     def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:

@@ -20,7 +20,7 @@ from cardgen.kinds.images.program import IMAGES, NOT_CHAT, TEXT
 from cardgen.kinds.program import Send
 from cardgen.outcome import Outcome
 from cardgen.points import expand
-from cardgen.stops import STOP_COMPLETE, STOP_SKIPPED
+from cardgen.stops import STOP_COMPLETE
 from cardgen.suite import parse_suite
 
 
@@ -95,7 +95,7 @@ def test_a_refused_warm_up_or_a_first_round_that_all_failed_stops_the_point():
 
 def test_the_completions_endpoint_is_not_run():
     program = program_for(_point(endpoint="completions"))
-    assert program.start() == [] and (program.stop, program.detail) == (STOP_SKIPPED, NOT_CHAT)
+    assert program.start() == [] and (program.stop, program.detail) == (STOP_COMPLETE, NOT_CHAT)
 
 
 def test_pictures_are_valid_pngs_the_same_for_a_seed_and_different_across_seeds():
