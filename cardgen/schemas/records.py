@@ -46,6 +46,9 @@ class EngineTimings(Saved):
     predicted_ms: float | None = None  # its time generating them, first to last (vLLM: generation_time_ms)
     cache_n: int | None = None  # prompt tokens it took from its cache
     mean_itl_ms: float | None = None  # vLLM: generation time / (tokens - 1)
+    # its encoder's time on the request's images, before its prefill (``encode_time_ms``: the virtual server's,
+    # which models it; no engine here says it per request)
+    encode_ms: float | None = None
 
     @classmethod
     def of_response(cls, said: Mapping[str, Any] | None) -> EngineTimings | None:
@@ -64,7 +67,8 @@ class EngineTimings(Saved):
 
         if said.get("source") == "metrics":
             out = cls(source="metrics", queue_ms=number("queue_time_ms"), prompt_ms=number("time_to_first_token_ms"),
-                      predicted_ms=number("generation_time_ms"), mean_itl_ms=number("mean_itl_ms"))
+                      predicted_ms=number("generation_time_ms"), mean_itl_ms=number("mean_itl_ms"),
+                      encode_ms=number("encode_time_ms"))
         else:
             out = cls(source="timings", prompt_n=whole("prompt_n"), prompt_ms=number("prompt_ms"),
                       predicted_n=whole("predicted_n"), predicted_ms=number("predicted_ms"), cache_n=whole("cache_n"))

@@ -37,7 +37,7 @@ import json
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cardgen.datasets import resolve
@@ -183,6 +183,18 @@ class _Jitter:
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         return self.perf.step_time_s(prefill, decode) * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
 
+    @property
+    def vision(self) -> Any:
+        """The vision encoder ``perf`` models a request's images with (None: it models none)."""
+        return getattr(self.perf, "vision", None)
+
+    def encode_time_s(self, flops: float) -> float:
+        """Encoder work's time, as ``perf`` times it (jittered as a step is)."""
+        encode = getattr(self.perf, "encode_time_s", None)
+        if encode is None:
+            raise ValueError(f"the performance model ({type(self.perf).__name__}) does not model an encoder's work")
+        return float(encode(flops)) * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
+
     def draft_time_s(self, decode: list[SeqWork], tokens: int) -> float:
         """A draft head's time, as ``perf`` models it (none when it models none: drafts cost nothing)."""
         draft = getattr(self.perf, "draft_time_s", None)
@@ -323,8 +335,11 @@ class VirtualInterpreter:
     network but ``network_s``, the next point ``pause_s`` after the last one ended."""
 
     def __init__(self, clock: _Clock, options: DriveOptions, *, reasoning_share: float = 0.0,
-                 host_s_per_token: float = 0.0) -> None:
+                 host_s_per_token: float = 0.0, max_model_len: int | None = None) -> None:
         self.clock, self.opts = clock, options
+        # the served context: a longer request (its images' tokens told only as it is sent) is refused, as the
+        # real-time server and vLLM refuse it (HTTP 400, cardgen.sim.validate)
+        self.max_model_len = max_model_len
         self.reasoning_share = reasoning_share
         self.host_s_per_token = host_s_per_token  # the server's time per prompt token before a request queues
         self.rng = random.Random(f"client:{options.seed}")
@@ -368,12 +383,28 @@ class VirtualInterpreter:
         tokens, hashes = self._prompt(run, send)
         shape = request_shape(run.point)
         cost = shape.virtual(run.point, send) if shape is not None else NO_COST
-        if cost.encode_flops or cost.decode_factor != 1.0:  # not modelled yet: never ignored silently
-            raise NotImplementedError(f"point {run.point.name}: the virtual server does not model an encoder's "
-                                      "work or a decode factor yet")
+        if cost.decode_factor != 1.0:  # not modelled yet: never ignored silently
+            raise NotImplementedError(f"point {run.point.name}: the virtual server does not model a decode "
+                                      "factor yet")
+        if cost.images:  # the modelled model's vision encoder makes their tokens and work
+            vision = getattr(self.clock.server.scheduler.perf, "vision", None)
+            if vision is None:
+                raise ValueError(f"point {run.point.name}: the performance model has no vision encoder for its "
+                                 "images")
+            cost = replace(cost, images=(),
+                           prompt_tokens=cost.prompt_tokens + sum(vision.tokens(w, h) for w, h in cost.images),
+                           encode_flops=cost.encode_flops + sum(vision.flops(w, h) for w, h in cost.images))
         if cost.record:
             fields = {**fields, "extra": {**(fields.get("extra") or {}), **cost.record}}
         request = _Request(run, send, fields, t, tokens + cost.prompt_tokens, hashes, cost)
+        limit = self.max_model_len
+        if limit is not None and request.prompt_tokens + send.output_tokens > limit:
+            back = t + 2 * self.opts.network_s
+            message = (f"This model's maximum context length is {limit} tokens. However, you requested "
+                       f"{request.prompt_tokens + send.output_tokens} tokens ({request.prompt_tokens} in the "
+                       f"messages, {send.output_tokens} in the completion).")
+            self.clock.at(back, lambda: self._complete(request, None, [], back, refused=(400, message)))
+            return
         self.clock.at(t + self.opts.network_s, lambda: self._arrive(request))
 
     def _arrive(self, request: _Request) -> None:
@@ -387,7 +418,7 @@ class VirtualInterpreter:
     def _queue(self, request: _Request, at: float, *, received: float | None = None) -> None:
         seq = self.clock.server.arrive(request.prompt_tokens, request.send.output_tokens, at=at,
                                        tag=request, block_hashes=request.block_hashes, adapter=request.send.adapter,
-                                       received=received)
+                                       received=received, encode_flops=request.cost.encode_flops)
         if seq is None:  # a fault answered at once
             back = at + self.opts.network_s
             self.clock.at(back, lambda: self._complete(request, None, [], back))
@@ -440,16 +471,19 @@ class VirtualInterpreter:
             arrivals = [t + net for t in served.times]
         self.clock.at(arrivals[-1], lambda: self._complete(request, served, arrivals, arrivals[-1]))
 
-    def _complete(self, request: _Request, served: VirtualRequest | None, chunks: list[float], end: float) -> None:
+    def _complete(self, request: _Request, served: VirtualRequest | None, chunks: list[float], end: float, *,
+                  refused: tuple[int, str] | None = None) -> None:
         run, send = request.run, request.send
         rid = f"{'chatcmpl' if run.point.endpoint == 'chat' else 'cmpl'}-{self.rng.getrandbits(128):032x}"
         # the server answers with headers as the request joins its queue (after any host time before it)
         host = self.host_s_per_token * request.prompt_tokens if served is not None else 0.0
         headers = request.sent + 2 * self.opts.network_s + host
-        if served is None:  # HTTP 500 with the server's JSON error body, as the load engine records it
-            body = json.dumps(error_body(500, "injected fault (http500)", "InternalServerError"))
+        if served is None:  # an HTTP error with the server's JSON error body, as the load engine records it
+            status, words, kind = (500, "injected fault (http500)", "InternalServerError") if refused is None \
+                else (*refused, "BadRequestError")
+            body = json.dumps(error_body(status, words, kind))
             record = RequestRecord(**request.fields, sent_at=request.sent, headers_at=headers, end_at=end,
-                                   status=500, error=f"HTTP 500: {' '.join(body[:160].split())}".strip(),
+                                   status=status, error=f"HTTP {status}: {' '.join(body[:160].split())}".strip(),
                                    error_kind=ErrorKind.HTTP_STATUS)
         else:
             record = RequestRecord(**request.fields, sent_at=request.sent, headers_at=headers,
@@ -522,7 +556,8 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
     server.now = opts.start_unix
     clock = _Clock(server, metrics, opts)
     interpreter = VirtualInterpreter(clock, opts, reasoning_share=config.served.reasoning_share,
-                                     host_s_per_token=config.served.host_s_per_token)
+                                     host_s_per_token=config.served.host_s_per_token,
+                                     max_model_len=max_model_len(config, base))
     ended = None if on_point_end is None else (
         lambda point, outcome: on_point_end(outcome, interpreter.requests, clock.scrapes))
     outcomes = run_points(points, interpreter, attempts=attempts, run_saturated=run_saturated, on_end=ended).points
