@@ -365,6 +365,8 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     info.loadgen, loadgen_warnings = loadgen_report(recorder, info.points)  # type: ignore[assignment]  # validate_assignment converts the dict
     info.warnings.extend(loadgen_warnings)
     info.warnings.extend(outcome.worker_errors if outcome is not None else ())
+    if outcome is not None and outcome.workers:  # a resumed run's workers follow the earlier sessions'
+        info.load_workers = [*info.load_workers, *outcome.workers]
     if isinstance(error, KeyboardInterrupt) or (error is None and fatal is None and outcome is not None
                                                 and outcome.interrupted):
         status = INTERRUPTED
