@@ -11,6 +11,8 @@ point again as its next attempt, supersedes them with the rest of it: nothing co
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cardgen.load.clocks import ClockOffset, shift_sample, to_master
@@ -18,7 +20,7 @@ from cardgen.load.messages import Listening
 from cardgen.load.workers import client_verdict
 from cardgen.points import Point
 from cardgen.schemas.records import ErrorKind, LoadgenSample, RequestRecord
-from cardgen.schemas.run import LoadWorker
+from cardgen.schemas.run import LoadWorker, PointOutcome
 
 
 @dataclass
@@ -29,8 +31,7 @@ class _Member:
     clock: ClockOffset | None = None
     requests: int = 0
     lost_requests: int = 0
-    loop_lags_s: list[float] = field(default_factory=list)
-    cpu_percents: list[float] = field(default_factory=list)
+    samples: list[LoadgenSample] = field(default_factory=list)
     send_lags_s: list[float] = field(default_factory=list)
     in_flight: int = 0  # at its last sample
     last_sample_t: float | None = None
@@ -73,11 +74,12 @@ class Fleet:
     def sample(self, node: str, sample: LoadgenSample) -> LoadgenSample:
         m = self.member(node)
         sample = shift_sample(sample, -m.clock.applied_s) if m.clock is not None else sample
-        m.loop_lags_s.append(sample.loop_lag_s)
-        if sample.cpu_percent is not None:
-            m.cpu_percents.append(sample.cpu_percent)
+        m.samples.append(sample)
         m.in_flight, m.last_sample_t = sample.in_flight or 0, sample.t
         return sample
+
+    def is_lost(self, node: str) -> bool:
+        return self.member(node).lost is not None
 
     def lose(self, node: str, *, why: str, at: float) -> list[RequestRecord]:
         """Mark ``node`` lost; the records of the requests it had in flight (its last sample's count)."""
@@ -99,10 +101,15 @@ class Fleet:
         m.lost_requests += len(lost)
         return lost
 
-    def facts(self) -> list[LoadWorker]:
+    def facts(self, points: Sequence[PointOutcome] = ()) -> list[LoadWorker]:
+        """Each worker's facts; whether it kept up is judged on its samples taken while ``points`` ran (its set-up
+        before the first, a garbage collection of everything it imported, is not load)."""
+        windows = [(p.started_unix, p.ended_unix or math.inf) for p in points if p.started_unix is not None]
         out = []
         for m in self.by_node.values():
-            kept_up, words = client_verdict(loop_lags_s=m.loop_lags_s, cpu_percents=m.cpu_percents,
+            during = [s for s in m.samples if any(a <= s.t <= b for a, b in windows)]
+            kept_up, words = client_verdict(loop_lags_s=[s.loop_lag_s for s in during],
+                                            cpu_percents=[s.cpu_percent for s in during if s.cpu_percent is not None],
                                             send_lags_s=m.send_lags_s)
             c = m.clock
             out.append(LoadWorker(

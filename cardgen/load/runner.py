@@ -69,6 +69,7 @@ from cardgen.schemas.run import LoadWorker, PointOutcome
 log = logging.getLogger("cardgen.load")
 
 WORKER_CONNECT_TIMEOUT_S = 60.0
+DRAIN_S = 60.0  # after a worker is lost, the most the others are given to end the requests they have in flight
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -515,6 +516,12 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
 
         _run_points(plan, outcome, recorder=recorder, assign=assign, stop_point=stop_point, dones=dones,
                     stop=stop, check=check_workers)
+        left = [c for c in clients if not fleet.is_lost(c)]
+        if fleet.point is not None and len(left) < len(clients):  # the workers left finish what is in flight
+            stop_point(fleet.point.name)
+            drain_by = time.time() + DRAIN_S
+            while any(c not in dones.by_node for c in left) and time.time() < drain_by:
+                gevent.sleep(0.05)
     finally:
         stop.uninstall()
         gevent.spawn(runner.quit).join(timeout=10)
@@ -529,7 +536,7 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
         if scratch is not None:
             scratch.cleanup()
         outcome.fatal = stop.fatal
-        outcome.workers = fleet.facts()
+        outcome.workers = fleet.facts(outcome.points)
     return outcome
 
 

@@ -230,7 +230,7 @@ def test_a_shifted_worker_clock_is_measured_and_taken_off_its_stamps(cluster, wr
 
 
 KILL_SUITE = ("name: t\nscenarios:\n"
-              "- {kind: closed, prompt_tokens: 64, output_tokens: 400, parallel: 6, min_requests: 60, "
+              "- {kind: closed, prompt_tokens: 64, output_tokens: 150, parallel: 6, min_requests: 36, "
               "stop_at_saturation: false}\n")
 
 
@@ -241,7 +241,7 @@ def test_a_worker_killed_mid_point_is_noticed_recorded_and_resume_finishes(clust
     workers = [cluster.worker(h, f"w{i + 1}") for i, h in enumerate(cluster.workers)]
     deadline = time.monotonic() + 90  # kill w3 once it has requests in flight and some recorded
     while time.monotonic() < deadline and master.poll() is None:
-        if (out / "requests.jsonl").exists() and sum(r["worker"] == "w3" for r in read_records(out)) >= 3:
+        if (out / "requests.jsonl").exists() and sum(r["worker"] == "w3" for r in read_records(out)) >= 2:
             break
         time.sleep(0.1)
     else:
@@ -261,8 +261,9 @@ def test_a_worker_killed_mid_point_is_noticed_recorded_and_resume_finishes(clust
     point = run["points"][0]
     assert point["ended_unix"] is None or point["stop"] == "interrupted", point
     # the run goes on with the workers there are: a new w3 on the same host
-    resume = cluster.master.popen([*CARDGEN, "resume", str(out), "--quiet"], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+    resume = cluster.master.popen([*CARDGEN, "resume", str(out), "--quiet", "--remote-workers", "--master-bind",
+                                   cluster.master.address, "--master-port", str(MASTER_PORT)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     again = [cluster.worker(h, f"w{i + 1}") for i, h in enumerate(cluster.workers)]
     err = finish(resume, again, tmp_path, timeout=180)
     assert resume.returncode == 0, err
@@ -270,7 +271,7 @@ def test_a_worker_killed_mid_point_is_noticed_recorded_and_resume_finishes(clust
     assert run["status"] == "complete" and run["points"][0]["attempt"] == 1
     records = read_records(out)
     counted = [r for r in records if r["attempt"] == 1]
-    assert len(counted) == run["requests_total"] >= 60 and all(r["error"] is None for r in counted)
+    assert len(counted) == run["requests_total"] >= 36 and all(r["error"] is None for r in counted)
     # nothing the server served is lost or twice: each of its answers is in one record, and those of the requests
     # in flight on w3 as it died are the ones recorded as lost
     stamps = read_stamps(cluster.stamps)
@@ -278,4 +279,6 @@ def test_a_worker_killed_mid_point_is_noticed_recorded_and_resume_finishes(clust
     assert len(ids) == len(set(ids))
     unrecorded = {s["id"] for s in stamps} - set(ids)
     assert len(unrecorded) <= len(lost), (len(unrecorded), len(lost))
-    assert [w["name"] for w in run["load_workers"]] == ["w1", "w2", "w3", "w1", "w2", "w3"]
+    sessions = [w["name"] for w in run["load_workers"]]  # each session's workers, the lost one as it was
+    assert sorted(sessions[:3]) == sorted(sessions[3:]) == ["w1", "w2", "w3"], sessions
+    assert [w["lost"] is not None for w in run["load_workers"]].count(True) == 1
