@@ -484,8 +484,12 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
             for cid in missing:
                 why = "it stopped answering the master's heartbeats" + (f" (it said: {gone[0]})" if gone else "")
                 lost = fleet.lose(cid, why=why, at=now)
-                for rec in lost:
-                    _record(recorder, stop, lambda rec=rec: recorder.record(rec), "a lost request's record")
+
+                def record_lost(lost: list[RequestRecord] = lost) -> None:
+                    for rec in lost:
+                        recorder.record(rec)
+
+                _record(recorder, stop, record_lost, "a lost request's record")
                 lost_words.append(f"{fleet.label(cid)}, {len(lost)} requests in flight recorded as lost")
             point = fleet.point
             stop.fail(f"load worker {'; '.join(lost_words) or '?'} was lost ({runner.worker_count} of {n} left)"

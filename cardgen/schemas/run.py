@@ -152,6 +152,7 @@ class LoadWorker(Saved):
     ``clock_applied_s``), whether it kept up over the run, and, when it was lost mid-run, what became of it."""
 
     name: str
+    session: int = 0  # the load session it served: 0 ``cardgen build``, 1, 2... each ``cardgen resume``
     host: str | None = None  # its host name, as it said
     address: str | None = None  # the address it reached the master from
     requests: int = 0  # records it sent that reached the master (lost ones included)

@@ -279,6 +279,12 @@ def test_a_worker_killed_mid_point_is_noticed_recorded_and_resume_finishes(clust
     assert len(ids) == len(set(ids))
     unrecorded = {s["id"] for s in stamps} - set(ids)
     assert len(unrecorded) <= len(lost), (len(unrecorded), len(lost))
-    sessions = [w["name"] for w in run["load_workers"]]  # each session's workers, the lost one as it was
-    assert sorted(sessions[:3]) == sorted(sessions[3:]) == ["w1", "w2", "w3"], sessions
+    sessions = [(w["session"], w["name"]) for w in run["load_workers"]]  # each session's, the lost one as it was
+    assert sorted(sessions) == [(0, "w1"), (0, "w2"), (0, "w3"), (1, "w1"), (1, "w2"), (1, "w3")], sessions
     assert [w["lost"] is not None for w in run["load_workers"]].count(True) == 1
+    assert any("load worker w3 was lost" in w for w in run["warnings"])
+    # and the card says it
+    render = subprocess.run([*CARDGEN, "render", str(out)], capture_output=True, text=True, timeout=180)
+    assert render.returncode == 0, render.stderr
+    card = (out / "README.md").read_text()
+    assert "Load worker w3 (session 1)" in card and "Load worker w3 (session 2)" in card and "lost: it stopped answering the master's heartbeats" in card

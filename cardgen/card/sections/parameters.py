@@ -20,7 +20,8 @@ def parameters_table(s: Summary, info: RunInfo, date: str) -> TableView:
         ["Prompt sizing", info.server.tokenizer],
         ["Load generator processes", (str(info.workers) if info.workers else fmt.DASH)
          + (" (--workers auto)" if info.workers_choice else "")],
-        *([f"Load worker {w.name}", worker_facts(w)] for w in info.load_workers),
+        *([f"Load worker {w.name}" + (f" (session {w.session + 1})" if len({x.session for x in info.load_workers}) > 1
+                                       else ""), worker_facts(w)] for w in info.load_workers),
         ["Run started (UTC)", s.started_at or fmt.DASH], ["Run ended (UTC)", s.ended_at or fmt.DASH],
         ["Run status", s.run_status or fmt.DASH],
         ["Requests (failed)", f"{s.requests_total} ({s.requests_failed})"],
