@@ -55,6 +55,21 @@ def one_worker(url: str, tmp: Path, rate: float, requests: int) -> dict:
             "send_lag_p99_ms": float(np.percentile(lags, 99) * 1e3) if lags else None}
 
 
+# the tiny model's tokenizer (cardgen.engines.tinymodel), trained in vLLM's Python, where cardgen is not installed:
+# that module alone, with the one name it takes from cardgen stood in for
+TRAIN_TOKENIZER = """
+import importlib.util, sys, types
+from pathlib import Path
+errors = types.ModuleType("cardgen.errors")
+errors.UsageError = type("UsageError", (Exception,), {})
+sys.modules["cardgen"], sys.modules["cardgen.errors"] = types.ModuleType("cardgen"), errors
+spec = importlib.util.spec_from_file_location("tinymodel", sys.argv[2])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+mod._train_tokenizer(Path(sys.argv[1]), max_positions=2048)
+"""
+
+
 def vllm_python() -> str | None:
     given = os.environ.get("CARDGEN_BENCH_VLLM_PYTHON")
     candidates = [given] if given else [str(ROOT / ".venv" / "bin" / "python")]
@@ -67,9 +82,7 @@ def vllm_python() -> str | None:
 def vllm_bench(url: str, tmp: Path, py: str, prompts: int) -> dict:
     """``vllm bench serve`` at rate inf; its request throughput."""
     tok = tmp / "tokenizer"
-    made = subprocess.run([py, "-c", "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[2]); "
-                           "from cardgen.engines.tinymodel import _train_tokenizer; "
-                           "_train_tokenizer(Path(sys.argv[1]), max_positions=2048)", str(tok), str(ROOT)],
+    made = subprocess.run([py, "-c", TRAIN_TOKENIZER, str(tok), str(ROOT / "cardgen" / "engines" / "tinymodel.py")],
                           capture_output=True, text=True, timeout=300)
     if made.returncode != 0:
         return {"error": f"no tokenizer: {(made.stderr.strip().splitlines() or ['?'])[-1]}"}
@@ -95,7 +108,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d, running_sim(sim_argv()) as sim:
         tmp = Path(d)
         print(f"server: the virtual server at ~zero cost ({sim.url}); prompts {PROMPT}, answers {OUTPUT} tokens; "
-              f"{os.cpu_count()} cores")
+              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (others' work shares them)")
         sustained = None
         for rate in RATES:
             got = one_worker(sim.url, tmp, rate, rate * SECONDS)
