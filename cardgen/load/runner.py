@@ -490,12 +490,19 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
                         recorder.record(rec)
 
                 _record(recorder, stop, record_lost, "a lost request's record")
-                lost_words.append(f"{fleet.label(cid)}, {len(lost)} requests in flight recorded as lost")
+                lost_words.append(f"{fleet.label(cid)} was lost ({why}; its {len(lost)} requests in flight are "
+                                  "recorded as lost)")
             point = fleet.point
-            stop.fail(f"load worker {'; '.join(lost_words) or '?'} was lost ({runner.worker_count} of {n} left)"
+            if point is not None:  # the workers left finish what they have in flight, within the point
+                stop_point(point.name)
+                left = [c for c in clients if not fleet.is_lost(c)]
+                drain_by = time.time() + DRAIN_S
+                while any(c not in dones.by_node for c in left) and time.time() < drain_by:
+                    gevent.sleep(0.05)
+            stop.fail(f"load worker {'; '.join(lost_words) or '?'}"
                       + (f" during point {point.name}" if point is not None else "")
-                      + ": records so far are on disk; continue the run with 'cardgen resume' (the point runs "
-                      "again from its start)")
+                      + f", {runner.worker_count} of {n} workers left: records so far are on disk; continue the "
+                      "run with 'cardgen resume' (the point runs again from its start)")
 
         started_by = time.time() + WORKER_CONNECT_TIMEOUT_S
 
@@ -520,12 +527,6 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
 
         _run_points(plan, outcome, recorder=recorder, assign=assign, stop_point=stop_point, dones=dones,
                     stop=stop, check=check_workers)
-        left = [c for c in clients if not fleet.is_lost(c)]
-        if fleet.point is not None and len(left) < len(clients):  # the workers left finish what is in flight
-            stop_point(fleet.point.name)
-            drain_by = time.time() + DRAIN_S
-            while any(c not in dones.by_node for c in left) and time.time() < drain_by:
-                gevent.sleep(0.05)
     finally:
         stop.uninstall()
         gevent.spawn(runner.quit).join(timeout=10)
