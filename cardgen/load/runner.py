@@ -6,7 +6,9 @@ the processes say to each other are the typed messages of ``cardgen.load.message
 reach the disk (the local sink, a worker's sink, the master's recorder) stops the run: the outcome's
 ``fatal`` says why.
 
-The master is where every agent's records meet: it is the load engine's interpreter for the controller
+The master is where every agent's records meet (and, from workers, reach the master's clock and are counted against their sender:
+``cardgen.load.clocks``, ``cardgen.load.fleet``; a worker lost mid-point stops the run, its requests in flight
+recorded as lost, once the others have ended theirs): it is the load engine's interpreter for the controller
 (:func:`cardgen.scenarios.run_points`, which sequences the points as it does for the virtual-time driver). Each
 point's records go to its judge here (a closed loop's precision, judged on every agent's records, stops every
 agent: ``StopPoint``), and the scraper's readings during a point (:class:`~cardgen.load.scraper.ScrapeLog`) are
@@ -340,12 +342,16 @@ def _measure_clocks(runner: Any, clients: Sequence[str], pongs: dict[tuple[str, 
     time each."""
 
     def exchange(cid: str) -> None:
+        missed = 0
         for seq in range(clocks.PINGS):
             arrived.clear()
             messages.send(runner, ClockPing(seq=seq, master_unix=time.time()), client_id=cid)
             deadline = time.time() + clocks.PONG_TIMEOUT_S
             while (cid, seq) not in pongs and time.time() < deadline:
                 arrived.wait(timeout=0.05)
+            missed = 0 if (cid, seq) in pongs else missed + 1
+            if missed >= 2:  # a worker that does not answer (a cardgen before clock pings): its clock unmeasured
+                break
         fleet.set_clock(cid, clocks.estimate([e for (c, _), e in pongs.items() if c == cid]))
 
     gevent.joinall([gevent.spawn(exchange, cid) for cid in clients])
