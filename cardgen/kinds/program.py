@@ -11,7 +11,7 @@ sans-I/O idea of h11; a process of SimPy's). It says what to send and when, and 
     told_precise()                         nothing: every process's records say the point's figures are known
 
     commands   Send       one request: its lengths, its user (``slot``), when it leaves (``at``), its record fields
-               Watch      watch the server for saturation from now (waves)
+               Watch      watch the server for saturation from now
                EndWatch   stop watching, then tell me (``watched``)
 
 Times are seconds from the point's start on the interpreter's clock, whichever it is. The program's ``stop``
@@ -51,7 +51,6 @@ class Send:
     scheduled: bool = False
     parallel: int | None = None
     rate_rps: float | None = None
-    wave: int | None = None
     repeat: int | None = None
     warmup: bool = False
     item: int | None = None  # the request's number in the point's sample (dataset, shared prefix)
@@ -93,12 +92,13 @@ class Verdict:
 @dataclass(frozen=True, kw_only=True)
 class Said:
     """What one process's program says once it stopped sending its share of a point: why, the words behind it,
-    and what it found (a waves point: the size of every wave it sent, in order)."""
+    and what it found: a program that sends requests in groups at once, the size of each group in order
+    (``sizes``), and what it saw saturate the server, in words (``saturated``; None: nothing did)."""
 
     stop: str | None
     detail: str | None = None
-    waves: tuple[int, ...] = ()
-    saturating_wave: int | None = None  # the first wave seen to saturate the server
+    sizes: tuple[int, ...] = ()
+    saturated: str | None = None
 
 
 def record_fields(point: PointView, send: Send, *, worker: str, index: int, attempt: int,
@@ -112,7 +112,7 @@ def record_fields(point: PointView, send: Send, *, worker: str, index: int, atte
         "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
         "prompt_tokens_target": send.prompt_tokens, "output_tokens_target": send.output_tokens,
         "worker": worker, "index": index, "attempt": attempt, "parallel": send.parallel,
-        "rate_rps": send.rate_rps, "wave": send.wave, "repeat": send.repeat, "warmup": send.warmup,
+        "rate_rps": send.rate_rps, "repeat": send.repeat, "warmup": send.warmup,
         "item": send.item, "prefix": send.prefix, "phase": send.phase, "conversation": send.conversation,
         "turn": send.turn, "adapter": send.adapter, "extra": dict(send.extra) if send.extra is not None else None,
     }

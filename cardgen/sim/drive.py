@@ -110,8 +110,8 @@ class PointRun:
     requests: int = 0
     failed: int = 0
     output_tokens: int = 0
-    waves: list[int] = field(default_factory=list)  # waves: the size of each wave sent, in order
-    saturated: str | None = None  # closed loop: why it saturated the server; waves: the first saturating wave
+    sizes: list[int] = field(default_factory=list)  # the size of each group of requests it sent at once, in order
+    saturated: str | None = None  # why it saturated the server (what its program, or the controller, said)
     skipped: str | None = None  # why it was not run
     stop: str | None = None  # why it stopped: one of cardgen.schemas.run's STOP_* reasons
     detail: str | None = None  # the words behind ``stop``
@@ -545,9 +545,9 @@ def _point_run(outcome: PointOutcome, interpreter: VirtualInterpreter) -> PointR
                    failed=sum(1 for r in records if not r.ok),
                    output_tokens=sum(r.output_tokens or 0 for r in records if r.ok),
                    skipped=outcome.detail if outcome.stop == STOP_SKIPPED else None)
-    if said is not None and said.waves:
-        run.waves = list(said.waves)
-        run.saturated = f"wave of {said.saturating_wave}" if said.saturating_wave is not None else None
+    if said is not None and said.sizes:
+        run.sizes = list(said.sizes)
+        run.saturated = said.saturated
     return run
 
 

@@ -50,6 +50,13 @@ class WaveResult(Saved):
         return self.queued or self.preempted or self.waiting or self.stalled
 
 
+def _wave(extra: object) -> float:
+    """A request's wave (the record's own field ``extra.wave``: the size of the wave it was sent in), NaN for a
+    request of no wave."""
+    wave = extra.get("wave") if isinstance(extra, dict) else None
+    return float(wave) if wave is not None else float("nan")
+
+
 def _wave_result(rows: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None, has_load_metrics: bool,
                  ) -> WaveResult:
     ok = rows[rows["ok"]]
@@ -97,6 +104,7 @@ def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: in
     fits a slot never waits for KV, only for a slot: no wave can saturate the cache, and one that seems to have
     (a small wave of requests too short to overlap: on a fast server the second starts after the first ended) is
     no measure of it."""
+    requests = requests.assign(wave=requests["extra"].map(_wave))
     rows = requests[~requests["warmup"] & requests["wave"].notna()]
     if rows.empty:
         return None, [], None
