@@ -30,6 +30,7 @@ class ErrorKind(StrEnum):
     SERVER_ERROR_EVENT = "server_error_event"  # the stream carried an {"error": ...} object
     EMPTY = "empty"  # the stream finished without any text-bearing chunk
     CLIENT = "client"  # the load generator itself failed while sending (a bug or an overload of cardgen)
+    LOST = "lost"  # in flight on a load worker the master lost (killed, its host gone): cardgen.load.fleet
 
 
 class EngineTimings(Saved):
