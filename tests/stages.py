@@ -42,8 +42,10 @@ import reaper  # noqa: E402  (tests/, this file's folder)
 import servers  # noqa: E402  (tests/engines, put on the path above)
 
 UNTIMED_MARKS = "not sockets and not engine"
-UNTIMED = ["-n", "2", "-m", UNTIMED_MARKS]
-FAST = ["-n", "2", "-m", f"{UNTIMED_MARKS} and not browser and not slow and not wire"]
+# a module's tests on one worker (--dist loadscope): its module-scoped fixtures (a calibrated build, a site of
+# several runs: 10-30 s each) are made once, not once on each core
+UNTIMED = ["-n", "2", "--dist", "loadscope", "-m", UNTIMED_MARKS]
+FAST = ["-n", "2", "--dist", "loadscope", "-m", f"{UNTIMED_MARKS} and not browser and not slow and not wire"]
 SOCKETS = ["-m", "sockets and not engine"]
 ENGINE = ["-m", "engine", "tests/engines"]  # only that folder is collected (tests/packaging/test_stages.py)
 

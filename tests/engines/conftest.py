@@ -97,8 +97,9 @@ def _vllm(name: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory)
     tmp = tmp_path_factory.mktemp(name)
     started = time.monotonic()
     recipe = servers.RECIPES[name]
-    with launched_engine(recipe.engine, str(tiny_model), engine_args=recipe.args(tiny_model),
-                         log_path=tmp / "server.log", env=vllm_env(tmp), startup_timeout_s=240) as handle:
+    model = recipe.model(tiny_model) if recipe.model is not None else tiny_model
+    with launched_engine(recipe.engine, str(model), engine_args=recipe.args(model),
+                         log_path=tmp / "server.log", env=vllm_env(tmp), startup_timeout_s=300) as handle:
         servers.engine_behind(handle.pid)
         yield VllmServer(handle, time.monotonic() - started, tmp)
     print(f"\n{name} server: ready after {handle.launch_info['ready_after_s']} s; {handle.launch_info['stopped']}",
@@ -170,3 +171,10 @@ def llama_server(llamacpp_bin: Path, tiny_gguf: Path, tmp_path: Path, monkeypatc
                                startup_timeout_s=120)
 
     return start
+
+
+@pytest.fixture(scope="session")
+def vllm_vlm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """vLLM serving the tiny random Idefics3 made from the tiny model (``servers.tiny_vlm``), for the images kind:
+    at most ``servers.VLM_IMAGE_LIMIT`` images a prompt."""
+    yield from _vllm("vllm-vlm", tiny_model, tmp_path_factory)

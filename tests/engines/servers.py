@@ -50,10 +50,12 @@ WAIT_S = 300  # how long a fixture waits for a server still starting
 
 @dataclass(frozen=True)
 class Recipe:
-    """How one of the session's servers is started: ``args(model, tmp)`` its engine arguments."""
+    """How one of the session's servers is started: ``args(model)`` its engine arguments, ``model(tiny)`` the model
+    it serves, made from the session's tiny model (None: that model itself)."""
 
     engine: str
     args: Callable[[Path], list[str]]
+    model: Callable[[Path], Path] | None = None
 
 
 def _plain(model: Path) -> list[str]:
@@ -73,7 +75,28 @@ def _features(model: Path) -> list[str]:
             "--reasoning-parser", "granite"]
 
 
-RECIPES = {"vllm": Recipe("vllm", _plain), "vllm-features": Recipe("vllm", _features)}
+VLM_SERVED = "tiny-vlm"
+VLM_IMAGE_LIMIT = 2  # images per prompt the vision-language server allows (--limit-mm-per-prompt)
+
+
+def _vlm(model: Path) -> list[str]:
+    return ["--enforce-eager", "--distributed-executor-backend", "uni", "--served-model-name", VLM_SERVED, "--seed",
+            "0", "--max-model-len", "4096", "--limit-mm-per-prompt", json.dumps({"image": VLM_IMAGE_LIMIT}),
+            "--enable-per-request-metrics"]
+
+
+def tiny_vlm(tiny: Path, *form: str) -> Path:
+    """The tiny random Idefics3 made from the tiny model (``tiny_vlm.py``: ``hf``, or ``gguf BIN_DIR``), cached per
+    machine; its path."""
+    done = subprocess.run([sys.executable, str(HERE / "tiny_vlm.py"), *(form or ("hf", str(tiny)))],
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"making the tiny vision-language model failed: {done.stderr.strip()[-600:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+RECIPES = {"vllm": Recipe("vllm", _plain), "vllm-features": Recipe("vllm", _features),
+           "vllm-vlm": Recipe("vllm", _vlm, tiny_vlm)}
 
 
 def lora_adapters(model: Path) -> dict[str, Path]:
@@ -202,9 +225,10 @@ def serve(where: Path, cache: Path) -> None:
             tmp.mkdir(parents=True, exist_ok=True)
             started = time.monotonic()
             try:
+                served = recipe.model(model) if recipe.model is not None else model
                 handle = servers.enter_context(launched_engine(
-                    recipe.engine, str(model), engine_args=recipe.args(model), log_path=tmp / "server.log",
-                    env=vllm_env(tmp), startup_timeout_s=240))
+                    recipe.engine, str(served), engine_args=recipe.args(served), log_path=tmp / "server.log",
+                    env=vllm_env(tmp), startup_timeout_s=300))
             except Exception as exc:  # the fixture starts its own, and says why in its failure if that fails too
                 (where / f"{name}.failed").write_text(f"{type(exc).__name__}: {exc}")
                 continue

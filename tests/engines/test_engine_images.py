@@ -8,22 +8,18 @@ the report (``pytest -rP``)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import servers
 from clirun import cardgen
-from engine_helpers import vllm_env
 
 from cardgen.kinds.images.analysis import ImageRequests, ImagesPoint
 
 pytestmark = pytest.mark.engine
 
-HERE = Path(__file__).resolve().parent
-SERVED = "tiny-vlm"
-LIMIT = 2  # images per prompt vLLM allows here (--limit-mm-per-prompt)
+SERVED = servers.VLM_SERVED
+LIMIT = servers.VLM_IMAGE_LIMIT  # images per prompt vLLM allows here (--limit-mm-per-prompt)
 SUITE = """\
 name: images-engine
 endpoint: chat
@@ -41,35 +37,19 @@ scenarios:
 """
 
 
-def _make(*args: str) -> Path:
-    done = subprocess.run([sys.executable, str(HERE / "tiny_vlm.py"), *args], capture_output=True, text=True,
-                          timeout=900)
-    if done.returncode != 0:
-        pytest.fail(f"making the tiny vision-language model failed: {done.stderr.strip()[-600:]}", pytrace=False)
-    return Path(done.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def tiny_vlm(tiny_model: Path) -> Path:
-    return _make("hf", str(tiny_model))
+    return servers.tiny_vlm(tiny_model)
 
 
 @pytest.fixture(scope="module")
 def tiny_vlm_gguf(tiny_vlm: Path, llamacpp_bin: Path) -> Path:
-    return _make("gguf", str(llamacpp_bin.parent))
+    return servers.tiny_vlm(tiny_vlm, "gguf", str(llamacpp_bin.parent))
 
 
 @pytest.fixture(scope="module")
-def vllm_vlm(tiny_vlm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from cardgen.engines import launched_engine
-
-    tmp = tmp_path_factory.mktemp("vllm-vlm")
-    args = ["--enforce-eager", "--distributed-executor-backend", "uni", "--served-model-name", SERVED, "--seed", "0",
-            "--max-model-len", "4096", "--limit-mm-per-prompt", json.dumps({"image": LIMIT}),
-            "--enable-per-request-metrics"]
-    with launched_engine("vllm", str(tiny_vlm), engine_args=args, log_path=tmp / "server.log", env=vllm_env(tmp),
-                         startup_timeout_s=300) as handle:
-        yield handle.url
+def vllm_vlm(vllm_vlm_server) -> str:  # conftest's VllmServer
+    return vllm_vlm_server.url
 
 
 def _build(url: str, suite_text: str, tmp_path: Path, model: str = SERVED) -> tuple[ImageRequests, str, list[dict]]:
