@@ -114,8 +114,11 @@ _PARAM_LABELS = {"parallel": "{} parallel", "rate_rps": "{} req/s"}
 
 
 def point_key(entry: Mapping[str, Any]) -> PointKey:
-    """A point's identity across runs: the parameters it has among :data:`POINT_PARAMS`."""
-    return tuple((p, entry[p]) for p in POINT_PARAMS if entry.get(p) not in (None, False))
+    """A point's identity across runs: the parameters it has among :data:`POINT_PARAMS`, and its name where its
+    kind tells its points apart by name (``Kind.diff_by_name``)."""
+    key = tuple((p, entry[p]) for p in POINT_PARAMS if entry.get(p) not in (None, False))
+    named = kind_of(entry.get("kind")).diff_by_name and entry.get("scenario")
+    return (*key, ("scenario", entry["scenario"])) if named else key
 
 
 def point_label(key: PointKey) -> str:
@@ -140,7 +143,7 @@ def point_sort_value(key: PointKey) -> tuple[object, ...]:
 
 
 def scenario_key(s: ScenarioSummary) -> PointKey:
-    return point_key(s.model_dump(include=set(POINT_PARAMS)))
+    return point_key(s.model_dump(include={*POINT_PARAMS, "scenario"}))
 
 
 @dataclass(frozen=True)

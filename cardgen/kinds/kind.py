@@ -99,6 +99,10 @@ class Kind(Generic[P]):
     # loop at rate inf sends every request at once, so they queue on purpose)
     by_design_row: Callable[[Any], frozenset[str]] | None = None
     diff_rank: int | None = None  # where ``cardgen diff`` lists its points (None: it compares none)
+    # whether ``cardgen diff`` tells its points apart by their names too (points whose own params, an image count
+    # and size, say, are not among the lengths and loads every kind's point has: cardgen.points names a point by
+    # its parameters, so the same suite's point has the same name in another run)
+    diff_by_name: bool = False
     # calibration: replayed on the fitted server; its figures fitted and judged; a spot check's preference (the
     # lowest first) and what its load is called there
     replayed: bool = False

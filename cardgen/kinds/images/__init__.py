@@ -21,5 +21,6 @@ IMAGES = Kind[ImagesParams](
     entry=Images, params=ImagesParams, program=ImagesProgram, parallel=USERS,
     load_words="{parallel} parallel, with images",
     expected_requests=lambda p: 2 + p.params.requests,
+    diff_rank=4, diff_by_name=True,  # a point is its image count and size too: told apart by its name
     analysis="cardgen.kinds.images.analysis:ANALYSIS", section="cardgen.kinds.images.section:SECTION",
     figures="cardgen.kinds.images.figures:FIGURES", shape="cardgen.kinds.images.shape:SHAPE")

@@ -1,5 +1,6 @@
 """One cell of the image grid at one parallel count: a text-only request first, alone (phase ``text``: the text's
-own token count and TTFT on this server, read against the image requests'), then one image request alone, kept
+own token count and TTFT on this server, read against the image requests'; kept out of the point's common
+figures, as a warm-up is, since it carries no image), then one image request alone, kept
 as a warm-up (a server's first images pay for its encoder's first use), then ``requests`` image requests (phase
 ``images``) from ``parallel`` users, each sending its next as its last ends.
 
@@ -34,7 +35,7 @@ class ImagesProgram(Program):
     def start(self) -> list[Command]:
         if self.point.endpoint != "chat":
             return self.finish(STOP_COMPLETE, NOT_CHAT)  # nothing planned, nothing sent
-        return [self.send(slot=0, parallel=1, phase=TEXT, extra={"images": 0, "side": 0})]
+        return [self.send(slot=0, parallel=1, phase=TEXT, warmup=True, extra={"images": 0, "side": 0})]
 
     def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:
         if send.phase == TEXT:
