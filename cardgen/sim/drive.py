@@ -368,9 +368,11 @@ class VirtualInterpreter:
         tokens, hashes = self._prompt(run, send)
         shape = request_shape(run.point)
         cost = shape.virtual(run.point, send) if shape is not None else NO_COST
-        if cost.encode_flops or cost.decode_factor != 1.0:  # not modelled yet: never ignored silently
+        if cost.encode_flops:  # not modelled yet: never ignored silently
             raise NotImplementedError(f"point {run.point.name}: the virtual server does not model an encoder's "
-                                      "work or a decode factor yet")
+                                      "work yet")
+        if cost.decode_factor <= 0:
+            raise ValueError(f"point {run.point.name}: a decode factor must be positive, not {cost.decode_factor}")
         if cost.record:
             fields = {**fields, "extra": {**(fields.get("extra") or {}), **cost.record}}
         request = _Request(run, send, fields, t, tokens + cost.prompt_tokens, hashes, cost)
@@ -387,7 +389,7 @@ class VirtualInterpreter:
     def _queue(self, request: _Request, at: float, *, received: float | None = None) -> None:
         seq = self.clock.server.arrive(request.prompt_tokens, request.send.output_tokens, at=at,
                                        tag=request, block_hashes=request.block_hashes, adapter=request.send.adapter,
-                                       received=received)
+                                       received=received, decode_factor=request.cost.decode_factor)
         if seq is None:  # a fault answered at once
             back = at + self.opts.network_s
             self.clock.at(back, lambda: self._complete(request, None, [], back))
