@@ -30,6 +30,8 @@ ENTRIES = {
              "output_tokens": 8, "think_time_s": 0.1},
     "slo": {"kind": "slo", "load": "rate", "prompt_tokens": 128, "output_tokens": 16, "slo": {"ttft_p99_s": 2.0},
             "max_requests": 400},
+    "structured": {"kind": "structured", "schemas": ["flat"], "prompt_tokens": 64, "output_tokens": 16,
+                   "parallel": [1], "rounds": 1},
 }
 
 # every module of the package, each imported in turn (the load package patches the standard library with gevent

@@ -84,8 +84,8 @@ def spec_of(source: str) -> Spec:
     """The schema ``source`` names (a shipped name or a ``.json`` file); a :class:`SchemaError` in one line for a
     name that is neither, a file that does not read or parse, or a schema that is not one."""
     if source in SHIPPED:
-        mode, value = SHIPPED[source]
-        return Spec(source, mode, json.dumps(value, sort_keys=True))
+        shipped_mode, shipped = SHIPPED[source]
+        return Spec(source, shipped_mode, json.dumps(shipped, sort_keys=True))
     path = Path(source)
     if path.suffix.lower() != ".json":
         raise SchemaError(f"schema {source!r}: name one of {', '.join(SHIPPED)} or a .json file")

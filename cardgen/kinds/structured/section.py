@@ -12,7 +12,6 @@ from cardgen.card.kindparts import KindSection
 from cardgen.card.sections.figures import figure_path
 from cardgen.card.table import TableView, median_ci
 from cardgen.kinds.structured.analysis import FIGURE, StructuredOutputs, StructuredPoint
-
 from cardgen.schemas.summary import Summary
 
 
