@@ -57,7 +57,9 @@ class StructuredProgram(Program):
         return [self._send(arm, slot=0, parallel=1, warmup=True)]
 
     def _send(self, arm: str, *, slot: int, parallel: int, warmup: bool = False) -> Send:
-        return self.send(slot=slot, parallel=parallel, warmup=warmup, phase=arm,
+        # a constrained answer's length is its grammar's: forced past its end, a grammar that closed its JSON has
+        # nothing left to allow, and the server writes free text after it
+        return self.send(slot=slot, parallel=parallel, warmup=warmup, phase=arm, length_forced=arm != CONSTRAINED,
                          repeat=None if warmup else self.round, extra={"constrained": arm == CONSTRAINED})
 
     def ended(self, send: Send, outcome: Outcome, now: float) -> list[Command]:

@@ -3,9 +3,9 @@
 A constrained request (``Send.extra["constrained"]``) carries its point's schema: ``response_format``
 ``{"type": "json_schema", ...}`` (on completions also llama.cpp's own ``json_schema`` field, which its
 ``/v1/completions`` reads instead), or its tools with ``tool_choice: "required"`` and ``parallel_tool_calls:
-false`` (one call). Its output is not forced to the point's length (``min_tokens`` / ``ignore_eos`` left out): a
-grammar that has closed its JSON allows only the end of the answer, so the schema, not the request, decides its
-length; ``max_tokens`` stays. A free request is the load engine's plain one.
+false`` (one call). Its output is not forced to the point's length (the program's ``Send.length_forced``: the
+load engine leaves out ``min_tokens`` / ``ignore_eos``): a grammar that has closed its JSON allows only the end of
+the answer, so the schema decides its length; ``max_tokens`` stays. A free request is the load engine's plain one.
 
 What the record keeps of a constrained answer (``RequestRecord.extra``): whether it came (``answered``), parsed
 and validated, the first problem, the tool it called, and the answer's text (its first 400 characters) where it
@@ -25,7 +25,6 @@ from cardgen.kinds.structured.schema import StructuredParams
 from cardgen.kinds.structured.schemas import TOOLS, definition, judge_json, judge_tools
 from cardgen.kinds.view import PointView
 
-LENGTH_FIELDS = ("min_tokens", "ignore_eos", "generation_config")  # the load engine's length-forcing fields
 KEPT_TEXT = 400  # characters of a failing answer the record keeps
 CHARS_PER_TOKEN = 4  # the virtual server's count of a tool set's tokens
 
@@ -40,8 +39,6 @@ class StructuredShape:
             return
         params = point.params_as(StructuredParams)
         value = definition(params.definition)
-        for name in LENGTH_FIELDS:
-            body.pop(name, None)
         if params.mode == TOOLS:
             body.update(tools=value, tool_choice="required", parallel_tool_calls=False)
             return

@@ -41,6 +41,7 @@ def test_rounds_alternate_abba_after_a_warm_up_pair():
     assert [s.phase for s in steady] == ["constrained"] * 2 + ["free"] * 4 + ["constrained"] * 2
     assert [s.repeat for s in steady] == [0, 0, 1, 1, 2, 2, 3, 3] and {s.slot for s in steady} == {0, 1}
     assert all(s.extra == {"constrained": s.phase == "constrained"} for s in sent)
+    assert all(s.length_forced == (s.phase == "free") for s in sent)  # a grammar ends a constrained answer
     assert {(s.prompt_tokens, s.output_tokens) for s in sent} == {(64, 16)}  # same lengths in both arms
     assert program.stop == STOP_COMPLETE and len(sent) == 2 + 2 * 2 * 2
 

@@ -32,12 +32,12 @@ def body() -> dict:
     return {"model": "m", "max_tokens": 16, "min_tokens": 16, "ignore_eos": True, "messages": []}
 
 
-def test_a_constrained_json_request_carries_its_schema_and_no_length_forcing():
+def test_a_constrained_json_request_carries_its_schema():
     b = body()
     SHAPE.body(point(), C, b)
     assert b["response_format"] == {"type": "json_schema", "json_schema": {"name": "flat", "schema": FLAT,
                                                                            "strict": True}}
-    assert "min_tokens" not in b and "ignore_eos" not in b and b["max_tokens"] == 16 and "json_schema" not in b
+    assert b["max_tokens"] == 16 and "json_schema" not in b
     b = body()
     SHAPE.body(point(endpoint="completions"), C, b)
     assert b["json_schema"] == FLAT  # llama.cpp's /v1/completions field
