@@ -45,7 +45,9 @@ class VirtualCost:
 
     ``prompt_tokens``: tokens the server adds to the prompt (an image's tokens); ``encode_flops``: work done on the
     request before its prefill (a vision encoder), timed on the modelled GPU; ``decode_factor``: each decode
-    step's time for this sequence, relative to an unconstrained one (constrained decoding's mask); ``record``: the
+    step's time for this sequence, relative to an unconstrained one (constrained decoding's mask: a step of the
+virtual server that decodes it takes its decode work's time that many times, the batch waiting for its slowest
+sequence, :mod:`cardgen.sim.scheduler`); ``record``: the
     fields of :attr:`RequestRecord.extra <cardgen.schemas.records.RequestRecord.extra>` a modelled answer has."""
 
     prompt_tokens: int = 0

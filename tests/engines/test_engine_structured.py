@@ -17,7 +17,7 @@ pytestmark = pytest.mark.engine
 SUITE = """name: structured-engine
 endpoint: chat
 scenarios:
-  - {kind: structured, schemas: [flat, tools], prompt_tokens: 64, output_tokens: 32, parallel: [1, 2], rounds: 2}
+  - {kind: structured, schemas: [flat, tools], prompt_tokens: 64, output_tokens: 128, parallel: [1, 2], rounds: 2}
 """
 
 
@@ -43,7 +43,7 @@ def test_vllm_constrains_json_and_tool_calls_and_they_validate(vllm_server, tmp_
         assert p.answered == 1 + 2 * p.parallel and p.unsupported is None and not p.validity_modelled
         assert p.tpot_overhead is not None and p.ttft_overhead is not None
         constrained, free = p.arms
-        assert free.output_tokens == 32 and constrained.output_tokens is not None and constrained.output_tokens < 32
+        assert free.output_tokens == 128 and constrained.output_tokens is not None and constrained.output_tokens < 128
     flat = [p for p in result.points if p.schema_name == "flat"]
     assert all(p.valid == p.answered for p in flat)  # xgrammar on a bounded schema: every answer validates
     tools = [p for p in result.points if p.mode == "tools"]
@@ -59,7 +59,7 @@ def test_vllm_constrains_json_and_tool_calls_and_they_validate(vllm_server, tmp_
 def test_llamacpp_constrains_json_on_chat(llama_server, tmp_path):
     suite = tmp_path / "s.yaml"
     suite.write_text("name: s\nendpoint: chat\nscenarios:\n  - {kind: structured, schemas: [flat, nested], "
-                     "prompt_tokens: 64, output_tokens: 48, parallel: [2], rounds: 2}\n")
+                     "prompt_tokens: 64, output_tokens: 128, parallel: [2], rounds: 2}\n")
     out = tmp_path / "run"
     with llama_server("-np 2 -c 4096") as server:
         done = cardgen("build", "tiny-gguf", "--url", server.url, "--suite", str(suite), "--out", str(out),
