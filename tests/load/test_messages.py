@@ -82,6 +82,7 @@ scenarios:
   - {kind: prefix, prefixes: 2}
   - {kind: chat, users: 2}
   - {kind: slo, load: rate, slo: {ttft_p90_s: 0.5}, prompt_tokens: 8, output_tokens: 4}
+  - {kind: structured, schemas: [flat], parallel: [1], rounds: 1}
 """
 
 

@@ -250,7 +250,9 @@ def _events(*objs: object) -> list[tuple[float, bytes]]:
 
 def test_a_stream_of_tool_call_fragments_is_an_answer_with_its_calls_joined_by_index():
     head = {"id": "c1", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
-    frag = lambda calls: {"id": "c1", "choices": [{"index": 0, "delta": {"tool_calls": calls}}]}  # noqa: E731
+    def frag(calls: list) -> dict:
+        return {"id": "c1", "choices": [{"index": 0, "delta": {"tool_calls": calls}}]}
+
     r = parse_stream(_events(
         head,
         frag([{"index": 0, "id": "t0", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]),
