@@ -1,7 +1,7 @@
 """The cost plan: what a suite will cost in GPU time on a model and GPU, before any server runs.
 
 :func:`make_plan` runs the suite's points on the virtual server in virtual time (:func:`cardgen.sim.drive.drive`,
-by the same rules the load engine obeys: precision targets, skipping after saturation, bisecting waves) and
+by the same rules the load engine obeys: precision targets, skipping after saturation, searches) and
 reads off each point's requests and seconds. GPU time is the run's wall time (from the first request to the
 end of the last, with the pauses between points) times the GPUs the server holds (``tp``).
 

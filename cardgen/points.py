@@ -32,7 +32,7 @@ class Point:
     The header holds what code that knows no kind reads of any point: its name, group, endpoint and timeout; the
     lengths of its requests (``prompt_tokens``, ``output_tokens``: the sized prompt, a chat's first message, a
     shared prefix's whole prompt; an ingestion sweep's lengths are its params'), its load (``parallel``: users, a
-    batch, a largest wave; ``rate_rps``: an open loop's arrivals), which the records, the client's verdict and the
+    batch, the largest group sent at once; ``rate_rps``: an open loop's arrivals), which the records, the client's verdict and the
     card read whatever the kind; its dataset (an open loop's or an SLO search's) and, once sampled
     (:func:`cardgen.datasets.resolve`), ``items``, each request's [prompt tokens, output tokens] in send order (a
     dataset's sample, a shared prefix's requests), which the program base (``Program.item``) reads for every kind
@@ -91,7 +91,7 @@ class Point:
 
     def users(self) -> int:
         """How many requests the point keeps in flight at once by design (a closed loop's users, a batch); 1 for
-        the kinds whose load is a rate or a search (open loops, waves, SLO searches)."""
+        the kinds whose load is a rate or a search (open loops, probes, SLO searches)."""
         return kind_of(self).users(self)
 
     @property

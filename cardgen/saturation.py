@@ -9,8 +9,9 @@ where the point's kind makes the queue large on purpose (:attr:`cardgen.kinds.Ki
 parallel counts of the same prompt/output pair then measure only queueing, so a suite with ``stop_at_saturation``
 does not run them (the card lists them as not run).
 
-A wave (all its requests sent at once) saturates when a request was preempted, or requests waited while the
-KV cache was nearly full: waiting alone may be ``max_num_seqs``, not the cache.
+A watched stretch of a point (a program's ``Watch`` .. ``EndWatch``: a group of requests sent at once, say)
+saturates the server when a request was preempted, or requests waited while the KV cache was nearly full: waiting
+alone may be ``max_num_seqs``, not the cache.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ MAX_KV_USAGE = 0.95  # the analysis' default capacity bound (AnalysisOptions.max
 MIN_SPEED_TOK_S = 20.0  # the analysis' default slowest acceptable speed (AnalysisOptions.min_speed_tok_s)
 PERSISTENT_WAITING = 0.5  # requests waiting in at least this share of readings are "left waiting"
 MIN_WAITING_READINGS = 2  # ... and in at least this many: one reading is a request caught between two steps
-WAVE_FULL_USAGE = 0.9  # a wave that queues below this usage is limited by something other than the KV cache
+# requests that queue while the KV cache is less full than this wait for something other than the cache
+WATCHED_FULL_USAGE = 0.9
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,15 +119,14 @@ def point_saturation(seen: LoadSeen, *, max_kv_usage: float = MAX_KV_USAGE, min_
     return "; ".join(reasons) or None
 
 
-def wave_saturated(*, preempted: bool, waiting: float | None, kv_usage: float | None,
-                   queued_for_kv: bool = False, slot_bound: bool = False) -> bool:
-    """Whether one reading during a wave shows saturation (see the module's docstring). ``queued_for_kv`` is
-    a driver that knows directly that a request waited for KV blocks (the virtual server); ``slot_bound`` a server
-    that runs a fixed number of requests at once and says nothing of its KV usage (llama.cpp's slots): a request
-    waiting there waits for a slot, and larger waves would only queue longer (the analysis says the waves measured
-    the slots)."""
+def watched_saturated(*, preempted: bool, waiting: float | None, kv_usage: float | None,
+                      queued_for_kv: bool = False, slot_bound: bool = False) -> bool:
+    """Whether one reading while the server is watched shows saturation (see the module's docstring).
+    ``queued_for_kv`` is a driver that knows directly that a request waited for KV blocks (the virtual server);
+    ``slot_bound`` a server that runs a fixed number of requests at once and says nothing of its KV usage
+    (llama.cpp's slots): a request waiting there waits for a slot, and more requests would only queue longer."""
     if preempted or queued_for_kv:
         return True
     if slot_bound and kv_usage is None:
         return bool(waiting)
-    return bool(waiting) and kv_usage is not None and kv_usage >= WAVE_FULL_USAGE
+    return bool(waiting) and kv_usage is not None and kv_usage >= WATCHED_FULL_USAGE

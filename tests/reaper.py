@@ -31,6 +31,7 @@ import uuid
 from pathlib import Path
 
 MARK = "CARDGEN_TEST_SESSION"
+NETNS_DIR = Path("/run/netns")  # where ``ip netns add`` names its namespaces
 GRACE_S = 10.0  # a vLLM server stops in a few seconds on SIGTERM; after this, SIGKILL
 
 
@@ -58,8 +59,23 @@ def marked(token: str) -> list[int]:
     return [pid for pid in found if pid != os.getpid()]
 
 
+def netns_prefix(token: str) -> str:
+    """How the network namespaces of a session's tests begin (``tests/load/netns.py``): its sweep deletes them."""
+    return f"cgt-{token.rsplit('-', 1)[-1][:12]}-" if token else "cgt-none-"
+
+
+def sweep_netns(token: str) -> list[str]:
+    """Delete the network namespaces a killed session's tests left (their processes are swept first)."""
+    prefix = netns_prefix(token)
+    names = sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(prefix)) if NETNS_DIR.is_dir() else []
+    for name in names:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10)
+    return names
+
+
 def sweep(token: str, *, grace_s: float = GRACE_S) -> list[int]:
-    """SIGTERM to every marked process, SIGKILL to those left after ``grace_s``; the pids found first."""
+    """SIGTERM to every marked process, SIGKILL to those left after ``grace_s``, then the session's network
+    namespaces deleted; the pids found first."""
     pids = marked(token)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
@@ -70,6 +86,8 @@ def sweep(token: str, *, grace_s: float = GRACE_S) -> list[int]:
     for pid in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        sweep_netns(token)
     return pids
 
 

@@ -118,3 +118,21 @@ def test_a_killed_stage_runner_leaves_no_server_running(sig, tmp_path):
             runner.kill()
         if state_file.exists():
             reaper.sweep(json.loads(state_file.read_text())["token"], grace_s=0)
+
+
+def test_the_sweep_deletes_the_network_namespaces_of_its_session_alone():
+    """A session killed outright cannot delete the namespaces its tests made (``tests/load/netns.py``): its
+    watchdog's sweep does, those named with its token, and no other session's."""
+    if os.geteuid() != 0 and os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
+        pytest.skip("network namespaces need root")
+    ours, theirs = f"{os.getpid()}-{os.urandom(6).hex()}", f"{os.getpid()}-{os.urandom(6).hex()}"
+    names = [f"{reaper.netns_prefix(ours)}a1-x", f"{reaper.netns_prefix(theirs)}b2-x"]
+    try:
+        for name in names:
+            subprocess.run(["ip", "netns", "add", name], check=True, timeout=10)
+        assert reaper.sweep_netns(ours) == names[:1]
+        left = {p.name for p in reaper.NETNS_DIR.iterdir()}
+        assert names[0] not in left and names[1] in left
+    finally:
+        for name in names:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10)

@@ -6,7 +6,7 @@ from cardgen.saturation import (
     Reading,
     closed_load_seen,
     point_saturation,
-    wave_saturated,
+    watched_saturated,
 )
 
 
@@ -31,11 +31,11 @@ def test_a_point_saturates_on_any_signal_and_says_which():
 
 
 def test_a_wave_saturates_on_preemption_or_waiting_with_a_full_cache():
-    assert wave_saturated(preempted=True, waiting=0, kv_usage=0.1)
-    assert wave_saturated(preempted=False, waiting=2, kv_usage=0.93)
-    assert not wave_saturated(preempted=False, waiting=2, kv_usage=0.5)  # max_num_seqs, not the cache
-    assert not wave_saturated(preempted=False, waiting=0, kv_usage=0.99)
-    assert wave_saturated(preempted=False, waiting=None, kv_usage=None, queued_for_kv=True)
+    assert watched_saturated(preempted=True, waiting=0, kv_usage=0.1)
+    assert watched_saturated(preempted=False, waiting=2, kv_usage=0.93)
+    assert not watched_saturated(preempted=False, waiting=2, kv_usage=0.5)  # max_num_seqs, not the cache
+    assert not watched_saturated(preempted=False, waiting=0, kv_usage=0.99)
+    assert watched_saturated(preempted=False, waiting=None, kv_usage=None, queued_for_kv=True)
 
 
 def test_requests_that_wait_only_briefly_are_not_saturation():

@@ -62,7 +62,7 @@ def silent_summary(outcome: PointOutcome, point: Point | None) -> ScenarioSummar
 
 
 def _parallel(outcome: PointOutcome, point: Point | None) -> int | None:
-    """A point's parallel count as a row says it: its users (closed loop, batch, chat), its largest wave."""
+    """A point's parallel count as a row says it: its users, or its largest group sent at once (``Kind.row_parallel``)."""
     return kind_of(outcome).row_parallel(point) if point is not None else None
 
 

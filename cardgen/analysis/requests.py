@@ -38,7 +38,7 @@ from cardgen.outcome import RequestFigures, chunk_gaps_s
 from cardgen.schemas.records import RequestRecord
 
 COLUMNS = (
-    "scenario", "kind", "group", "endpoint", "parallel", "rate_rps", "wave", "repeat", "warmup", "attempt",
+    "scenario", "kind", "group", "endpoint", "parallel", "rate_rps", "repeat", "warmup", "attempt",
     "prompt_tokens_target", "output_tokens_target", "prompt_tokens", "output_tokens",
     "scheduled_at", "sent_at", "first_token_at", "end_at", "ok", "error_kind",
     "ttft_s", "e2e_s", "tpot_s", "decode_tok_s", "speed_from_start_tok_s", "send_lag_s", "n_chunks",
@@ -46,7 +46,7 @@ COLUMNS = (
     "adapter", "ttfa_s", "reasoning_tokens", "answer_tokens", "reasoning_tok_s", "answer_tok_s", "reasoning_chunks",
     "reasoning_tokens_source", "cached_tokens", "length_forced",
     "engine_source", "engine_queue_ms", "engine_prompt_n", "engine_prompt_ms", "engine_predicted_n",
-    "engine_predicted_ms", "engine_cache_n", "engine_mean_itl_ms",
+    "engine_predicted_ms", "engine_cache_n", "engine_mean_itl_ms", "extra",
 )
 
 _NAN = float("nan")
@@ -64,7 +64,7 @@ def request_row(rec: RequestRecord) -> dict[str, object]:
     ok = figures.ok
     return {
         "scenario": rec.scenario, "kind": rec.kind, "group": rec.group, "endpoint": rec.endpoint,
-        "parallel": _num(rec.parallel), "rate_rps": _num(rec.rate_rps), "wave": _num(rec.wave),
+        "parallel": _num(rec.parallel), "rate_rps": _num(rec.rate_rps),
         "repeat": _num(rec.repeat), "warmup": bool(rec.warmup), "attempt": int(rec.attempt),
         "prompt_tokens_target": rec.prompt_tokens_target, "output_tokens_target": rec.output_tokens_target,
         "prompt_tokens": _num(rec.prompt_tokens), "output_tokens": out,
@@ -80,6 +80,7 @@ def request_row(rec: RequestRecord) -> dict[str, object]:
         "conversation": _num(rec.conversation), "turn": _num(rec.turn),
         "adapter": rec.adapter or "", "length_forced": rec.length_forced is not False, **_reasoning(rec, figures.ttft_s, figures.e2e_s, out),
         "cached_tokens": _num(rec.cached_tokens), **_engine(rec),
+        "extra": rec.extra,  # its kind's own fields (a dict, or None): only that kind's analysis reads them
     }
 
 

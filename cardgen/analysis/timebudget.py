@@ -27,7 +27,7 @@ the client's usage) over the rise of its prefill histogram's sum (vLLM's ``reque
 
 A part other than prompt compute that takes most of the TTFT is named, with the engine setting that usually
 causes it where the engine's adapter knows one; unless the point's kind makes that part large on purpose
-(:attr:`cardgen.kinds.Kind.by_design`: waves fill the server to find where it queues), which is said as such
+(:attr:`cardgen.kinds.Kind.by_design`: a load that fills the server to find where it queues), which is said as such
 (``by_design``) and is no finding. Over the run, a part is by design when it takes most of the TTFT only through
 such points: over the other points' requests it does not.
 """

@@ -18,8 +18,8 @@ least :data:`MIN_DECODE_OUTPUT` tokens):
   bandwidth, apart from the step overhead; and prefills that interrupt decodes.
 - the headline point (10 parallel, 1024 prompt / 128 output tokens) when the suite has it: the card's headline
   figure is measured, never predicted.
-- the waves to saturation, only when the server does not declare its KV capacity (the fit does not model the
-  capacity: it reads it).
+- the first point of a kind that says it must be measured (``Kind.measured_when``): a probe of the KV
+  cache's capacity, when the server does not declare it (the fit does not model the capacity: it reads it).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cardgen.analysis.analyse import HEADLINE_POINT
-from cardgen.kinds import KINDS, kind_of
+from cardgen.kinds import KINDS, kind_of, of_kind
 from cardgen.points import Point
 from cardgen.schemas.calibration import IdentifyPoint
 
@@ -115,10 +115,11 @@ def choose(points: Sequence[Point], *, kv_declared: bool, max_model_len: int) ->
                      and p.output_tokens == HEADLINE_POINT["output_tokens"]), None)
     if headline is not None and headline.name not in chosen:
         chosen[headline.name] = Chosen(headline, "the card's headline point: measured, never predicted")
-    waves = next((p for p in points if kind_of(p).capacity_probe), None)
-    if waves is not None and not kv_declared:
-        chosen[waves.name] = Chosen(waves, "the KV cache's capacity: the server does not declare it, and the fit "
-                                           "reads it rather than fitting it")
+    for name in dict.fromkeys(p.kind for p in points):  # each kind's first point, where its kind says to measure it
+        why = kind_of(name).measured_when(kv_declared)
+        first = of_kind(name, points)[0]
+        if why is not None and first.name not in chosen:
+            chosen[first.name] = Chosen(first, why)
     order = {p.name: i for i, p in enumerate(points)}
     picked = sorted(chosen.values(), key=lambda c: order[c.point.name])
     return ([probe] if probe is not None else []) + picked

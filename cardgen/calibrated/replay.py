@@ -4,7 +4,7 @@ The fit evaluates the measured points many times, and the prediction's intervals
 constant, so a replay runs each point with a fixed number of requests instead of its stopping rule: a closed loop
 :data:`ROUNDS` rounds (at least :data:`MIN_REQUESTS` requests), an ingestion sweep once, a batch size twice;
 with no step jitter, so that a replay is a deterministic function of the constants (finite differences need
-that). Open loops and waves run as the suite has them. The figures come from the same analysis as the card's
+that). The points of a kind without a cheaper replay (``Kind.cheap``) run as the suite has them. The figures come from the same analysis as the card's
 (:mod:`cardgen.calibrated.figures`).
 """
 
@@ -44,7 +44,7 @@ def cheap(point: Point, requests: int | None = None) -> Point:
     """``point`` with a fixed, small number of requests (see the module docstring); a closed loop with
     ``requests`` when given (a measured point replayed as it ran)."""
     kind = kind_of(point)
-    if kind.cheap is None:  # open loops and waves run as the suite has them
+    if kind.cheap is None:  # run as the suite has it
         return point
     return replace(point, params=kind.cheap(point, ReplayBudget(rounds=ROUNDS, min_requests=MIN_REQUESTS,
                                                                 requests=requests)))

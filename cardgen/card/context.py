@@ -13,7 +13,7 @@ from typing import TypedDict
 from markupsafe import Markup
 
 from cardgen.analysis.analyse import Analysis
-from cardgen.card.kindparts import kind_sections
+from cardgen.card.kindparts import kind_methods, kind_sections
 from cardgen.card.sections.adapters import AdaptersSection, adapters_section
 from cardgen.card.sections.calibration import CalibrationView, calibration_view
 from cardgen.card.sections.cost import cost_table
@@ -36,7 +36,7 @@ from cardgen.card.sections.server_vs_client import server_vs_client_tables
 from cardgen.card.sections.speculative import SpeculativeSection, speculative_section
 from cardgen.card.sections.time_budget import dominant_notes, engine_ingestion, time_budget_table
 from cardgen.card.table import TableView
-from cardgen.saturation import MAX_KV_USAGE, MIN_SPEED_TOK_S, WAVE_FULL_USAGE
+from cardgen.saturation import MAX_KV_USAGE, MIN_SPEED_TOK_S, WATCHED_FULL_USAGE
 from cardgen.schemas.summary import Summary
 
 
@@ -45,7 +45,7 @@ class SaturationRule(TypedDict):
 
     max_kv_usage: float
     min_speed_tok_s: float
-    wave_full_usage: float
+    watched_full_usage: float  # a watched point saturates when requests wait at this KV usage or more
 
 
 class WorkloadSections(TypedDict):
@@ -91,6 +91,7 @@ class CardContext(TypedDict):
     time_budget: TableView | None  # where the time goes: each point's TTFT in the engine's parts (issue 27)
     time_notes: list[str]  # a part other than prompt compute that takes most of the time, and why
     engine_ingestion: str | None  # the engine's own ingestion speed beside the client's
+    kind_methods: Markup  # the installed kinds' paragraphs of the method text (cardgen.card.kindparts)
     kind_sections: dict[str, Markup]  # the installed kinds' own sections, by the card's slot (cardgen.card.kindparts)
 
 
@@ -107,6 +108,8 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
     t = analysis.tables
     gpu, gpu_per_device = gpu_tables(s.gpu_telemetry)
     server_latency, server_tokens, server_points, server_notes = server_vs_client_tables(s.server_vs_client)
+    saturation = SaturationRule(max_kv_usage=MAX_KV_USAGE, min_speed_tok_s=MIN_SPEED_TOK_S,
+                                watched_full_usage=WATCHED_FULL_USAGE)
     return CardContext(
         s=s, title=title(s), front_matter=card_front_matter(s), banner=banner(s), card_date=date,
         figures=figure_paths(s), main=main_table(s), pairs=pair_sections(s), capacity=capacity_table(s),
@@ -116,8 +119,7 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         gpu_per_device=gpu_per_device, gpu_reason=no_telemetry_reason(s.gpu_telemetry),
         server_latency=server_latency, server_tokens=server_tokens, server_points=server_points,
         server_notes=server_notes, scenarios=scenarios_table(s),
-        saturation=SaturationRule(max_kv_usage=MAX_KV_USAGE, min_speed_tok_s=MIN_SPEED_TOK_S,
-                                  wave_full_usage=WAVE_FULL_USAGE),
+        saturation=saturation,
         interactivity=interactivity_table(s),
         workloads=_workload_sections(analysis),
         modelled_error=modelled_error(s, analysis.info),
@@ -126,5 +128,5 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
         calibration=calibration_view(s, analysis.info),
         time_budget=time_budget_table(s.time_budget), time_notes=dominant_notes(s.time_budget),
         engine_ingestion=engine_ingestion(s.time_budget, s.ingestion, s.scenarios),
-        kind_sections=kind_sections(s),
+        kind_sections=kind_sections(s), kind_methods=kind_methods(saturation=saturation),
     )

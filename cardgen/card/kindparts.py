@@ -10,6 +10,7 @@ section reads like the rest of the card. The card never names a kind here: it as
     Kind.section ──> KindSection(result=R, template=PATH, context=f, slot=S)
     kind_sections(summary) -> {slot: Markdown}        f(R, summary) -> dict | None   (None: no section)
     kind_main_rows(summary), kind_answers(summary)     its headline rows and words, where it has any
+    kind_methods(**settings)                           its paragraph of the card's method text (``method``)
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class KindSection:
     # and the words the build's last line adds (``between 4.2 and 4.6 req/s within the SLO``)
     main_rows: Callable[[Any], list[list[str]]] | None = None
     answers: Callable[[Any], list[str]] | None = None
+    # its paragraph of the card's "how the numbers are measured" text (a template beside it, given the card's
+    # method settings: ``saturation``), shown whenever the kind is installed, as the rest of that text is
+    method: Path | None = None
 
 
 def _results(summary: Summary, *, absent: bool = False) -> list[tuple[str, KindSection, KindResult | None]]:
@@ -99,3 +103,17 @@ def kind_sections(summary: Summary) -> dict[str, Markup]:
         text = environment().from_string(section.template.read_text(encoding="utf-8")).render(**context)
         out[section.slot].append(text.strip("\n") + "\n")
     return {slot: Markup("\n".join(texts)) for slot, texts in out.items()}
+
+
+def kind_methods(**settings: Any) -> Markup:
+    """Every installed kind's paragraph of the card's method text, in the kinds' order, rendered with the card's
+    method ``settings``."""
+    texts = []
+    for installed in KINDS.values():
+        if installed.section is None:
+            continue
+        section: KindSection = part(installed.section)
+        if section.method is not None:
+            text = environment().from_string(section.method.read_text(encoding="utf-8")).render(**settings)
+            texts.append(text.strip("\n") + "\n")
+    return Markup("\n".join(texts))

@@ -11,7 +11,7 @@ took the figure from, as a bootstrap digest (:mod:`cardgen.diff.resample`):
   arrival rate or the batch, not a sample of requests: no interval;
 - prompt ingestion: the sweep's requests, the robust line refitted (trimming included) on each resample;
 - KV cache capacity: one number, not a sample. A capacity the server declares is exact (a ratio with no spread);
-  the saturation probe's is bracketed by its waves (the ratio's bounds follow from both brackets: hard bounds,
+  a probe's is bracketed (the ratio's bounds follow from both brackets: hard bounds,
   not a statistical interval); the usage extrapolation has no interval.
 
 :func:`bootstrap_digests` draws the digests from an analysed run (its requests); :func:`run_sample` puts them
@@ -162,8 +162,8 @@ class RunSample:
     path: str | None
     headlines: dict[str, Figure]
     points: dict[PointKey, PointSample]  # points that were measured
-    # every point of its suite by name (cardgen.points names them by their parameters; a waves point's largest
-    # wave, an outcome, is not in its name), run or not
+    # every point of its suite by name (cardgen.points names them by their parameters; an outcome, such as
+    # the largest group a probe sent, is not in its name), run or not
     suite_points: tuple[str, ...] = ()
 
 
@@ -172,7 +172,7 @@ class RunSample:
 
 def measured_points(summary: Summary) -> Iterator[ScenarioSummary]:
     """The serving points that sent at least one successful request, first of each identity (those of a kind with
-    a ``diff_rank``: ingestion and waves feed the headline figures)."""
+    a ``diff_rank``: the others feed the headline figures)."""
     seen: set[PointKey] = set()
     for s in summary.scenarios:
         key = scenario_key(s)

@@ -117,7 +117,7 @@ class EngineAdapter:
                           "client column says whether it kept up)",
     }
     #: whether the server runs a fixed number of requests at once (slots) and queues the rest, whatever its KV
-    #: cache holds: a request waiting there waits for a slot (a wave's live saturation check)
+    #: cache holds: a request waiting there waits for a slot (the live saturation check of a watched point)
     bounded_by_slots: bool = False
 
     # --- recognising a running server -------------------------------------------------------------

@@ -10,7 +10,7 @@ the lists below, not a hunt through every layer.
     entry.py      what every suite entry shares (Entry, the dataset sources, SamplingParams)
     program.py    the language of the programs (Send, Watch, EndWatch; Program, Judge)
     view.py       what the kinds read of a point, typed by its shape (Params, PointView, Kinded)
-    closed/ ...   one folder per kind: closed, openloop, waves, ingest, batch, prefix, chat, slosearch, each with
+    closed/ ...   one folder per built-in kind (pyproject.toml's entry points name them), each with
                   schema.py    its suite entry (:data:`Scenario`'s member) and its points' params (:data:`KindParams`')
                   program.py   its program: what a point sends and when it stops, with no clock and no socket
                   __init__.py  its traits (its :class:`Kind`)

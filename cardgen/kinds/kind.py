@@ -18,7 +18,7 @@ from cardgen.kinds.view import Params, PointView
 
 # what a point's ``parallel`` is
 USERS = "users"  # the requests it keeps in flight by design (users, a batch)
-LARGEST_WAVE = "largest wave"  # waves: the largest wave (``cardgen.kinds.waves.WavesParams.max_wave``)
+LARGEST_GROUP = "largest group"  # the largest group of requests it sends at once (``Kind.largest``)
 NO_PARALLEL = ""  # nothing: its load is a rate, a sweep or a search
 
 # every kind's params type (a frozen pydantic dataclass, one per kind, told apart by ``kind``: the registry's
@@ -79,7 +79,7 @@ class Kind(Generic[P]):
     # every process's meet (a kind whose figures are judged across processes; the plain Judge counts them)
     program: type[Program] | None = None
     judge: type[Judge] = Judge
-    parallel: str = NO_PARALLEL  # what a point's ``parallel`` is (USERS, LARGEST_WAVE or NO_PARALLEL)
+    parallel: str = NO_PARALLEL  # what a point's ``parallel`` is (USERS, LARGEST_GROUP or NO_PARALLEL)
     # how the card words a point's load: ``parallel`` and ``rate`` (the rate in words) are filled in
     load_words: str = "one at a time"
     # a closed-loop sweep point (parallel users, per prompt / output pair): the headline, saturation and the
@@ -87,11 +87,13 @@ class Kind(Generic[P]):
     closed_loop: bool = False
     rate_driven: bool = False  # its load is an arrival rate (open loop): serving table, cost, latency figures
     prefill_sweep: bool = False  # a prompt-ingestion sweep: the prefill fit, computing whole prompts
-    capacity_probe: bool = False  # probes the KV cache by what the server says (queueing, preemption)
+    # whether its figures are the client's timings (False: they are what the server says of its load, queueing
+    # and preemption, so a client that fell behind spoils none of them: the client check leaves its points out)
+    client_timed: bool = True
     batched: bool = False  # rounds of a fixed batch: the batch table, precision and resampling by round
     shared_prefix: bool = False  # its requests share prefixes it makes (the prefix-cache view)
     # what the kind does by design, which the card's notes and the saturation rules must not report as a fault:
-    # the parts of TTFT its load makes large on purpose (``"queue"``: waves fill the server to find where it queues)
+    # the parts of TTFT its load makes large on purpose (``"queue"``: a load that fills the server to find where it queues)
     by_design: frozenset[str] = frozenset()
     # ... and what one of its points does by design beyond that, given its summary row (``all_at_once``: an open
     # loop at rate inf sends every request at once, so they queue on purpose)
@@ -101,6 +103,9 @@ class Kind(Generic[P]):
     # lowest first) and what its load is called there
     replayed: bool = False
     fitted_figures: bool = False
+    # ... why a calibrated build measures its first point rather than predicting it, given whether the server
+    # declares its KV capacity (None: it is predicted; a point the fit cannot model is measured)
+    measured_when: Callable[[bool], str | None] = lambda kv_declared: None
     spot_check: int | None = None
     check_load: str = ""
     # the precision a point reached, as the card says it: the PointPrecision fields, then a note
@@ -122,7 +127,7 @@ class Kind(Generic[P]):
     # counts of its pair (``--run-saturated`` runs them), whether it replays a trace at its own times, whether each
     # later turn of its conversations renews the history's head (no prefix for the server to reuse: the chat
     # history rule, cardgen.kinds.history); its largest number of requests at once where that is not ``parallel``
-    # (the largest wave)
+    # (the largest group it sends at once)
     skip_after_saturation: Callable[[Params[P]], bool] = _never
     replays: Callable[[Params[P]], bool] = _never
     renews_history: Callable[[PointView], bool] = _never
@@ -157,7 +162,7 @@ class Kind(Generic[P]):
 
     def row_parallel(self, point: Params[Any]) -> int | None:
         """A point's parallel count as a summary row says it: its users (closed loop, batch, chat), its largest
-        wave; None for a kind whose load is a rate, a sweep or a search."""
+        group sent at once (``largest``); None for a kind whose load is a rate, a sweep or a search."""
         if self.parallel == NO_PARALLEL:
             return None
         return self.largest(point) if self.largest is not None else point.parallel

@@ -11,7 +11,7 @@ sans-I/O idea of h11; a process of SimPy's). It says what to send and when, and 
     told_precise()                         nothing: every process's records say the point's figures are known
 
     commands   Send       one request: its lengths, its user (``slot``), when it leaves (``at``), its record fields
-               Watch      watch the server for saturation from now (waves)
+               Watch      watch the server for saturation from now
                EndWatch   stop watching, then tell me (``watched``)
 
 Times are seconds from the point's start on the interpreter's clock, whichever it is. The program's ``stop``
@@ -51,7 +51,6 @@ class Send:
     scheduled: bool = False
     parallel: int | None = None
     rate_rps: float | None = None
-    wave: int | None = None
     repeat: int | None = None
     warmup: bool = False
     item: int | None = None  # the request's number in the point's sample (dataset, shared prefix)
@@ -86,7 +85,7 @@ Command = Send | Watch | EndWatch
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """What the server showed while it was watched: whether it saturated (``cardgen.saturation.wave_saturated``
+    """What the server showed while it was watched: whether it saturated (``cardgen.saturation.watched_saturated``
     at some reading), and whether it could be read at all (its ``/metrics`` answered)."""
 
     saturated: bool
@@ -96,12 +95,13 @@ class Verdict:
 @dataclass(frozen=True, kw_only=True)
 class Said:
     """What one process's program says once it stopped sending its share of a point: why, the words behind it,
-    and what it found (a waves point: the size of every wave it sent, in order)."""
+    and what it found: a program that sends requests in groups at once, the size of each group in order
+    (``sizes``), and what it saw saturate the server, in words (``saturated``; None: nothing did)."""
 
     stop: str | None
     detail: str | None = None
-    waves: tuple[int, ...] = ()
-    saturating_wave: int | None = None  # the first wave seen to saturate the server
+    sizes: tuple[int, ...] = ()
+    saturated: str | None = None
 
 
 def record_fields(point: PointView, send: Send, *, worker: str, index: int, attempt: int,
@@ -115,7 +115,7 @@ def record_fields(point: PointView, send: Send, *, worker: str, index: int, atte
         "scenario": point.name, "kind": point.kind, "group": point.group, "endpoint": point.endpoint,
         "prompt_tokens_target": send.prompt_tokens, "output_tokens_target": send.output_tokens,
         "worker": worker, "index": index, "attempt": attempt, "parallel": send.parallel,
-        "rate_rps": send.rate_rps, "wave": send.wave, "repeat": send.repeat, "warmup": send.warmup,
+        "rate_rps": send.rate_rps, "repeat": send.repeat, "warmup": send.warmup,
         "item": send.item, "prefix": send.prefix, "phase": send.phase, "conversation": send.conversation,
         "turn": send.turn, "adapter": send.adapter, "extra": dict(send.extra) if send.extra is not None else None,
         "length_forced": None if send.length_forced else False,
@@ -127,7 +127,7 @@ class Program:
     ``index`` of ``parts``; the virtual-time driver is one process). Subclasses answer the events they need."""
 
     kind: ClassVar[str]
-    #: a barrier kind's timing is all of it at once (a wave, a batch, one prompt at a time): it runs whole, on
+    #: a barrier kind's timing is all of it at once (a group sent at once, one prompt at a time): it runs whole, on
     #: process 0, never split across processes
     barrier: ClassVar[bool] = True
 

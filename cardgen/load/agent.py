@@ -11,8 +11,8 @@ lag, CPU, requests in flight) until :meth:`Agent.stop`. Everything else it says 
 (``cardgen.load.messages``) through ``send``: its ``Done`` says why the program stopped sending.
 
 What needs every agent's records (a closed loop's precision) is judged at the master, which meets them all
-(:mod:`cardgen.load.runner`), and comes back as :meth:`Agent.stop_point`. A wave's saturation is watched here
-(:class:`_SaturationWatcher`), by polling the server's ``/metrics`` while the wave runs.
+(:mod:`cardgen.load.runner`), and comes back as :meth:`Agent.stop_point`. A program that watches the server
+(``Watch`` .. ``EndWatch``) is answered here (:class:`_SaturationWatcher`), by polling its ``/metrics`` meanwhile.
 """
 
 from __future__ import annotations
@@ -333,12 +333,12 @@ class _PointContext:
 
 
 class _SaturationWatcher:
-    """Polls ``/metrics`` every 0.25 s during a wave and feeds each reading, as the engine's adapter reads it, to
+    """Polls ``/metrics`` every 0.25 s while the server is watched and feeds each reading, as the engine's adapter reads it, to
     the share's :class:`~cardgen.scenarios.runner.WatchState` (the one rule of both clocks). An engine without a
     preemption counter is judged on its gauges alone.
 
-    Waves only: a poll parses the whole exposition on the event loop that stamps chunk arrivals (about 20 ms
-    for vLLM's), so a closed-loop point's gauges are read afterwards from the scraper's file instead
+    Only while watched: a poll parses the whole exposition on the event loop that stamps chunk arrivals (about
+    20 ms for vLLM's), so any other point's gauges are read afterwards from the scraper's file instead
     (``cardgen.load.scraper.ScrapeLog``)."""
 
     def __init__(self, base_url: str, headers: dict[str, str], engine: str | None, state: WatchState) -> None:
@@ -384,8 +384,8 @@ class _SaturationWatcher:
         self.greenlet = gevent.spawn(loop)
 
     def stop(self) -> Verdict:
-        """Stop polling; what the wave showed. The preemption counter is read once more (a preemption between the
-        last poll and the wave's end still counts)."""
+        """Stop polling; what the server showed while watched. The preemption counter is read once more (a
+        preemption between the last poll and the watch's end still counts)."""
         if self.greenlet is not None:
             self.greenlet.kill()
             self.greenlet = None

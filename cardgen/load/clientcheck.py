@@ -25,9 +25,9 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 def _judged(point: PointOutcome) -> bool:
-    """Whether the client's timings matter to ``point``: it ran, and it is no wave (waves probe the KV cache by
-    what the server says: queueing, preemption)."""
-    return not kind_of(point).capacity_probe and point.started_unix is not None
+    """Whether the client's timings matter to ``point``: it ran, and its kind's figures are the client's timings
+    (``Kind.client_timed``)."""
+    return kind_of(point).client_timed and point.started_unix is not None
 
 
 def _during(point: PointOutcome, times: Sequence[float], values: Sequence[float]) -> list[float]:

@@ -5,6 +5,9 @@ every message crosses the wire through :func:`send` and arrives through :func:`l
 into its model and hands any failure (a malformed message, a handler that raised) to ``on_error`` instead
 of letting Locust log it and go on. The local runner passes the same objects without the wire.
 
+    master -> worker  ClockPing    the master's clock, to measure the worker's against (cardgen.load.clocks)
+    worker -> master  ClockPong    the ping answered with the worker's clock as it came in and as it went out
+                      Reached      after Setup, before the load: whether the worker reaches the server
     master -> agent   Setup        once per agent: model, headers, prompt templates, the agent's share
                       Assignment   a point to run, with this agent's index, the number of parts and the attempt
                       StopPoint    the point's figures are precise: send no more of its requests
@@ -79,6 +82,34 @@ class Listening(Message):
     topic: ClassVar[str] = "cardgen_listening"
 
     worker: str
+    host: str | None = None  # the worker's host name
+    address: str | None = None  # the address it reaches the master from
+
+
+class ClockPing(Message):
+    topic: ClassVar[str] = "cardgen_clock_ping"
+
+    seq: int
+    master_unix: float  # t0: the master's clock as it sent the ping
+
+
+class ClockPong(Message):
+    topic: ClassVar[str] = "cardgen_clock_pong"
+
+    worker: str
+    seq: int
+    master_unix: float  # t0, echoed
+    received_unix: float  # t1: the worker's clock as the ping came in
+    sent_unix: float  # t2: the worker's clock as the pong went out
+
+
+class Reached(Message):
+    """The worker tried the server's address before any load: ``error`` says why it could not (None: it could)."""
+
+    topic: ClassVar[str] = "cardgen_reached"
+
+    worker: str
+    error: str | None = None
 
 
 class Ready(Message):
@@ -108,7 +139,7 @@ class Done(Message):
     started_unix: float
     ended_unix: float
     stop: str | None = None  # why this agent stopped sending: one of cardgen.stops.STOP_REASONS
-    detail: str | None = None  # the words behind ``stop`` (waves: the bracket; ingestion, batch: the interval)
+    detail: str | None = None  # the words behind ``stop`` (a bracket, an interval)
 
 
 class Fatal(Message):

@@ -6,7 +6,9 @@ the processes say to each other are the typed messages of ``cardgen.load.message
 reach the disk (the local sink, a worker's sink, the master's recorder) stops the run: the outcome's
 ``fatal`` says why.
 
-The master is where every agent's records meet: it is the load engine's interpreter for the controller
+The master is where every agent's records meet (and, from workers, reach the master's clock and are counted against their sender:
+``cardgen.load.clocks``, ``cardgen.load.fleet``; a worker lost mid-point stops the run, its requests in flight
+recorded as lost, once the others have ended theirs): it is the load engine's interpreter for the controller
 (:func:`cardgen.scenarios.run_points`, which sequences the points as it does for the virtual-time driver). Each
 point's records go to its judge here (a closed loop's precision, judged on every agent's records, stops every
 agent: ``StopPoint``), and the scraper's readings during a point (:class:`~cardgen.load.scraper.ScrapeLog`) are
@@ -32,19 +34,24 @@ from typing import Any
 import gevent
 from gevent.event import Event
 from locust.env import Environment
+from locust.runners import STATE_MISSING
 
 from cardgen.buildconfig import LoadOptions
 from cardgen.errors import RunError, one_line
 from cardgen.kinds.program import Judge, Said
-from cardgen.load import messages
+from cardgen.load import clocks, messages
 from cardgen.load.agent import Agent, CardgenUser
+from cardgen.load.fleet import Fleet
 from cardgen.load.messages import (
     AgentMessage,
     Assignment,
+    ClockPing,
+    ClockPong,
     Done,
     Fatal,
     Listening,
     LoadgenTick,
+    Reached,
     Ready,
     Record,
     Setup,
@@ -59,11 +66,12 @@ from cardgen.rundir import RunDir, log_tail
 from cardgen.saturation import Reading
 from cardgen.scenarios import Ran, run_points
 from cardgen.schemas.records import ErrorKind, RequestRecord
-from cardgen.schemas.run import PointOutcome
+from cardgen.schemas.run import LoadWorker, PointOutcome
 
 log = logging.getLogger("cardgen.load")
 
 WORKER_CONNECT_TIMEOUT_S = 60.0
+DRAIN_S = 60.0  # after a worker is lost, the most the others are given to end the requests they have in flight
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,6 +103,7 @@ class RunOutcome:
     points_done: list[str] = field(default_factory=list)
     points: list[PointOutcome] = field(default_factory=list)  # as given to ``on_point_end``
     worker_errors: list[str] = field(default_factory=list)  # local workers that ended badly: code, last line, log
+    workers: list[LoadWorker] = field(default_factory=list)  # each worker process: run.json ``load_workers``
 
 
 def freeze_heap() -> None:
@@ -327,6 +336,27 @@ def run_local(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
     return outcome
 
 
+def _measure_clocks(runner: Any, clients: Sequence[str], pongs: dict[tuple[str, int], clocks.Exchange],
+                    arrived: Event, fleet: Fleet) -> None:
+    """Each worker's clock against the master's (:mod:`cardgen.load.clocks`), all workers at once, one ping at a
+    time each."""
+
+    def exchange(cid: str) -> None:
+        missed = 0
+        for seq in range(clocks.PINGS):
+            arrived.clear()
+            messages.send(runner, ClockPing(seq=seq, master_unix=time.time()), client_id=cid)
+            deadline = time.time() + clocks.PONG_TIMEOUT_S
+            while (cid, seq) not in pongs and time.time() < deadline:
+                arrived.wait(timeout=0.05)
+            missed = 0 if (cid, seq) in pongs else missed + 1
+            if missed >= 2:  # a worker that does not answer (a cardgen before clock pings): its clock unmeasured
+                break
+        fleet.set_clock(cid, clocks.estimate([e for (c, _), e in pongs.items() if c == cid]))
+
+    gevent.joinall([gevent.spawn(exchange, cid) for cid in clients])
+
+
 def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
     n = plan.workers
     port = plan.load.master_port or _free_port(plan.load.master_bind)
@@ -337,10 +367,23 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
     ready_event = Event()
     dones = _Dones(n)
     stop = _Stop()
+    fleet = Fleet()
+    pongs: dict[tuple[str, int], clocks.Exchange] = {}
+    pong_arrived = Event()
+    reached: dict[str, str | None] = {}  # node -> why it cannot reach the server (None: it can)
 
     def on_listening(msg: Listening, node: str) -> None:
         if node not in listening:
             listening.append(node)
+            fleet.joined(node, msg)
+
+    def on_pong(msg: ClockPong, node: str) -> None:
+        pongs[(node, msg.seq)] = clocks.Exchange(t0=msg.master_unix, t1=msg.received_unix, t2=msg.sent_unix,
+                                                 t3=time.time())
+        pong_arrived.set()
+
+    def on_reached(msg: Reached, node: str) -> None:
+        reached[node] = msg.error
 
     def on_ready(msg: Ready, node: str) -> None:
         ready.add(node)
@@ -351,10 +394,12 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
         dones.add(msg, node)
 
     def on_record(msg: Record, node: str) -> None:
-        _record(recorder, stop, lambda: recorder.record(msg.record), "a record")
+        rec = fleet.record(node, msg.record)
+        _record(recorder, stop, lambda: recorder.record(rec), "a record")
 
     def on_loadgen(msg: LoadgenTick, node: str) -> None:
-        _record(recorder, stop, lambda: recorder.loadgen(msg.sample), "a load-generator sample")
+        sample = fleet.sample(node, msg.sample)
+        _record(recorder, stop, lambda: recorder.loadgen(sample), "a load-generator sample")
 
     def on_fatal(msg: Fatal, node: str) -> None:
         stop.fail(f"load worker {msg.worker} could not deliver a record ({msg.error})")
@@ -363,6 +408,8 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
         stop.fail(f"a message from a load worker was lost ({reason})")
 
     messages.listen(runner, Listening, on_listening, on_error=on_error)
+    messages.listen(runner, ClockPong, on_pong, on_error=on_error)
+    messages.listen(runner, Reached, on_reached, on_error=on_error)
     messages.listen(runner, Ready, on_ready, on_error=on_error)
     messages.listen(runner, Done, on_done, on_error=on_error)
     messages.listen(runner, Record, on_record, on_error=on_error)
@@ -414,18 +461,54 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
                                f"{WORKER_CONNECT_TIMEOUT_S:.0f} s")
             gevent.sleep(0.1)
         clients = listening[:n]
+        _measure_clocks(runner, clients, pongs, pong_arrived, fleet)
         for i, cid in enumerate(clients):
             # remote workers keep the name they were started with
             name = None if plan.load.remote_workers else f"worker-{i}"
             messages.send(runner, plan.setup.model_copy(update={"index": i, "parts": n, "name": name}),
                           client_id=cid)
+        # before any load: every worker says whether it reaches the server, and one that cannot is named
+        reach_by = time.time() + WORKER_CONNECT_TIMEOUT_S
+        while len(reached) < n and not stop.event.is_set():
+            if time.time() > reach_by:
+                silent = ", ".join(fleet.label(c) for c in clients if c not in reached)
+                raise RunError(f"load worker(s) {silent} never said whether they reach the server within "
+                               f"{WORKER_CONNECT_TIMEOUT_S:.0f} s; no load was sent")
+            gevent.sleep(0.05)
+        unreachable = [f"load worker {fleet.label(c)} {reached[c]}" for c in clients if reached.get(c)]
+        if unreachable:
+            raise RunError("; ".join(unreachable) + "; no load was sent")
         runner.start(n, spawn_rate=n)
 
         def check_workers() -> None:
-            if runner.worker_count < n:
-                gone = [last_words(i) for i, p in enumerate(procs) if p.poll() is not None]
-                raise RunError(f"a load worker was lost ({runner.worker_count} of {n} left); records so far are "
-                               "on disk" + (f"; it said: {gone[0]}" if gone else ""))
+            if runner.worker_count >= n:
+                return
+            gone = [last_words(i) for i, p in enumerate(procs) if p.poll() is not None]
+            missing = [c for c in clients if (w := runner.clients.get(c)) is None or w.state == STATE_MISSING]
+            lost_words = []
+            now = time.time()
+            for cid in missing:
+                why = "it stopped answering the master's heartbeats" + (f" (it said: {gone[0]})" if gone else "")
+                lost = fleet.lose(cid, why=why, at=now)
+
+                def record_lost(lost: list[RequestRecord] = lost) -> None:
+                    for rec in lost:
+                        recorder.record(rec)
+
+                _record(recorder, stop, record_lost, "a lost request's record")
+                lost_words.append(f"{fleet.label(cid)} was lost ({why}; its {len(lost)} requests in flight are "
+                                  "recorded as lost)")
+            point = fleet.point
+            if point is not None:  # the workers left finish what they have in flight, within the point
+                stop_point(point.name)
+                left = [c for c in clients if not fleet.is_lost(c)]
+                drain_by = time.time() + DRAIN_S
+                while any(c not in dones.by_node for c in left) and time.time() < drain_by:
+                    gevent.sleep(0.05)
+            stop.fail(f"load worker {'; '.join(lost_words) or '?'}"
+                      + (f" during point {point.name}" if point is not None else "")
+                      + f", {runner.worker_count} of {n} workers left: records so far are on disk; continue the "
+                      "run with 'cardgen resume' (the point runs again from its start)")
 
         started_by = time.time() + WORKER_CONNECT_TIMEOUT_S
 
@@ -440,6 +523,7 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
             return outcome
 
         def assign(point: Point, attempt: int) -> None:
+            fleet.point, fleet.attempt = point, attempt
             for i, cid in enumerate(clients):
                 messages.send(runner, Assignment(point=point, index=i, parts=n, attempt=attempt), client_id=cid)
 
@@ -463,6 +547,7 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
         if scratch is not None:
             scratch.cleanup()
         outcome.fatal = stop.fatal
+        outcome.workers = fleet.facts(outcome.points)
     return outcome
 
 

@@ -365,6 +365,12 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     info.loadgen, loadgen_warnings = loadgen_report(recorder, info.points)  # type: ignore[assignment]  # validate_assignment converts the dict
     info.warnings.extend(loadgen_warnings)
     info.warnings.extend(outcome.worker_errors if outcome is not None else ())
+    if outcome is not None and outcome.workers:  # a resumed run's workers follow the earlier sessions'
+        session = max((w.session for w in info.load_workers), default=-1) + 1
+        info.load_workers = [*info.load_workers, *(w.model_copy(update={"session": session}) for w in outcome.workers)]
+        info.warnings.extend(f"load worker {w.name} was lost: {w.lost}; its {w.lost_requests} requests in flight "
+                             "are recorded as lost (superseded, with the rest of the point's attempt, once "
+                             "'cardgen resume' runs the point again)" for w in outcome.workers if w.lost)
     if isinstance(error, KeyboardInterrupt) or (error is None and fatal is None and outcome is not None
                                                 and outcome.interrupted):
         status = INTERRUPTED

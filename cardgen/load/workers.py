@@ -11,9 +11,9 @@ happens at the busiest point of the suite, within this machine's cores::
     workers   = 0 (one process) when both are at most 1, else min(max of both, cores)
 
 The CPU per chunk is the client's, measured by ``make bench`` (bench_client, the marginal method); the chunk
-rate of one stream is an assumption (a fast GPU's decode), since the server has not been measured yet. Waves,
-ingestion and batch points run in one process whatever the count (their barriers must not be spread), so they
-do not count. Whether the client then did keep up is judged per point afterwards (:func:`client_verdict`), on
+rate of one stream is an assumption (a fast GPU's decode), since the server has not been measured yet. A barrier
+kind's points (``Program.barrier``) run in one process whatever the count (their barriers must not be spread), so
+they do not count. Whether the client then did keep up is judged per point afterwards (:func:`client_verdict`), on
 what the load generator measured of itself.
 """
 

@@ -20,7 +20,7 @@ from cardgen.kinds import program_for, runs_on
 from cardgen.kinds.program import Command, EndWatch, Program, Said, Send, Verdict, Watch
 from cardgen.outcome import Outcome
 from cardgen.points import Point
-from cardgen.saturation import wave_saturated
+from cardgen.saturation import watched_saturated
 from cardgen.schemas.records import RequestRecord
 from cardgen.stops import STOP_COMPLETE
 
@@ -48,8 +48,8 @@ class IO(Protocol):
 
 @dataclass
 class WatchState:
-    """A wave's saturation watch, as the readings of either clock feed it: saturated once one reading shows it
-    (:func:`cardgen.saturation.wave_saturated`), or the preemption counter rose since the watch began."""
+    """A point's saturation watch (``Watch`` .. ``EndWatch``), as the readings of either clock feed it: saturated once one reading shows it
+    (:func:`cardgen.saturation.watched_saturated`), or the preemption counter rose since the watch began."""
 
     slot_bound: bool = False  # a server with a fixed number of slots and no KV gauge (llama.cpp)
     preempted_at_start: float | None = None
@@ -64,8 +64,8 @@ class WatchState:
         """One reading of the server while it is watched."""
         preempted = (preemptions is not None and self.preempted_at_start is not None
                      and preemptions > self.preempted_at_start)
-        if wave_saturated(preempted=preempted, waiting=waiting, kv_usage=usage, queued_for_kv=queued_for_kv,
-                          slot_bound=self.slot_bound):
+        if watched_saturated(preempted=preempted, waiting=waiting, kv_usage=usage, queued_for_kv=queued_for_kv,
+                             slot_bound=self.slot_bound):
             self.saturated = True
 
     def verdict(self) -> Verdict:

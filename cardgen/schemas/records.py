@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from cardgen.schemas.saved import Saved
 
@@ -30,6 +30,7 @@ class ErrorKind(StrEnum):
     SERVER_ERROR_EVENT = "server_error_event"  # the stream carried an {"error": ...} object
     EMPTY = "empty"  # the stream finished without any text-bearing chunk
     CLIENT = "client"  # the load generator itself failed while sending (a bug or an overload of cardgen)
+    LOST = "lost"  # in flight on a load worker the master lost (killed, its host gone): cardgen.load.fleet
 
 
 class EngineTimings(Saved):
@@ -46,6 +47,9 @@ class EngineTimings(Saved):
     predicted_ms: float | None = None  # its time generating them, first to last (vLLM: generation_time_ms)
     cache_n: int | None = None  # prompt tokens it took from its cache
     mean_itl_ms: float | None = None  # vLLM: generation time / (tokens - 1)
+    # its encoder's time on the request's images, before its prefill (``encode_time_ms``: the virtual server's,
+    # which models it; no engine here says it per request)
+    encode_ms: float | None = None
 
     @classmethod
     def of_response(cls, said: Mapping[str, Any] | None) -> EngineTimings | None:
@@ -64,7 +68,8 @@ class EngineTimings(Saved):
 
         if said.get("source") == "metrics":
             out = cls(source="metrics", queue_ms=number("queue_time_ms"), prompt_ms=number("time_to_first_token_ms"),
-                      predicted_ms=number("generation_time_ms"), mean_itl_ms=number("mean_itl_ms"))
+                      predicted_ms=number("generation_time_ms"), mean_itl_ms=number("mean_itl_ms"),
+                      encode_ms=number("encode_time_ms"))
         else:
             out = cls(source="timings", prompt_n=whole("prompt_n"), prompt_ms=number("prompt_ms"),
                       predicted_n=whole("predicted_n"), predicted_ms=number("predicted_ms"), cache_n=whole("cache_n"))
@@ -78,12 +83,11 @@ class RequestRecord(Saved):
 
     # where it belongs
     scenario: str  # the point's name, unique within a run, e.g. "closed-in1024-out128-p10"
-    kind: str  # closed | open | waves | ingest | batch
+    kind: str  # the point's kind (cardgen.kinds: closed, open, ...)
     group: str = ""  # the suite entry the point was expanded from
     endpoint: str = "completions"  # completions | chat
-    parallel: int | None = None  # closed loop: users; waves: wave size; batch: batch size
+    parallel: int | None = None  # the requests its point keeps in flight at once by design (users, a group's size)
     rate_rps: float | None = None  # open loop: Poisson rate (inf = all at once)
-    wave: int | None = None
     repeat: int | None = None  # batch sweep / ingestion sweep repetition
     warmup: bool = False  # warm-up requests are kept on disk but left out of the figures
     prompt_tokens_target: int
@@ -131,7 +135,8 @@ class RequestRecord(Saved):
     reasoning_tokens: int | None = None
     reasoning_tokens_source: str | None = None
     adapter: str | None = None  # the LoRA adapter the request asked for (its model name); None: the base model
-    # its kind's own fields: what the program said of the request (``Send.extra``) and what the kind's shape read
+    # its kind's own fields (a record written before they were its kind's own has them at the top level: the
+    # one such field, moved here as it is read): what the program said of the request (``Send.extra``) and what the kind's shape read
     # of the answer (cardgen.kinds.shape); only that kind's analysis reads them. None: a plain request
     extra: dict[str, Any] | None = None
     # the prompt tokens the server took from its prefix cache (``usage.prompt_tokens_details.cached_tokens``)
@@ -139,6 +144,16 @@ class RequestRecord(Saved):
     # the engine's own account of the request, as its last chunk gave it (llama.cpp's ``timings``): None when the
     # server gives none
     engine_timings: EngineTimings | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _own_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "wave" in data:
+            data = dict(data)
+            wave = data.pop("wave")
+            if wave is not None:
+                data["extra"] = {"wave": wave, **(data.get("extra") or {})}
+        return data
 
     @property
     def ok(self) -> bool:

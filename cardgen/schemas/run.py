@@ -146,6 +146,26 @@ def record_counts(attempts: dict[str, int], scenario: str, attempt: int) -> bool
     return attempts.get(scenario, attempt) == attempt
 
 
+class LoadWorker(Saved):
+    """One Locust worker process of the run (run.json ``load_workers``): where it ran, what it sent, its clock
+    against the master's (``cardgen.load.clocks``; its stamps in requests.jsonl were shifted by minus
+    ``clock_applied_s``), whether it kept up over the run, and, when it was lost mid-run, what became of it."""
+
+    name: str
+    session: int = 0  # the load session it served: 0 ``cardgen build``, 1, 2... each ``cardgen resume``
+    host: str | None = None  # its host name, as it said
+    address: str | None = None  # the address it reached the master from
+    requests: int = 0  # records it sent that reached the master (lost ones included)
+    lost_requests: int = 0  # of those, recorded by the master as lost with it
+    clock_offset_s: float | None = None  # its clock minus the master's, estimated before the load
+    clock_uncertainty_s: float | None = None  # the true offset is within offset ± this
+    clock_round_trip_s: float | None = None  # the shortest round trip of the exchanges
+    clock_applied_s: float = 0.0  # what was taken off its stamps (0: the offset was within its uncertainty)
+    kept_up: bool | None = None  # cardgen.load.workers.client_verdict over its own samples and send lags
+    client: str | None = None  # the figures behind ``kept_up``
+    lost: str | None = None  # why and when the master lost it (None: it stayed to the end of its session)
+
+
 class SchedulerDescription(Described):
     """The virtual server's scheduler: its KV blocks and its limits per step."""
 
@@ -269,6 +289,8 @@ class RunInfo(Saved):
     sim: SimDescription | None = None  # the virtual server's model, GPU and engine profile when modelled
     workers: int = 0  # Locust worker processes (0: one process)
     workers_choice: str | None = None  # ``--workers auto``: why that many (cardgen.load.workers)
+    load_workers: list[LoadWorker] = Field(default_factory=list)  # each worker process, every session's (none:
+    # one process)
     requests_total: int = 0
     requests_failed: int = 0
     failures_by_kind: dict[str, int] = Field(default_factory=dict)

@@ -144,7 +144,7 @@ class ScenarioSummary(Saved):
     output_tokens: int  # the target length
     prompt_tokens_mean: float | None = None  # what the server counted (usage)
     output_tokens_mean: float | None = None
-    parallel: int | None = None  # closed: users; waves: largest wave; batch: batch size
+    parallel: int | None = None  # its users, or its largest group sent at once (Kind.row_parallel)
     rate_rps: float | None = None  # open loop; None with all_at_once
     all_at_once: bool = False  # open loop at rate inf
     requests: int = 0
@@ -304,6 +304,13 @@ class KVCapacity(Saved):
     # before the kinds gave their own estimates held the probe's note as ``saturation_note`` (not read)
     notes: dict[str, str] = Field(default_factory=dict)
     not_run: dict[str, str] = Field(default_factory=dict)  # method -> why it could give no figure on this run
+
+    @property
+    def bounded_by(self) -> str:
+        """What the lower bound means, in the words of the estimate that gave it (a kind's probe: its note), or its
+        method's name ('' without a bound)."""
+        method = next((e.method for e in self.estimates if e.lower_bound is not None), "")
+        return self.notes.get(method) or method
 
 
 class CapacityThreshold(Saved):

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from cardgen.errors import UsageError
+from cardgen.sim.vision import VisionEncoder, parse_vision_config
 
 # Model types whose MLP is gated (gate and up projections, SwiGLU / GeGLU): three matrices instead of two.
 _GATED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "gemma", "gemma2",
@@ -60,6 +61,9 @@ class Architecture:
     # longer than the context (Phi-3-mini-128k's 262144) that ``sliding_window`` above drops: vLLM V0 reads the
     # declaration, not its effect, when it picks its defaults.
     declares_sliding_window: bool = False
+    # its vision encoder (a vision-language model's ``vision_config``; None: text only, modelled with
+    # cardgen.sim.vision.DEFAULT_VISION where a request carries images)
+    vision: VisionEncoder | None = None
 
     # ---- parameters -------------------------------------------------------------------------------------
     @property
@@ -185,6 +189,8 @@ class Architecture:
     def summary(self) -> dict[str, object]:
         """Plain data for ``describe()`` and the card."""
         d: dict[str, object] = asdict(self)
+        if self.vision is None:  # a text model's description as it was before vision encoders were modelled
+            d.pop("vision")
         d.update(params=self.params, active_params=self.active_params, weight_bytes=self.weight_bytes,
                  kv_bytes_per_token=self.kv_bytes_per_token)
         return d
@@ -236,6 +242,7 @@ def parse_hf_config(cfg: dict[str, Any], *, name: str, hf_id: str | None = None)
     source = name
     if not isinstance(cfg, dict):
         raise UsageError(f"cannot read model config {source}: expected a JSON object, got {type(cfg).__name__}")
+    vision = parse_vision_config(cfg.get("vision_config"), name=name, outer=cfg)
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers: the language model is what we serve
         outer = cfg
         cfg = {**cfg["text_config"]}
@@ -301,6 +308,7 @@ def parse_hf_config(cfg: dict[str, Any], *, name: str, hf_id: str | None = None)
         experts_per_token=experts_per_token, max_model_len=max_len, sliding_window=window,
         weight_bits=_weight_bits(cfg, source), dtype_bytes=_DTYPE_BYTES[dtype], hf_id=hf_id,
         declares_sliding_window=declares_window,
+        vision=vision,
     )
 
 

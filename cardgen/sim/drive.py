@@ -6,7 +6,7 @@ The controller (:func:`cardgen.scenarios.run_points`) sequences the points, as i
 this module runs each point's program: a :class:`~cardgen.scenarios.Send` leaves at its time, crosses the
 network, is served by the virtual server step by step, and its record (send time, headers, every chunk's
 arrival, usage) goes to the point's judge, then to the program as ``ended``. A ``Watch`` reads the server at
-every step until ``EndWatch``, by the rule of the load engine's watcher (:func:`cardgen.saturation.wave_saturated`).
+every step until ``EndWatch``, by the rule of the load engine's watcher (:func:`cardgen.saturation.watched_saturated`).
 The server's own ``/metrics`` (:class:`~cardgen.sim.metrics.SimMetrics`) is scraped every
 ``scrape_interval_s``, from before the first request to after the last, as a real run's scraper does; those
 readings are what the controller judges a closed loop's saturation on.
@@ -37,7 +37,7 @@ import json
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cardgen.datasets import resolve
@@ -110,8 +110,8 @@ class PointRun:
     requests: int = 0
     failed: int = 0
     output_tokens: int = 0
-    waves: list[int] = field(default_factory=list)  # waves: the size of each wave sent, in order
-    saturated: str | None = None  # closed loop: why it saturated the server; waves: the first saturating wave
+    sizes: list[int] = field(default_factory=list)  # the size of each group of requests it sent at once, in order
+    saturated: str | None = None  # why it saturated the server (what its program, or the controller, said)
     skipped: str | None = None  # why it was not run
     stop: str | None = None  # why it stopped: one of cardgen.schemas.run's STOP_* reasons
     detail: str | None = None  # the words behind ``stop``
@@ -183,6 +183,18 @@ class _Jitter:
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         return self.perf.step_time_s(prefill, decode) * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
 
+    @property
+    def vision(self) -> Any:
+        """The vision encoder ``perf`` models a request's images with (None: it models none)."""
+        return getattr(self.perf, "vision", None)
+
+    def encode_time_s(self, flops: float) -> float:
+        """Encoder work's time, as ``perf`` times it (jittered as a step is)."""
+        encode = getattr(self.perf, "encode_time_s", None)
+        if encode is None:
+            raise ValueError(f"the performance model ({type(self.perf).__name__}) does not model an encoder's work")
+        return float(encode(flops)) * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
+
     def draft_time_s(self, decode: list[SeqWork], tokens: int) -> float:
         """A draft head's time, as ``perf`` models it (none when it models none: drafts cost nothing)."""
         draft = getattr(self.perf, "draft_time_s", None)
@@ -203,7 +215,7 @@ class _Clock:
         self.next_scrape = options.start_unix
         self.scrapes: list[MetricSample] = []
         self.readings: list[Reading] = []  # every scrape's gauges, for the saturation rule
-        self.on_step: Callable[[], None] | None = None  # called as each step starts (a watched wave)
+        self.on_step: Callable[[], None] | None = None  # called as each step starts (while watched)
         self.delivered: Callable[[VirtualRequest], None] = lambda served: None
 
     def at(self, t: float, action: Callable[[], None]) -> None:
@@ -271,8 +283,8 @@ class _Request:
 @dataclass(eq=False)
 class _PointRun:
     """One process's share of a point on the virtual clock: the :class:`~cardgen.scenarios.runner.IO` its
-    :class:`~cardgen.scenarios.Share` runs on (sending at a time, reading the server at every step of a watched
-    wave, the clock), and what its requests need."""
+    :class:`~cardgen.scenarios.Share` runs on (sending at a time, reading the server at every step while it is
+    watched, the clock), and what its requests need."""
 
     interpreter: VirtualInterpreter
     point: Point
@@ -313,7 +325,7 @@ class _PointRun:
         return self.clock_now - self.t0
 
     def reading(self) -> None:
-        """The server as a step of a watched wave starts."""
+        """The server as a step starts while it is watched."""
         sched = self.interpreter.clock.server.scheduler
         self.share.watch.reading(preemptions=sched.num_preemptions, waiting=len(sched.waiting), usage=sched.kv_usage)
 
@@ -323,8 +335,11 @@ class VirtualInterpreter:
     network but ``network_s``, the next point ``pause_s`` after the last one ended."""
 
     def __init__(self, clock: _Clock, options: DriveOptions, *, reasoning_share: float = 0.0,
-                 host_s_per_token: float = 0.0) -> None:
+                 host_s_per_token: float = 0.0, max_model_len: int | None = None) -> None:
         self.clock, self.opts = clock, options
+        # the served context: a longer request (its images' tokens told only as it is sent) is refused, as the
+        # real-time server and vLLM refuse it (HTTP 400, cardgen.sim.validate)
+        self.max_model_len = max_model_len
         self.reasoning_share = reasoning_share
         self.host_s_per_token = host_s_per_token  # the server's time per prompt token before a request queues
         self.rng = random.Random(f"client:{options.seed}")
@@ -368,14 +383,27 @@ class VirtualInterpreter:
         tokens, hashes = self._prompt(run, send)
         shape = request_shape(run.point)
         cost = shape.virtual(run.point, send) if shape is not None else NO_COST
-        if cost.encode_flops:  # not modelled yet: never ignored silently
-            raise NotImplementedError(f"point {run.point.name}: the virtual server does not model an encoder's "
-                                      "work yet")
         if cost.decode_factor <= 0:
             raise ValueError(f"point {run.point.name}: a decode factor must be positive, not {cost.decode_factor}")
+        if cost.images:  # the modelled model's vision encoder makes their tokens and work
+            vision = getattr(self.clock.server.scheduler.perf, "vision", None)
+            if vision is None:
+                raise ValueError(f"point {run.point.name}: the performance model has no vision encoder for its "
+                                 "images")
+            cost = replace(cost, images=(),
+                           prompt_tokens=cost.prompt_tokens + sum(vision.tokens(w, h) for w, h in cost.images),
+                           encode_flops=cost.encode_flops + sum(vision.flops(w, h) for w, h in cost.images))
         if cost.record:
             fields = {**fields, "extra": {**(fields.get("extra") or {}), **cost.record}}
         request = _Request(run, send, fields, t, tokens + cost.prompt_tokens, hashes, cost)
+        limit = self.max_model_len
+        if limit is not None and request.prompt_tokens + send.output_tokens > limit:
+            back = t + 2 * self.opts.network_s
+            message = (f"This model's maximum context length is {limit} tokens. However, you requested "
+                       f"{request.prompt_tokens + send.output_tokens} tokens ({request.prompt_tokens} in the "
+                       f"messages, {send.output_tokens} in the completion).")
+            self.clock.at(back, lambda: self._complete(request, None, [], back, refused=(400, message)))
+            return
         self.clock.at(t + self.opts.network_s, lambda: self._arrive(request))
 
     def _arrive(self, request: _Request) -> None:
@@ -389,7 +417,8 @@ class VirtualInterpreter:
     def _queue(self, request: _Request, at: float, *, received: float | None = None) -> None:
         seq = self.clock.server.arrive(request.prompt_tokens, request.send.output_tokens, at=at,
                                        tag=request, block_hashes=request.block_hashes, adapter=request.send.adapter,
-                                       received=received, decode_factor=request.cost.decode_factor)
+                                       received=received, encode_flops=request.cost.encode_flops,
+                                       decode_factor=request.cost.decode_factor)
         if seq is None:  # a fault answered at once
             back = at + self.opts.network_s
             self.clock.at(back, lambda: self._complete(request, None, [], back))
@@ -442,16 +471,19 @@ class VirtualInterpreter:
             arrivals = [t + net for t in served.times]
         self.clock.at(arrivals[-1], lambda: self._complete(request, served, arrivals, arrivals[-1]))
 
-    def _complete(self, request: _Request, served: VirtualRequest | None, chunks: list[float], end: float) -> None:
+    def _complete(self, request: _Request, served: VirtualRequest | None, chunks: list[float], end: float, *,
+                  refused: tuple[int, str] | None = None) -> None:
         run, send = request.run, request.send
         rid = f"{'chatcmpl' if run.point.endpoint == 'chat' else 'cmpl'}-{self.rng.getrandbits(128):032x}"
         # the server answers with headers as the request joins its queue (after any host time before it)
         host = self.host_s_per_token * request.prompt_tokens if served is not None else 0.0
         headers = request.sent + 2 * self.opts.network_s + host
-        if served is None:  # HTTP 500 with the server's JSON error body, as the load engine records it
-            body = json.dumps(error_body(500, "injected fault (http500)", "InternalServerError"))
+        if served is None:  # an HTTP error with the server's JSON error body, as the load engine records it
+            status, words, kind = (500, "injected fault (http500)", "InternalServerError") if refused is None \
+                else (*refused, "BadRequestError")
+            body = json.dumps(error_body(status, words, kind))
             record = RequestRecord(**request.fields, sent_at=request.sent, headers_at=headers, end_at=end,
-                                   status=500, error=f"HTTP 500: {' '.join(body[:160].split())}".strip(),
+                                   status=status, error=f"HTTP {status}: {' '.join(body[:160].split())}".strip(),
                                    error_kind=ErrorKind.HTTP_STATUS)
         else:
             record = RequestRecord(**request.fields, sent_at=request.sent, headers_at=headers,
@@ -524,7 +556,8 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
     server.now = opts.start_unix
     clock = _Clock(server, metrics, opts)
     interpreter = VirtualInterpreter(clock, opts, reasoning_share=config.served.reasoning_share,
-                                     host_s_per_token=config.served.host_s_per_token)
+                                     host_s_per_token=config.served.host_s_per_token,
+                                     max_model_len=max_model_len(config, base))
     ended = None if on_point_end is None else (
         lambda point, outcome: on_point_end(outcome, interpreter.requests, clock.scrapes))
     outcomes = run_points(points, interpreter, attempts=attempts, run_saturated=run_saturated, on_end=ended).points
@@ -547,9 +580,9 @@ def _point_run(outcome: PointOutcome, interpreter: VirtualInterpreter) -> PointR
                    failed=sum(1 for r in records if not r.ok),
                    output_tokens=sum(r.output_tokens or 0 for r in records if r.ok),
                    skipped=outcome.detail if outcome.stop == STOP_SKIPPED else None)
-    if said is not None and said.waves:
-        run.waves = list(said.waves)
-        run.saturated = f"wave of {said.saturating_wave}" if said.saturating_wave is not None else None
+    if said is not None and said.sizes:
+        run.sizes = list(said.sizes)
+        run.saturated = said.saturated
     return run
 
 

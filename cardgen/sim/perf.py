@@ -7,12 +7,17 @@ that step takes on the modelled hardware. Two implementations:
   (prefill rate, step time, KV capacity).
 - the roofline model (``cardgen.sim.roofline``): built from the model architecture, the GPU and an engine
   profile.
+
+A model that can time a request's encoder work (images, :mod:`cardgen.sim.vision`) has ``vision`` (the encoder that
+makes an image's tokens and FLOPs) and ``encode_time_s(flops)``; both of these have.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
+
+from cardgen.sim.vision import DEFAULT_VISION, VisionEncoder
 
 
 class SeqWork(NamedTuple):
@@ -60,10 +65,17 @@ class FixedPerf:
     block_size: int = 16
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
+    # a request's images: the encoder that makes their tokens and work, and the FLOP/s it runs at
+    vision: VisionEncoder = field(default=DEFAULT_VISION)
+    encode_flop_s: float = 1e14
 
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         prompt_tokens = sum(w.new_tokens for w in prefill)
         return self.step_overhead_s + self.per_seq_s * len(decode) + prompt_tokens / self.prefill_tok_s
+
+    def encode_time_s(self, flops: float) -> float:
+        """Seconds of encoder work (a request's images) of ``flops``."""
+        return flops / self.encode_flop_s
 
     def describe(self) -> dict[str, object]:
         return {

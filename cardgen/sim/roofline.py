@@ -34,6 +34,7 @@ from cardgen.sim.catalog import Architecture, find_model, list_models, load_mode
 from cardgen.sim.hardware import GIB, GPU, find_gpu, list_gpus
 from cardgen.sim.lora import lora_dims
 from cardgen.sim.perf import PerfModel, SeqWork
+from cardgen.sim.vision import DEFAULT_VISION
 
 __all__ = ["EngineProfile", "MemoryPlan", "RooflinePerf", "StepCost", "build_perf_model", "find_engine", "list_engines",
            "list_gpus", "list_models"]
@@ -264,6 +265,8 @@ class RooflinePerf:
         self.compute_efficiency = engine.compute_efficiency_on(gpu)
         self._flop_s = gpu.peak_flops * self.compute_efficiency
         self._byte_s = gpu.bandwidth_bytes_s * engine.bandwidth_efficiency
+        # a request's images: the model's vision encoder (else the default), compute-bound on one GPU
+        self.vision = arch.vision or DEFAULT_VISION
         # LoRA: one adapter's bytes (every layer's A and B matrices, split over tp) and FLOPs per adapted token
         self.lora_rank = lora_rank
         self._lora_bytes = arch.layers * lora_rank * lora_dims(arch) * arch.dtype_bytes / tp
@@ -346,6 +349,11 @@ class RooflinePerf:
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         """Seconds of one engine step; never below :meth:`roofline_s`."""
         return self.cost(prefill, decode).total_s
+
+    def encode_time_s(self, flops: float) -> float:
+        """Seconds the vision encoder takes for ``flops`` (one GPU at the profile's compute efficiency: an encoder
+        of a few hundred million parameters is not split over tensor-parallel GPUs)."""
+        return flops / self._flop_s
 
     def draft_time_s(self, decode: list[SeqWork], tokens: int) -> float:
         """Seconds an EAGLE-style draft head takes to propose ``tokens`` drafts for every sequence of ``decode``:

@@ -36,6 +36,9 @@ Policy:
 - Speculative decoding (``spec``, :mod:`cardgen.sim.speculation`): a decoding sequence verifies K drafts per
   step (K + 1 tokens of the step's budget and compute, KV room for K + 1 more tokens) and gains 1 + j tokens, j
   drawn (seeded by ``seed``) at the configured acceptance; the counters are vLLM's ``spec_decode_*``.
+- Encoder work (``Seq.encode_flops``: a vision encoder on the request's images): timed by the performance model's
+  ``encode_time_s`` and added to the step that first prefills the sequence, once (a recompute after preemption
+  finds it in the encoder cache).
 - LoRA (``max_loras``, :mod:`cardgen.sim.lora`): a sequence may run with an ``adapter``; at most ``max_loras``
   distinct adapters run at once, and a waiting request whose adapter would be one too many is passed over (it
   keeps its place) while the requests behind it are admitted, as vLLM's scheduler does.
@@ -88,6 +91,10 @@ class Seq:
     # each decode step's time for it relative to a plain sequence (constrained decoding's mask: its kind's shape,
     # cardgen.kinds.shape.VirtualCost.decode_factor); a step waits for its slowest sequence
     decode_factor: float = 1.0
+    # work before its prefill (a vision encoder on its images, cardgen.sim.vision), done in the step that first
+    # prefills it (vLLM runs a request's encoder in the step that schedules its first chunk), and the seconds it took
+    encode_flops: float = 0.0
+    encode_s: float | None = None
 
     arrival_s: float = 0.0  # joined the waiting queue
     received_s: float | None = None  # reached the server, when that was before it joined the queue (host time)
@@ -249,12 +256,24 @@ class Scheduler:
         slowest = max((s.decode_factor for s in step.decode), default=1.0) if self.slowed else 1.0
         if slowest != 1.0:
             step.duration_s += (slowest - 1.0) * float(self.perf.step_time_s([], decode_work))
+        for s in step.prefill:
+            if s.encode_flops and s.encode_s is None:
+                s.encode_s = self._encode_s(s.encode_flops)
+                step.duration_s += s.encode_s
         if self.spec is not None and self.spec.method != "ngram" and decode_work:
             draft = getattr(self.perf, "draft_time_s", None)
             step.duration_s += float(draft(decode_work, self.spec.tokens)) if draft is not None else 0.0
         self._in_flight = step
         self.num_steps += 1
         return step
+
+    def _encode_s(self, flops: float) -> float:
+        """Seconds the modelled GPU takes for ``flops`` of encoder work (the performance model's
+        ``encode_time_s``)."""
+        encode = getattr(self.perf, "encode_time_s", None)
+        if encode is None:
+            raise ValueError(f"the performance model ({type(self.perf).__name__}) does not model an encoder's work")
+        return float(encode(flops))
 
     def finish_step(self, step: Step) -> list[Seq]:
         """Apply ``step``: every returned Seq got one token at ``step.end_s``; those that finished have

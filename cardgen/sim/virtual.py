@@ -49,6 +49,7 @@ class VirtualRequest:
     tag: Any = None  # the submitter's own data
     chunk_tokens: tuple[int, ...] = ()  # output tokens of each chunk (1 each, but with speculative decoding)
     queued: float | None = None  # joined the waiting queue, when later than ``sent`` (host time before it)
+    encode_s: float | None = None  # its encoder work's time (its images), in the step that started its prefill
 
     @property
     def figures(self) -> RequestFigures:
@@ -77,6 +78,8 @@ class VirtualRequest:
                "queue_time_ms": (self.scheduled - joined) * 1000}
         if self.output_tokens > 1:
             out["mean_itl_ms"] = (self.end - self.first_token) / (self.output_tokens - 1) * 1000
+        if self.encode_s is not None:  # the virtual server's own: no vLLM says it
+            out["encode_time_ms"] = self.encode_s * 1000
         return out
 
     @property
@@ -140,10 +143,12 @@ class VirtualServer:
     # --- requests ------------------------------------------------------------------------------------------
     def arrive(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0,
                tag: Any = None, block_hashes: tuple[int, ...] = (), adapter: str | None = None,
-               received: float | None = None, decode_factor: float = 1.0) -> Seq | None:
+               received: float | None = None, encode_flops: float = 0.0,
+               decode_factor: float = 1.0) -> Seq | None:
         """A request joins the queue at ``at`` (default: now; never before now when idle), having reached the
         server at ``received`` (None: at ``at``). It queues; or, when a fault answers it at once, None. An arrival time before now stands for a request that came while
-        the step in flight ran: it is admitted at the next step, as in real time. ``decode_factor``: its decode
+        the step in flight ran: it is admitted at the next step, as in real time. ``encode_flops``: its encoder
+        work before its prefill (:attr:`cardgen.sim.scheduler.Seq.encode_flops`); ``decode_factor``: its decode
         steps' time relative to a plain request's (:attr:`cardgen.sim.scheduler.Seq.decode_factor`)."""
         if at is not None and self.in_flight is None:
             self.now = max(self.now, at)
@@ -156,7 +161,7 @@ class VirtualServer:
                 self.metrics.count_fault(fault)
             return None
         seq = Seq(prompt_tokens, output_tokens, ctx=_Served(index, group, tag), block_hashes=block_hashes,
-                  adapter=adapter, received_s=received, decode_factor=decode_factor)
+                  adapter=adapter, received_s=received, encode_flops=encode_flops, decode_factor=decode_factor)
         return self.scheduler.add(seq, when)
 
     def submit(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0) -> Seq:
@@ -241,6 +246,7 @@ class VirtualServer:
             times=tuple(served.times),
             tag=served.tag,
             chunk_tokens=tuple(served.counts),
+            encode_s=seq.encode_s,
         )
 
 

@@ -65,7 +65,7 @@ def headline_table(samples: Sequence[RunSample]) -> ScaleTable:
 
 def scenario_tables(samples: Sequence[RunSample]) -> list[ScaleTable]:
     """One table per figure of :data:`SCENARIO_METRICS`, over the points at least two runs measured."""
-    # serving points (cardgen.kinds.Kind.serving_load); ingestion and waves feed the headline
+    # serving points (cardgen.kinds.Kind.serving_load); the others feed the headline
     keys: set[PointKey] = {k for s in samples for k in s.points if kind_of(dict(k).get("kind")).serving_load}
     tables = []
     for metric, title in SCENARIO_METRICS:

@@ -13,6 +13,8 @@ from dataclasses import fields, replace
 from cardgen.kinds.batch.schema import BatchParams
 from cardgen.kinds.chat.schema import ChatParams
 from cardgen.kinds.closed.schema import ClosedParams
+from cardgen.kinds.depth.schema import DepthParams
+from cardgen.kinds.images.schema import ImagesParams
 from cardgen.kinds.ingest.schema import IngestParams
 from cardgen.kinds.openloop.schema import OpenParams
 from cardgen.kinds.prefix.schema import PrefixParams
@@ -23,7 +25,8 @@ from cardgen.points import Point
 from cardgen.schemas.records import RequestRecord
 
 PARAMS = {p.kind: p for p in (ClosedParams(), OpenParams(), WavesParams(), IngestParams(), BatchParams(),
-                                PrefixParams(), ChatParams(), SloParams())}
+                                PrefixParams(), ChatParams(), SloParams(), DepthParams(),
+                                ImagesParams())}
 HEADER = {f.name for f in fields(Point)}
 
 

@@ -30,6 +30,9 @@ ENTRIES = {
              "output_tokens": 8, "think_time_s": 0.1},
     "slo": {"kind": "slo", "load": "rate", "prompt_tokens": 128, "output_tokens": 16, "slo": {"ttft_p99_s": 2.0},
             "max_requests": 400},
+    "depth": {"kind": "depth", "depths": [0, 1024], "prompt_tokens": 64, "output_tokens": 8, "repeats": 2},
+    "images": {"kind": "images", "images": [1], "sides": [64], "prompt_tokens": 16, "output_tokens": 4,
+               "requests": 2, "endpoint": "chat"},
     "structured": {"kind": "structured", "schemas": ["flat"], "prompt_tokens": 64, "output_tokens": 16,
                    "parallel": [1], "rounds": 1},
 }

@@ -20,7 +20,7 @@ from cardgen.points import Point, expand
 from cardgen.suite import Scenario, load_suite
 
 PACKAGE = Path(__file__).resolve().parents[2] / "cardgen"
-KIND_FILES = ("closed", "openloop", "waves", "ingest", "batch", "prefix", "chat", "slosearch")
+KIND_FILES = ("closed", "openloop", "waves", "ingest", "batch", "prefix", "chat", "slosearch", "depth", "images")
 # where kinds may be told apart by name: the registry (cardgen/kinds/: its record of a kind, what entries share, the
 # programs' language) and each kind's own folder (its schema, program and traits)
 KIND_MODULES = ({f"kinds/{m}.py" for m in ("__init__", "kind", "entry", "program")}

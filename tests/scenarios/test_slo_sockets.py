@@ -61,9 +61,17 @@ def test_both_clocks_find_the_same_limit_and_replay_the_trace(tmp_path: Path) ->
     summary = json.loads((tmp_path / "real" / "summary.json").read_text())
     modelled = analyse(load_run(tmp_path / "virtual")).summary
     (search,), (again,) = summary["kinds"]["slo"]["searches"], saved_searches(modelled)
-    assert (search["low"], search["high"]) == (again.low, again.high) == (2, 3), search["answer"]
+    assert (again.low, again.high) == (2, 3), again.answer
     for probe in search["probes"]:  # every verdict real time reached is the truth (it may not tell, on a busy box)
         assert probe["met"] is None or probe["met"] is (probe["load"] <= 2), probe
+    # real time's bracket holds virtual time's, and is the same unless a probe inside it could not be decided
+    # (its interval still straddled the limit when its budget ran out, on a busy box): then it is wider by that
+    # probe's load and no more
+    low, high = search["low"], search["high"]
+    between = [probe for probe in search["probes"] if low < probe["load"] < high]
+    assert low <= 2 and high >= 3, search["answer"]
+    assert all(probe["met"] is None for probe in between), search["probes"]
+    assert (low, high) == (2, 3) or between, search["answer"]
     assert summary["price_per_gpu_hour"] == 3.0 and search["usd_per_million_tokens"] > 0
     (replay,) = summary["replays"]
     assert replay["requests"] == 40 and replay["failed"] == 0
@@ -72,6 +80,7 @@ def test_both_clocks_find_the_same_limit_and_replay_the_trace(tmp_path: Path) ->
     (replayed,) = modelled.replays
     assert replay["prefix_cache_hit_rate"] > 0.3
     assert replay["prefix_cache_hit_rate"] == pytest.approx(replayed.prefix_cache_hit_rate, abs=0.1)
-    assert virtual.drive.points[0].detail == search["answer"]
+    if (low, high) == (2, 3):
+        assert virtual.drive.points[0].detail == search["answer"]
     card = (tmp_path / "real" / "README.md").read_text()
     assert "## Highest concurrency within SLO" in card and "## Trace replay" in card and "## Cost" in card

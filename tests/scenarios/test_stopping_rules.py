@@ -77,9 +77,9 @@ def test_a_saturated_pair_skips_its_larger_counts_and_waves_bracket_the_kv_capac
                if brief.started_unix <= s.t <= brief.ended_unix]
     assert any(waiting) and sum(1 for w in waiting if w) < len(waiting) / 2  # seen waiting, but not persistently
     waves = ran["waves-in200-out57"]
-    assert waves.waves == [1, 2, 4, 8, 16, 20, 18, 17]  # double, then bisect
+    assert waves.sizes == [1, 2, 4, 8, 16, 20, 18, 17]  # double, then bisect
     assert waves.stop == "saturated" and waves.detail == f"between waves of {capacity} and {capacity + 1}"
-    assert waves.requests == sum(waves.waves) == len(records(run, waves.name))
+    assert waves.requests == sum(waves.sizes) == len(records(run, waves.name))
 
 
 def test_ingestion_and_batch_stop_once_their_interval_is_within_target():

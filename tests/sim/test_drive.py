@@ -88,16 +88,17 @@ def test_waves_stop_at_saturation_of_a_small_kv_cache():
     step = points("  - kind: waves\n    prompt_tokens: 1024\n    output_tokens: 128\n    max_wave: 20\n"
                   "    search: step\n")
     run = drive(step, CONFIG, perf=P)
-    assert run.points[0].waves == list(range(1, 12)) and run.points[0].saturated == "wave of 11"
+    assert run.points[0].sizes == list(range(1, 12)) and run.points[0].saturated == "wave of 11"
     recs = by_point(run, step[0].name)
-    assert [sum(1 for r in recs if r.wave == w) for w in range(1, 12)] == list(range(1, 12))
+    assert [sum(1 for r in recs if r.extra["wave"] == w) for w in range(1, 12)] == list(range(1, 12))
     for w in range(2, 12):  # the next wave leaves when the last request of the one before ended
-        assert min(r.sent_at for r in recs if r.wave == w) == max(r.end_at for r in recs if r.wave == w - 1)
+        wave, before = [r for r in recs if r.extra["wave"] == w], [r for r in recs if r.extra["wave"] == w - 1]
+        assert min(r.sent_at for r in wave) == max(r.end_at for r in before)
     bisect = drive(points("  - kind: waves\n    prompt_tokens: 1024\n    output_tokens: 128\n    max_wave: 20\n"),
                    CONFIG, perf=P)
-    assert bisect.points[0].waves == [1, 2, 4, 8, 16, 12, 10, 11]  # doubling, then bisecting to 10 / 11
+    assert bisect.points[0].sizes == [1, 2, 4, 8, 16, 12, 10, 11]  # doubling, then bisecting to 10 / 11
     roomy = drive(step, CONFIG, perf=FixedPerf(kv_capacity_tokens=65536))
-    assert roomy.points[0].waves == list(range(1, 21)) and roomy.points[0].saturated is None
+    assert roomy.points[0].sizes == list(range(1, 21)) and roomy.points[0].saturated is None
 
 
 def test_ingest_one_at_a_time_in_order_and_batch_rounds():
@@ -166,7 +167,7 @@ scenarios:
     assert stops["closed-in128-out16-p1"][0] == "precision reached" and 10 < stops["closed-in128-out16-p1"][1] < 60
     assert stops["closed-in128-out16-p2"][0] in ("precision reached", "max_requests")
     assert stops["closed-in128-out16-p4"][0] == "max_duration"
-    assert stops["waves-in1024-out128"] == ("saturated", sum(run.drive.points[3].waves))
+    assert stops["waves-in1024-out128"] == ("saturated", sum(run.drive.points[3].sizes))
     assert stops["open-in64-out4-rinf"] == ("complete", 3)
     assert [p.name for p in run.info.points] == [p.name for p in expand(suite)]
     assert all(p.started_unix < p.ended_unix and p.attempt == 0 for p in run.info.points)
@@ -213,7 +214,7 @@ scenarios:
             assert r.prompt_tokens == r.prompt_tokens_target and r.finish_reason == "length"
         assert r.worker == "local" and r.group
         if r.kind == "waves":
-            assert r.wave == r.parallel
+            assert r.extra is not None and r.extra["wave"] == r.parallel
     info = run.info
     assert info.modelled and info.server.engine == "cardgen-sim" and info.sim.clock == "virtual"
     assert info.requests_total == len(recs) and info.failures_by_kind == {"http_status": len(failed)}
@@ -308,7 +309,7 @@ def test_same_seed_same_files(tmp_path):
 def test_plan_figures_per_point():
     run = drive(expand(SMALL), CONFIG, perf=P, options=DriveOptions(scrapes=False))
     assert run.scrapes == []
-    assert [p.requests for p in run.points] == [7, 10, 10, sum(run.points[3].waves)]
+    assert [p.requests for p in run.points] == [7, 10, 10, sum(run.points[3].sizes)]
     assert all(p.duration_s > 0 for p in run.points)
     assert run.seconds == pytest.approx(sum(p.duration_s for p in run.points) + 0.5 + 3 * 0.5 + 0.1 + 0.001)
 

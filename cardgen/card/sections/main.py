@@ -64,7 +64,7 @@ def main_table(s: Summary) -> TableView:
                      f"method: {kv.method}{agree}"])
     elif kv.lower_bound is not None:
         rows.append(["KV cache capacity", f"≥ {fmt.tokens(kv.lower_bound)}", fmt.DASH, fmt.DASH,
-                     "lower bound: the growing waves never saturated the server"])
+                     f"lower bound: {kv.bounded_by}"])
     else:
         rows.append(["KV cache capacity", "not measured", fmt.DASH, fmt.DASH, "no method applied (see KV cache)"])
     rows += kind_main_rows(s)

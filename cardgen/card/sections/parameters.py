@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cardgen import numbers as fmt
 from cardgen.card.table import TableView
-from cardgen.schemas.run import RunInfo
+from cardgen.schemas.run import LoadWorker, RunInfo
 from cardgen.schemas.summary import Summary
 
 
@@ -20,6 +20,8 @@ def parameters_table(s: Summary, info: RunInfo, date: str) -> TableView:
         ["Prompt sizing", info.server.tokenizer],
         ["Load generator processes", (str(info.workers) if info.workers else fmt.DASH)
          + (" (--workers auto)" if info.workers_choice else "")],
+        *([f"Load worker {w.name}" + (f" (session {w.session + 1})" if len({x.session for x in info.load_workers}) > 1
+                                       else ""), worker_facts(w)] for w in info.load_workers),
         ["Run started (UTC)", s.started_at or fmt.DASH], ["Run ended (UTC)", s.ended_at or fmt.DASH],
         ["Run status", s.run_status or fmt.DASH],
         ["Requests (failed)", f"{s.requests_total} ({s.requests_failed})"],
@@ -31,3 +33,20 @@ def parameters_table(s: Summary, info: RunInfo, date: str) -> TableView:
         ["Card date", date or fmt.DASH],
     ]
     return TableView(["Parameter", "Value"], rows, ["l", "l"])
+
+
+def worker_facts(w: LoadWorker) -> str:
+    """One load worker in words: where it ran, what it sent, its clock against the master's, and how it ended."""
+    where = " ".join(x for x in (w.host, f"({w.address})" if w.address else None) if x) or fmt.DASH
+    parts = [f"host {where}", f"{w.requests} requests" + (f" ({w.lost_requests} lost with it)" if w.lost_requests
+                                                          else "")]
+    if w.clock_offset_s is not None and w.clock_uncertainty_s is not None:
+        fixed = "stamps corrected" if w.clock_applied_s else "not told apart from 0"
+        parts.append(f"clock {w.clock_offset_s * 1e3:+.3f} ms ± {w.clock_uncertainty_s * 1e3:.3f} ms against the "
+                     f"master's ({fixed})")
+    else:
+        parts.append("clock not measured")
+    parts.append({True: "kept up", False: "fell behind", None: "not judged"}[w.kept_up])
+    if w.lost:
+        parts.append(f"lost: {w.lost}")
+    return "; ".join(parts)

@@ -24,7 +24,7 @@ def precision_text(x: ScenarioSummary) -> str:
 
 
 def load_text(x: ScenarioSummary) -> str:
-    """A point's load in words: ``10 parallel``, ``2 req/s``, ``all at once``, ``waves up to 32``, ``one at a
+    """A point's load in words: ``10 parallel``, ``2 req/s``, ``all at once``, ``up to 32 at once``, ``one at a
     time`` (:attr:`cardgen.kinds.Kind.load_words`)."""
     rate = "all at once" if x.all_at_once else "trace replay" if x.replay else f"{x.rate_label} req/s"
     return kind_of(x).load_words.format(parallel=x.parallel, rate=rate)

@@ -6,7 +6,7 @@ Waves of requests are sent at once (doubling, then bisecting: the program's sear
 in which requests queue or are preempted, and the largest smaller one in which none did, bracket the capacity,
 times the tokens each request holds at its end (prompt + output, rounded up to whole blocks when the block size is
 known). The estimate is the middle of the bracket; with no saturation the largest wave gives only a lower bound. A
-wave that queued below :data:`cardgen.saturation.WAVE_FULL_USAGE` KV usage, or behind the server's slots, measured
+wave that queued below :data:`cardgen.saturation.WATCHED_FULL_USAGE` KV usage, or behind the server's slots, measured
 something other than the KV cache, and gives no figure (the note says which).
 
 Files written before the kind kept its own result held the waves and the note in ``kv_cache`` (``waves``,
@@ -25,7 +25,7 @@ from pydantic import Field, computed_field
 from cardgen.analysis.kindparts import KindAnalysis, KindRun
 from cardgen.analysis.kv import KVContribution, round_up
 from cardgen.analysis.timeseries import counter_increase, window
-from cardgen.saturation import WAVE_FULL_USAGE
+from cardgen.saturation import WATCHED_FULL_USAGE
 from cardgen.schemas.saved import Saved
 from cardgen.schemas.summary import KindResult, KVEstimate
 
@@ -48,6 +48,13 @@ class WaveResult(Saved):
     @property
     def saturated(self) -> bool:
         return self.queued or self.preempted or self.waiting or self.stalled
+
+
+def _wave(extra: object) -> float:
+    """A request's wave (the record's own field ``extra.wave``: the size of the wave it was sent in), NaN for a
+    request of no wave."""
+    wave = extra.get("wave") if isinstance(extra, dict) else None
+    return float(wave) if wave is not None else float("nan")
 
 
 def _wave_result(rows: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None, has_load_metrics: bool,
@@ -97,6 +104,7 @@ def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: in
     fits a slot never waits for KV, only for a slot: no wave can saturate the cache, and one that seems to have
     (a small wave of requests too short to overlap: on a fast server the second starts after the first ended) is
     no measure of it."""
+    requests = requests.assign(wave=requests["extra"].map(_wave))
     rows = requests[~requests["warmup"] & requests["wave"].notna()]
     if rows.empty:
         return None, [], None
@@ -123,7 +131,7 @@ def saturation_probe(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: in
             note = (f"wave {first.wave} ({first.size} requests) queued behind the server's {slots} slots: it runs at "
                     f"most {slots} requests at once, so the waves measured its slots, not its KV cache")
             return None, waves, note
-        if first.kv_usage_max is not None and first.kv_usage_max < WAVE_FULL_USAGE:
+        if first.kv_usage_max is not None and first.kv_usage_max < WATCHED_FULL_USAGE:
             note = (f"wave {first.wave} ({first.size} requests) queued at {first.kv_usage_max:.0%} KV usage: "
                     "limited by something other than the KV cache (max_num_seqs?)")
             return None, waves, note

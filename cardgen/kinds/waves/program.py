@@ -1,5 +1,5 @@
 """Waves: that many requests sent at once, again and again, to find the wave that saturates the server (its
-KV cache, as the saturation rule reads it: ``cardgen.saturation.wave_saturated``).
+KV cache, as the saturation rule reads it: ``cardgen.saturation.watched_saturated``).
 
 ``search: bisect`` doubles the wave from 1 until one saturates, then bisects (:class:`WaveSearch`);
 ``search: step`` sends 1, 1 + step, 1 + 2 step ... up to ``max_wave``, and stops at the first wave that
@@ -80,7 +80,8 @@ class WavesProgram(Program):
         self._left = 0  # requests of the wave under way still running
 
     def said(self) -> Said:
-        return Said(stop=self.stop, detail=self.detail, waves=tuple(self.sizes), saturating_wave=self.first_saturated)
+        return Said(stop=self.stop, detail=self.detail, sizes=tuple(self.sizes),
+                    saturated=f"wave of {self.first_saturated}" if self.first_saturated is not None else None)
 
     def wave_sizes(self) -> list[int]:
         """``search: step``: the size of each wave, in order (the run may stop early at saturation)."""
@@ -119,7 +120,7 @@ class WavesProgram(Program):
             return self._done()
         self.sizes.append(size)
         self._left = size
-        sends: list[Command] = [self.send(wave=size, parallel=size) for _ in range(size)]
+        sends: list[Command] = [self.send(extra={"wave": size}, parallel=size) for _ in range(size)]
         return [Watch(), *sends] if self.watching else sends
 
     def _done(self) -> list[Command]:

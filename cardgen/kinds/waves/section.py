@@ -35,4 +35,4 @@ def context(result: SaturationProbe, s: Summary) -> dict[str, Any] | None:
 
 
 SECTION = KindSection(result=SaturationProbe, template=Path(__file__).with_name("section.md.j2"), context=context,
-                      slot="kv")
+                      slot="kv", method=Path(__file__).with_name("method.md.j2"))

@@ -41,7 +41,7 @@ def _waves_as_llamacpp_ran_them() -> pd.DataFrame:
              4: [(0.091, 0.118, 0.118), (0.091, 0.144, 0.145), (0.09, 0.162, 0.206), (0.09, 0.175, 0.208)],
              8: [(0.221, 0.275, 0.351)] * 4 + [(0.221, 0.379, 0.41)] * 2 + [(0.222, 0.48, 0.509)] * 2}
     return request_frame([
-        RequestRecord(scenario="waves-in256-out32", kind="waves", wave=wave, prompt_tokens_target=256,
+        RequestRecord(scenario="waves-in256-out32", kind="waves", extra={"wave": wave}, prompt_tokens_target=256,
                       output_tokens_target=32, prompt_tokens=256, output_tokens=32, sent_at=100 + sent,
                       first_token_at=100 + first, end_at=100 + end, chunk_times=[100 + first, 100 + end])
         for wave, rows in waves.items() for sent, first, end in rows])
@@ -50,7 +50,7 @@ def _waves_as_llamacpp_ran_them() -> pd.DataFrame:
 def test_a_calm_wave_whose_requests_all_failed_bounds_nothing():
     # the wave below the first saturated one has no tokens per request (the analysis raised TypeError here)
     frame = _waves_as_llamacpp_ran_them()
-    frame.loc[frame["wave"] == 1, "ok"] = False
+    frame.loc[frame["extra"].map(lambda e: e["wave"]) == 1, "ok"] = False
     estimate, waves, _ = saturation_probe(frame, server_timeseries([], engine="llamacpp"), block_size=None, slots=4)
     assert waves[0].tokens_per_request is None and not waves[0].saturated
     assert (estimate.low, estimate.high) == (0.0, 2 * 288)
@@ -105,3 +105,11 @@ def test_the_waves_table_is_in_the_kv_slot():
     old = Summary.model_validate({"model": "m", "kv_cache": {"waves": [{"wave": 1, "size": 1}],
                                                             "saturation_note": "waves up to 1 ..."}})
     assert str(kind_sections(old)["kv"]) == "" and old.kv_cache.notes == {}
+
+
+def test_a_record_written_when_the_wave_was_a_common_field_reads_with_it_as_the_kinds_own():
+    line = {"scenario": "waves-in256-out32", "kind": "waves", "wave": 3, "prompt_tokens_target": 256,
+            "output_tokens_target": 32, "sent_at": 1.0}
+    assert RequestRecord.model_validate(line).extra == {"wave": 3}
+    assert RequestRecord.model_validate({**line, "wave": None}).extra is None
+    assert "wave" not in RequestRecord.model_validate(line).model_dump()
