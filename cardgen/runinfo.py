@@ -85,7 +85,7 @@ class RecordTally:
     total: int = 0
     failed: int = 0
     failures_by_kind: Counter[str] = field(default_factory=Counter)
-    length_mismatches: int = 0  # successful requests whose usage.completion_tokens != the forced length
+    length_mismatches: int = 0  # successful forced requests whose usage.completion_tokens != the forced length
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord]) -> RecordTally:
@@ -99,7 +99,8 @@ class RecordTally:
         if rec.error is not None:
             self.failed += 1
             self.failures_by_kind[str(rec.error_kind or "unknown")] += 1
-        elif rec.output_tokens is not None and rec.output_tokens != rec.output_tokens_target:
+        elif (rec.output_tokens is not None and rec.output_tokens != rec.output_tokens_target
+              and rec.length_forced is not False):
             self.length_mismatches += 1
 
     def fill(self, info: RunInfo) -> None:

@@ -136,7 +136,7 @@ def _warnings(data: RunData, requests: pd.DataFrame) -> list[str]:
     dialect = info.server.dialect
     unforced = dialect is not None and not dialect.forces_length
     if not requests.empty:
-        ok = requests[requests["ok"]]
+        ok = requests[requests["ok"] & requests["length_forced"].astype(bool)]  # a request not forced: its own end
         short = ok[ok["output_tokens"] < ok["output_tokens_target"]]
         why = (f" (nothing forced the length: the server refused {', '.join(sorted(dialect.rejected))})"
                if unforced and dialect is not None else "")

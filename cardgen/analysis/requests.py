@@ -44,7 +44,7 @@ COLUMNS = (
     "ttft_s", "e2e_s", "tpot_s", "decode_tok_s", "speed_from_start_tok_s", "send_lag_s", "n_chunks",
     "chunk_times", "item", "prefix", "phase", "conversation", "turn",
     "adapter", "ttfa_s", "reasoning_tokens", "answer_tokens", "reasoning_tok_s", "answer_tok_s", "reasoning_chunks",
-    "reasoning_tokens_source", "cached_tokens",
+    "reasoning_tokens_source", "cached_tokens", "length_forced",
     "engine_source", "engine_queue_ms", "engine_prompt_n", "engine_prompt_ms", "engine_predicted_n",
     "engine_predicted_ms", "engine_cache_n", "engine_mean_itl_ms", "extra",
 )
@@ -78,7 +78,7 @@ def request_row(rec: RequestRecord) -> dict[str, object]:
         "chunk_times": np.asarray(rec.chunk_times, dtype=float),
         "item": _num(rec.item), "prefix": _num(rec.prefix), "phase": rec.phase or "",
         "conversation": _num(rec.conversation), "turn": _num(rec.turn),
-        "adapter": rec.adapter or "", **_reasoning(rec, figures.ttft_s, figures.e2e_s, out),
+        "adapter": rec.adapter or "", "length_forced": rec.length_forced is not False, **_reasoning(rec, figures.ttft_s, figures.e2e_s, out),
         "cached_tokens": _num(rec.cached_tokens), **_engine(rec),
         "extra": rec.extra,  # its kind's own fields (a dict, or None): only that kind's analysis reads them
     }

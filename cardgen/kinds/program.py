@@ -59,6 +59,9 @@ class Send:
     conversation: int | None = None
     turn: int | None = None
     adapter: str | None = None  # the LoRA adapter it asks for (the model name it sends); None: the base model
+    # whether its output is forced to ``output_tokens`` (the run's length fields); False: ``output_tokens`` is only
+    # its most, its own end is its length (an answer constrained to a grammar ends where the grammar does)
+    length_forced: bool = True
     # the kind's own description of this request, read by its shape (cardgen.kinds.shape) and recorded as the
     # record's ``extra``; None: a plain request
     extra: Mapping[str, Any] | None = None
@@ -115,6 +118,7 @@ def record_fields(point: PointView, send: Send, *, worker: str, index: int, atte
         "rate_rps": send.rate_rps, "repeat": send.repeat, "warmup": send.warmup,
         "item": send.item, "prefix": send.prefix, "phase": send.phase, "conversation": send.conversation,
         "turn": send.turn, "adapter": send.adapter, "extra": dict(send.extra) if send.extra is not None else None,
+        "length_forced": None if send.length_forced else False,
     }
 
 

@@ -45,7 +45,9 @@ class VirtualCost:
 
     ``prompt_tokens``: tokens the server adds to the prompt (an image's tokens); ``encode_flops``: work done on the
     request before its prefill (a vision encoder), timed on the modelled GPU; ``decode_factor``: each decode
-    step's time for this sequence, relative to an unconstrained one (constrained decoding's mask); ``images``: the
+    step's time for this sequence, relative to an unconstrained one (constrained decoding's mask: a step of the
+    virtual server that decodes it takes its decode work's time that many times, the batch waiting for its slowest
+    sequence, :mod:`cardgen.sim.scheduler`); ``images``: the
     images the request carries, each (width, height) in px, of which the virtual server makes the tokens and the
     encoder's work of the modelled model's vision encoder (:class:`cardgen.sim.catalog.VisionEncoder`: the
     preset's, else a stated default), added to ``prompt_tokens`` and ``encode_flops``; ``record``: the fields of

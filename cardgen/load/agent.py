@@ -300,7 +300,8 @@ class _PointContext:
             template = agent.templates[(point.endpoint, send.prompt_tokens)]
         prompt = template.render(agent.next_request_id())
         payload = build_payload(endpoint=point.endpoint, model=send.adapter or setup.model, prompt=prompt,
-                                output_tokens=send.output_tokens, length_fields=setup.length_fields,
+                                output_tokens=send.output_tokens,
+                                length_fields=setup.length_fields if send.length_forced else (),
                                 extra=setup.cold_fields if point.measures_prefill else None)
         shape = self.shape
         if shape is not None:

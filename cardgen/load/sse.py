@@ -16,6 +16,11 @@ A reasoning model's stream has two parts: its reasoning (``delta.reasoning_conte
 and its answer (``text`` / ``delta.content`` outside that span). Every text-bearing chunk of either part is a
 chunk (TTFT is the first of them); the answer's first chunk is the first answer token, and the reasoning part's
 text and token count (``usage.completion_tokens_details.reasoning_tokens`` where the server gives one) are kept.
+
+A tool call streams as ``delta.tool_calls``: a list of ``{"index", "id", "function": {"name", "arguments"}}``
+fragments, the name in the first fragment of a call and its arguments' text spread over the rest (a server may
+also send a whole call in one). A chunk that carries any of it is a chunk of the answer (TTFT, the gaps between
+tokens), though it carries no text; the calls are joined by their ``index`` (:attr:`StreamResult.tool_calls`).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ class StreamResult:
     timings: dict[str, Any] | None = None  # the engine's own account (llama.cpp's ``timings``, vLLM's ``metrics``)
     # the tool calls the answer made, each {"name", "arguments"} (the arguments' text as streamed), in order
     tool_calls: list[dict[str, str]] = field(default_factory=list)
+    tool_times: list[float] = field(default_factory=list)  # chunks that carried only tool-call fragments
 
     @property
     def text(self) -> str:
@@ -96,6 +102,43 @@ def _chunk_texts(obj: dict[str, Any]) -> tuple[str, str]:
         if isinstance(text, str) and text:
             answer.append(text)
     return "".join(answer), "".join(reasoning)
+
+
+def _tool_fragments(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool-call fragments a chat chunk carries (``delta.tool_calls`` of each choice; a whole ``message``'s
+    ``tool_calls`` too), each a dict as the server sent it."""
+    out: list[dict[str, Any]] = []
+    for choice in obj.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        for key in ("delta", "message"):
+            part = choice.get(key)
+            calls = part.get("tool_calls") if isinstance(part, dict) else None
+            if isinstance(calls, list):
+                out.extend(c for c in calls if isinstance(c, dict))
+    return out
+
+
+def _add_tool_fragments(result: StreamResult, fragments: list[dict[str, Any]]) -> None:
+    """Join ``fragments`` into the result's calls: a fragment with a new ``index`` (or none, after a named one)
+    opens a call, the others add to their call's name and arguments."""
+    calls = result.tool_calls
+    for frag in fragments:
+        index = frag.get("index")
+        function = frag.get("function")
+        function = function if isinstance(function, dict) else {}
+        name, arguments = function.get("name"), function.get("arguments")
+        if not isinstance(index, int) or isinstance(index, bool):
+            index = len(calls) if name else max(len(calls) - 1, 0)
+        while len(calls) <= index:
+            calls.append({"name": "", "arguments": ""})
+        call = calls[index]
+        if isinstance(name, str):
+            call["name"] += name
+        if isinstance(arguments, str):
+            call["arguments"] += arguments
+        elif isinstance(arguments, dict):  # a server that sends the arguments as an object
+            call["arguments"] += json.dumps(arguments)
 
 
 def _is_token_chunk(obj: dict[str, Any]) -> bool:
@@ -200,6 +243,9 @@ def _apply(result: StreamResult, payload: str, at: float) -> dict[str, Any] | No
     if result.response_id is None and isinstance(obj.get("id"), str):
         result.response_id = obj["id"]
     text, thought = _chunk_texts(obj)
+    fragments = _tool_fragments(obj)
+    if fragments:
+        _add_tool_fragments(result, fragments)
     if thought:
         result.reasoning_parts.append(thought)
         result.reasoning_chunks += 1
@@ -208,6 +254,8 @@ def _apply(result: StreamResult, payload: str, at: float) -> dict[str, Any] | No
         result.text_parts.append(text)
     elif thought:
         result.reasoning_times.append(at)
+    elif fragments:
+        result.tool_times.append(at)
     elif _is_token_chunk(obj):
         result.silent_times.append(at)
     for choice in obj.get("choices") or ():
@@ -236,8 +284,19 @@ def _apply(result: StreamResult, payload: str, at: float) -> dict[str, Any] | No
 
 def _settle(result: StreamResult) -> StreamResult:
     """The stream's two parts, once every event is in: where the answer starts, and every text chunk in
-    ``chunk_times`` (reasoning-only chunks merged in, in time order). Without reasoning fields, a ``<think>``
-    span in the answer's text is the reasoning (:func:`_split_think`)."""
+    ``chunk_times`` (reasoning-only and tool-call chunks merged in, in time order: a tool call is answer). Without
+    reasoning fields, a ``<think>`` span in the answer's text is the reasoning (:func:`_split_think`)."""
+    _settle_text(result)
+    if result.tool_times:
+        first_tool = result.tool_times[0]
+        if result.first_answer_at is None or first_tool < result.first_answer_at:
+            result.first_answer_at = first_tool
+        result.chunk_times = sorted(result.chunk_times + result.tool_times)
+    return result
+
+
+def _settle_text(result: StreamResult) -> None:
+    """Where the text answer starts, reasoning-only chunks merged in (see :func:`_settle`)."""
     if result.reasoning_times or result.reasoning_parts:
         result.first_answer_at = result.chunk_times[0] if result.chunk_times else None
         if result.reasoning_times:
@@ -245,13 +304,12 @@ def _settle(result: StreamResult) -> StreamResult:
         parts = result.reasoning_parts
         if parts and parts[0].startswith(THINK_OPEN):  # vLLM's parsers pass the tag on when it shares a delta
             parts[0] = parts[0][len(THINK_OPEN):]
-        return result
+        return
     whole = "".join(result.text_parts)
     if THINK_CLOSE in whole or whole.lstrip().startswith(THINK_OPEN):
         _split_think(result, whole)
     elif result.chunk_times:
         result.first_answer_at = result.chunk_times[0]
-    return result
 
 
 def _split_think(result: StreamResult, whole: str) -> None:

@@ -92,6 +92,9 @@ class RequestRecord(Saved):
     warmup: bool = False  # warm-up requests are kept on disk but left out of the figures
     prompt_tokens_target: int
     output_tokens_target: int
+    # False: the request's output was not forced to its target (its own end is its length: Send.length_forced);
+    # None: it was, as every request before the field
+    length_forced: bool | None = None
     worker: str = "local"
     index: int = 0  # sequence number within the scenario, per worker
     # which run of the point sent it: 0 the first; ``cardgen resume`` reruns a cut-off point as attempt 1, 2...

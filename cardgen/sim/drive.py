@@ -383,9 +383,8 @@ class VirtualInterpreter:
         tokens, hashes = self._prompt(run, send)
         shape = request_shape(run.point)
         cost = shape.virtual(run.point, send) if shape is not None else NO_COST
-        if cost.decode_factor != 1.0:  # not modelled yet: never ignored silently
-            raise NotImplementedError(f"point {run.point.name}: the virtual server does not model a decode "
-                                      "factor yet")
+        if cost.decode_factor <= 0:
+            raise ValueError(f"point {run.point.name}: a decode factor must be positive, not {cost.decode_factor}")
         if cost.images:  # the modelled model's vision encoder makes their tokens and work
             vision = getattr(self.clock.server.scheduler.perf, "vision", None)
             if vision is None:
@@ -418,7 +417,8 @@ class VirtualInterpreter:
     def _queue(self, request: _Request, at: float, *, received: float | None = None) -> None:
         seq = self.clock.server.arrive(request.prompt_tokens, request.send.output_tokens, at=at,
                                        tag=request, block_hashes=request.block_hashes, adapter=request.send.adapter,
-                                       received=received, encode_flops=request.cost.encode_flops)
+                                       received=received, encode_flops=request.cost.encode_flops,
+                                       decode_factor=request.cost.decode_factor)
         if seq is None:  # a fault answered at once
             back = at + self.opts.network_s
             self.clock.at(back, lambda: self._complete(request, None, [], back))

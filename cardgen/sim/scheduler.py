@@ -42,6 +42,9 @@ Policy:
 - LoRA (``max_loras``, :mod:`cardgen.sim.lora`): a sequence may run with an ``adapter``; at most ``max_loras``
   distinct adapters run at once, and a waiting request whose adapter would be one too many is passed over (it
   keeps its place) while the requests behind it are admitted, as vLLM's scheduler does.
+- Slower decoding (``Seq.decode_factor`` f > 1: a grammar's mask computed for it before each token is sampled): a
+  step that decodes such sequences takes (f - 1) times its decode work's time more (the largest f of the step:
+  the whole batch waits for the sampler), prefill unchanged.
 """
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ class Seq:
     cached_tokens: int = 0  # prompt tokens found in the prefix cache at its last admission
     adapter: str | None = None  # the LoRA adapter it runs with
     emitted: int = 0  # tokens it gained in its last step (more than 1 with speculative decoding)
+    # each decode step's time for it relative to a plain sequence (constrained decoding's mask: its kind's shape,
+    # cardgen.kinds.shape.VirtualCost.decode_factor); a step waits for its slowest sequence
+    decode_factor: float = 1.0
     # work before its prefill (a vision encoder on its images, cardgen.sim.vision), done in the step that first
     # prefills it (vLLM runs a request's encoder in the step that schedules its first chunk), and the seconds it took
     encode_flops: float = 0.0
@@ -149,6 +155,7 @@ class Scheduler:
         self.spec_counters = SpecCounters()
         self._spec_rng = random.Random(f"spec:{seed}")
         self.max_loras = max_loras
+        self.slowed = False  # a sequence with a decode factor was ever added (else no step looks for one)
         self.chunked_prefill = chunked_prefill
         self.block_size = int(perf.block_size)
         self.total_blocks = int(perf.kv_capacity_tokens) // self.block_size
@@ -205,6 +212,8 @@ class Scheduler:
             )
         seq.status = SeqStatus.WAITING
         seq.arrival_s = now_s
+        if seq.decode_factor != 1.0:
+            self.slowed = True
         self.waiting.append(seq)
         return seq
 
@@ -244,6 +253,9 @@ class Scheduler:
         verify = 1 + self.lookahead
         decode_work = [SeqWork(verify, s.computed - 1, s.adapter) for s in step.decode]
         step.duration_s = float(self.perf.step_time_s(prefill_work, decode_work))
+        slowest = max((s.decode_factor for s in step.decode), default=1.0) if self.slowed else 1.0
+        if slowest != 1.0:
+            step.duration_s += (slowest - 1.0) * float(self.perf.step_time_s([], decode_work))
         for s in step.prefill:
             if s.encode_flops and s.encode_s is None:
                 s.encode_s = self._encode_s(s.encode_flops)

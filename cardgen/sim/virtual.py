@@ -143,11 +143,13 @@ class VirtualServer:
     # --- requests ------------------------------------------------------------------------------------------
     def arrive(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0,
                tag: Any = None, block_hashes: tuple[int, ...] = (), adapter: str | None = None,
-               received: float | None = None, encode_flops: float = 0.0) -> Seq | None:
+               received: float | None = None, encode_flops: float = 0.0,
+               decode_factor: float = 1.0) -> Seq | None:
         """A request joins the queue at ``at`` (default: now; never before now when idle), having reached the
         server at ``received`` (None: at ``at``). It queues; or, when a fault answers it at once, None. An arrival time before now stands for a request that came while
         the step in flight ran: it is admitted at the next step, as in real time. ``encode_flops``: its encoder
-        work before its prefill (:attr:`cardgen.sim.scheduler.Seq.encode_flops`)."""
+        work before its prefill (:attr:`cardgen.sim.scheduler.Seq.encode_flops`); ``decode_factor``: its decode
+        steps' time relative to a plain request's (:attr:`cardgen.sim.scheduler.Seq.decode_factor`)."""
         if at is not None and self.in_flight is None:
             self.now = max(self.now, at)
         when = self.now if at is None else at
@@ -159,7 +161,7 @@ class VirtualServer:
                 self.metrics.count_fault(fault)
             return None
         seq = Seq(prompt_tokens, output_tokens, ctx=_Served(index, group, tag), block_hashes=block_hashes,
-                  adapter=adapter, received_s=received, encode_flops=encode_flops)
+                  adapter=adapter, received_s=received, encode_flops=encode_flops, decode_factor=decode_factor)
         return self.scheduler.add(seq, when)
 
     def submit(self, prompt_tokens: int, output_tokens: int, *, at: float | None = None, group: int = 0) -> Seq:

@@ -42,6 +42,9 @@ from engine_helpers import (  # noqa: E402  on the path set above
     vllm_env,
 )
 
+STRUCTURED_ARGS = ["--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
+                   "--enable-auto-tool-choice", "--tool-call-parser", "pythonic"]
+
 # A last resort: the servers stop with the session that started them however it ends (tests/reaper.py), and this
 # bounds them even where that could not run. make test took 16 min 25 s on a new machine, servers started first.
 LIFETIME_S = 30 * 60
@@ -62,7 +65,10 @@ def _plain(model: Path) -> list[str]:
     from cardgen.engines import get_adapter
 
     added, _ = get_adapter("vllm").launch_defaults([], VLLM_ARGS.split())  # as --launch vllm: per-request metrics
-    return [*VLLM_ARGS.split(), *added]
+    # structured outputs (xgrammar, no free whitespace: a random model would write whitespace until max_tokens) and
+    # tool calls (tool_choice "required"; pythonic is the parser this vocabulary starts): the structured kind's
+    # tests; requests without a constraint or tools are served as before
+    return [*VLLM_ARGS.split(), *added, *STRUCTURED_ARGS]
 
 
 def _features(model: Path) -> list[str]:

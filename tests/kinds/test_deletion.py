@@ -33,6 +33,8 @@ ENTRIES = {
     "depth": {"kind": "depth", "depths": [0, 1024], "prompt_tokens": 64, "output_tokens": 8, "repeats": 2},
     "images": {"kind": "images", "images": [1], "sides": [64], "prompt_tokens": 16, "output_tokens": 4,
                "requests": 2, "endpoint": "chat"},
+    "structured": {"kind": "structured", "schemas": ["flat"], "prompt_tokens": 64, "output_tokens": 16,
+                   "parallel": [1], "rounds": 1},
 }
 
 # every module of the package, each imported in turn (the load package patches the standard library with gevent

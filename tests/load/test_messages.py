@@ -84,6 +84,7 @@ scenarios:
   - {kind: slo, load: rate, slo: {ttft_p90_s: 0.5}, prompt_tokens: 8, output_tokens: 4}
   - {kind: depth, depths: [0, 64], prompt_tokens: 8, output_tokens: 4}
   - {kind: images, images: [1], sides: [32], prompt_tokens: 8, output_tokens: 4, endpoint: chat}
+  - {kind: structured, schemas: [flat], parallel: [1], rounds: 1}
 """
 
 

@@ -241,3 +241,44 @@ def test_reasoning_streams_take_the_fast_path_too(monkeypatch):
     r = parse_stream(reads + [(100.0, _compact(think(content="end", finish="length")) + b"data: [DONE]\n\n")])
     assert len(r.chunk_times) == 101 and r.reasoning_chunks == 50 and r.first_answer_at == 50.0
     assert len(calls) <= 6  # the first reasoning event and its text, the first answer event and its text, the last
+
+
+def _events(*objs: object) -> list[tuple[float, bytes]]:
+    return [(float(i), f"data: {json.dumps(o)}\n\n".encode()) for i, o in enumerate(objs)] + \
+        [(float(len(objs)), b"data: [DONE]\n\n")]
+
+
+def test_a_stream_of_tool_call_fragments_is_an_answer_with_its_calls_joined_by_index():
+    head = {"id": "c1", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    def frag(calls: list) -> dict:
+        return {"id": "c1", "choices": [{"index": 0, "delta": {"tool_calls": calls}}]}
+
+    r = parse_stream(_events(
+        head,
+        frag([{"index": 0, "id": "t0", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]),
+        frag([{"index": 0, "function": {"arguments": '{"city": '}}]),
+        frag([{"index": 0, "function": {"arguments": '"Oslo"}'}}]),
+        frag([{"index": 1, "id": "t1", "function": {"name": "search", "arguments": '{"q": "x"}'}}]),
+        {"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {"id": "c1", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 12}},
+    ))
+    assert r.tool_calls == [{"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                            {"name": "search", "arguments": '{"q": "x"}'}]
+    assert r.chunk_times == [1.0, 2.0, 3.0, 4.0]  # every fragment is a chunk of the answer; the role chunk is not
+    assert r.first_token_at == 1.0 and r.first_answer_at == 1.0
+    assert r.text == "" and r.complete and r.finish_reason == "tool_calls"
+
+
+def test_text_and_tool_calls_in_one_stream_keep_their_order_and_the_text():
+    r = parse_stream(_events(
+        {"choices": [{"index": 0, "delta": {"content": "ok"}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}}]},
+        {"choices": [{"index": 0, "delta": {"content": "!"}}]},
+    ))
+    assert r.text == "ok!" and r.tool_calls == [{"name": "f", "arguments": "{}"}]
+    assert r.chunk_times == [0.0, 1.0, 2.0] and r.first_answer_at == 0.0
+
+
+def test_a_plain_stream_has_no_tool_calls():
+    r = parse_stream(_events({"choices": [{"index": 0, "text": "a"}]}, {"choices": [{"index": 0, "text": "b"}]}))
+    assert r.tool_calls == [] and r.tool_times == [] and r.chunk_times == [0.0, 1.0]

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from cardgen.sim.perf import FixedPerf
+from cardgen.sim.perf import FixedPerf, SeqWork
 from cardgen.sim.scheduler import Scheduler, Seq, SeqStatus, Step
 
 
@@ -231,3 +231,35 @@ def test_abort_while_the_step_is_in_flight() -> None:
     s.abort(b)
     assert step is not None and s.finish_step(step) == [a]
     assert s.used_blocks == a.blocks
+
+
+def test_a_decode_factor_slows_the_decode_steps_it_is_in_and_leaves_prefill_as_it_was():
+    perf = FixedPerf(prefill_tok_s=10_000.0, step_overhead_s=0.010, per_seq_s=0.001)
+
+    def steps(factor: float) -> list[tuple[str, float]]:
+        sched = Scheduler(perf)
+        sched.add(Seq(100, 3, decode_factor=factor))
+        out = []
+        while (step := sched.next_step(0.0)) is not None:
+            out.append((step.kind, step.duration_s))
+            sched.finish_step(step)
+        return out
+
+    plain, slowed = steps(1.0), steps(1.5)
+    assert [k for k, _ in plain] == [k for k, _ in slowed] == ["prefill", "decode", "decode"]
+    assert slowed[0][1] == pytest.approx(plain[0][1])  # the prompt's step: no mask
+    decode = perf.step_time_s([], [SeqWork(1, 100)])
+    assert [d for _, d in slowed[1:]] == pytest.approx([1.5 * decode] * 2)
+
+
+def test_a_step_waits_for_its_slowest_sequence():
+    perf = FixedPerf(step_overhead_s=0.010, per_seq_s=0.001)
+    sched = Scheduler(perf)
+    sched.add(Seq(10, 2))
+    sched.add(Seq(10, 2, decode_factor=1.25))
+    first = sched.next_step(0.0)
+    assert first is not None and first.kind == "prefill"
+    sched.finish_step(first)
+    step = sched.next_step(first.end_s)
+    assert step is not None and len(step.decode) == 2
+    assert step.duration_s == pytest.approx(1.25 * perf.step_time_s([], [SeqWork(1, 10), SeqWork(1, 10)]))
