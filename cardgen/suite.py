@@ -19,7 +19,7 @@ from cardgen.errors import UsageError
 from cardgen.kinds import BROKEN, KINDS, Scenario
 from cardgen.kinds.entry import Endpoint
 
-BUILTIN_SUITES = ("quick", "standard", "full", "sharegpt")
+BUILTIN_SUITES = ("quick", "standard", "full", "sharegpt", "workloads")
 
 
 class Suite(BaseModel):
