@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from cardgen.analysis.analyse import HEADLINE_POINT, Analysis
-from cardgen.analysis.scenarios import steady_requests
 from cardgen.diff import resample
+from cardgen.diff.kindparts import kind_diff
 from cardgen.kinds import KINDS, kind_of
 from cardgen.schemas.summary import ScenarioSummary, Summary, TimeBudget
 from cardgen.stops import STOP_SKIPPED
@@ -186,8 +186,7 @@ def measured_points(summary: Summary) -> Iterator[ScenarioSummary]:
 
 def _unit(s: ScenarioSummary) -> str:
     """What a point's resampling unit is, in words."""
-    kind = kind_of(s)
-    return "rounds" if kind.batched or (kind.closed_loop and (s.parallel or 1) > 1) else "requests"
+    return kind_diff(s).unit(s)
 
 
 def figure_id(scenario: str, key: str) -> str:
@@ -202,14 +201,7 @@ def _point_requests(analysis: Analysis, s: ScenarioSummary) -> tuple[pd.DataFram
     """The requests a point's figures come from, in send order, and their resampling units."""
     frame = analysis.requests
     rows = frame[(frame["scenario"] == s.scenario) & ~frame["warmup"] & frame["ok"]]
-    kind = kind_of(s)
-    if kind.closed_loop:
-        users = s.parallel or 1
-        rows = steady_requests(rows, parallel=users)[0] if s.steady_state else rows.sort_values("sent_at")
-        return rows, resample.rounds(len(rows), users)
-    if kind.batched:
-        return rows, rows["repeat"].fillna(-1).to_numpy()
-    return rows, np.arange(len(rows))
+    return kind_diff(s).requests(rows, s)
 
 
 def point_metrics(s: ScenarioSummary) -> tuple[tuple[str, str, str, str], ...]:
@@ -224,7 +216,7 @@ def _point_digests(analysis: Analysis, s: ScenarioSummary) -> dict[str, np.ndarr
         reps = resample.quantile_replicates(rows[metric].to_numpy(dtype=float), labels, [q for _, q in STATS])
         for j, (stat, _) in enumerate(STATS):
             out[figure_id(s.scenario, f"{metric}/{stat}")] = resample.digest(None if reps is None else reps[j])
-    if kind_of(s).closed_loop and s.steady_state and s.output_tok_s:
+    if kind_diff(s).throughput(s) is None and s.output_tok_s:
         tokens = rows["output_tokens"].to_numpy(dtype=float)
         e2e = rows["e2e_s"].to_numpy(dtype=float)
         keep = np.isfinite(tokens) & np.isfinite(e2e)
@@ -329,13 +321,9 @@ def _point(s: ScenarioSummary, digests: Mapping[str, np.ndarray | None] | None,
     key, label, unit, better = THROUGHPUT
     value = resample.finite_or_none(s.output_tok_s)
     if value is not None:
-        if kind_of(s).closed_loop and s.steady_state:
-            spread = _bootstrap(digests, figure_id(s.scenario, key), few)
-        elif kind_of(s).closed_loop:
-            spread = Spread(NONE, note="too short for a steady state: no interval")
-        else:
-            spread = Spread(NONE, note=f"{s.kind} point: its throughput follows the offered load, not a sample "
-                                       "of requests")
+        why_not = kind_diff(s).throughput(s)
+        spread = (_bootstrap(digests, figure_id(s.scenario, key), few) if why_not is None
+                  else Spread(NONE, note=why_not))
         figures[key] = Figure(key, label, unit, better, value, spread)
     key, label, unit, better = ACCEPTANCE
     value = resample.finite_or_none(s.speculative.acceptance_rate) if s.speculative is not None else None

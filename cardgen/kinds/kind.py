@@ -90,7 +90,6 @@ class Kind(Generic[P]):
     # whether its figures are the client's timings (False: they are what the server says of its load, queueing
     # and preemption, so a client that fell behind spoils none of them: the client check leaves its points out)
     client_timed: bool = True
-    batched: bool = False  # rounds of a fixed batch: the batch table, precision and resampling by round
     shared_prefix: bool = False  # its requests share prefixes it makes (the prefix-cache view)
     # what the kind does by design, which the card's notes and the saturation rules must not report as a fault:
     # the parts of TTFT its load makes large on purpose (``"queue"``: a load that fills the server to find where it queues)
@@ -150,9 +149,12 @@ class Kind(Generic[P]):
     #   section   a cardgen.card.kindparts.KindSection: that result -> its part of the card (a template beside it),
     #             its rows of the card's main table and its words in the build's last line
     #   figures   a cardgen.figures.kindparts.KindFigures: that result -> its figures (PNG files of the run)
+    #   diff      a cardgen.diff.kindparts.KindDiff: how ``cardgen diff`` resamples its points (None: request by
+    #             request, their throughput the offered load's)
     analysis: str | None = None
     section: str | None = None
     figures: str | None = None
+    diff: str | None = None
     # its requests' own shape (a cardgen.kinds.shape.RequestShape, "module:attribute"): what its requests carry
     # beyond a sized prompt, what the record keeps of their answers, what they cost the virtual server. None: plain
     # requests

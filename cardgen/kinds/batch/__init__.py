@@ -26,9 +26,9 @@ def cheap(point: Params[BatchParams], budget: ReplayBudget) -> BatchParams:
 
 BATCH = Kind[BatchParams](
     "batch", description="rounds of a fixed batch of requests: the batch table, latency and throughput per batch size",
-    entry=BatchSweep, params=BatchParams, program=BatchProgram, parallel=USERS, load_words="{parallel} parallel", batched=True, diff_rank=2, replayed=True,
+    entry=BatchSweep, params=BatchParams, program=BatchProgram, parallel=USERS, load_words="{parallel} parallel", diff_rank=2, replayed=True,
     fitted_figures=True, spot_check=1, check_load="batch", precision=("decode",), precision_note=" (mean decode)",
     by_design=frozenset({"queue"}),  # each round's batch is sent at once: its prefills wait their turn
     expected_requests=lambda p: (p.parallel or 1) * (p.params.warmups + p.params.runs),
     target_ci=lambda p: p.params.target_ci, cheap=cheap,
-    analysis="cardgen.kinds.batch.analysis:ANALYSIS", section="cardgen.kinds.batch.section:SECTION")
+    analysis="cardgen.kinds.batch.analysis:ANALYSIS", section="cardgen.kinds.batch.section:SECTION", diff="cardgen.kinds.batch.diff:DIFF")
