@@ -20,7 +20,7 @@ from typing import Any
 
 from cardgen.buildconfig import BuildConfig, VirtualTarget
 from cardgen.errors import UsageError
-from cardgen.points import Point, expand, fit_context, suite_adapters
+from cardgen.points import Point, expand, fit_context, left_out, suite_adapters
 from cardgen.runinfo import begin_run_info
 from cardgen.runwriter import RunWriter, plan_resume, suite_of
 from cardgen.schemas.records import MetricSample
@@ -31,6 +31,7 @@ from cardgen.sim.hardware import is_gpu_file, load_gpu_file
 from cardgen.sim.perf import PerfModel
 from cardgen.sim.roofline import list_engines
 from cardgen.sim.served import ServedModel
+from cardgen.stops import STOP_SKIPPED
 from cardgen.suite import Suite
 
 #: the modelled run's steps vary by this relative standard deviation around the model's: about a steady real
@@ -154,7 +155,11 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
     opts = options or DriveOptions()
     model = build_perf(config) if perf is None else perf
     answer = probe_answer(config, model, started_unix=opts.start_unix)
-    points, warnings = fit_context(expand(suite), max_model_len(config, model))
+    every, max_len = expand(suite), max_model_len(config, model)
+    points, warnings = fit_context(every, max_len)
+    # a point none of whose requests fits is listed as not run, with why, as a measured run lists it
+    unfit = left_out(every, max_len)
+    warnings = [w for w in warnings if not any(w.startswith(f"{name} left out") for name in unfit)]
     if not points:
         raise UsageError(f"no point of suite '{suite.name}' fits the server's context of "
                          f"{max_model_len(config, model)} tokens: use shorter prompts and outputs")
@@ -164,9 +169,17 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
                           clock="virtual", modelled=True,
                           gpu=gpu or {"name": config.gpu, "count": config.tp, "modelled": True},
                           sim={**answer.extra["sim"], **(sim or {}), "clock": "virtual", "drive": opts.described()},
-                          warnings=warnings, points=[PointOutcome(name=p.name, kind=p.kind) for p in points],
+                          warnings=warnings, points=_outcomes(every, {p.name for p in points}, unfit),
                           build=build, price=price)
     return _run(config, model, RunWriter.begin(run_dir, info), points, options=opts, run_saturated=run_saturated)
+
+
+def _outcomes(every: Sequence[Point], runnable: set[str], unfit: dict[str, str]) -> list[PointOutcome]:
+    """run.json's first account of the points, in the suite's order: those to run (none reached yet) and those left
+    out whole, not run, with why."""
+    return [PointOutcome(name=p.name, kind=p.kind) if p.name in runnable else
+            PointOutcome(name=p.name, kind=p.kind, stop=STOP_SKIPPED, detail=unfit[p.name])
+            for p in every if p.name in runnable or p.name in unfit]
 
 
 def build_run(server: ModelledServer, build: BuildConfig, run_dir: Path, *, argv: Sequence[str],
