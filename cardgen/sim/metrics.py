@@ -359,10 +359,12 @@ class SimMetrics:
         if template is None:
             template = self._templates[key] = self._template(sched)
         order, fragments = template
-        values = self.values(sched)
+        texts = list(map(float.__repr__, map(float, self.values(sched))))
+        if any(text in ("inf", "-inf", "nan") for text in texts):  # json's words for them
+            texts = [_json_float(float(text)) for text in texts]
         parts = [f'{{"t":{_json_float(t)},"t_end":{_json_float(t_end)},"samples":', fragments[0]]
         for i, fragment in zip(order, fragments[1:], strict=True):
-            parts.append(_json_float(float(values[i])))
+            parts.append(texts[i])
             parts.append(fragment)
         parts.append("}\n")
         return "".join(parts)
