@@ -345,7 +345,7 @@ class SimMetrics:
                 cumulative += n
                 out.append(cumulative)
             out += (cumulative, hist.sum)
-        out += (self.faults[kind] for kind in sorted(self.faults))
+        out += (self.faults[fault] for fault in sorted(self.faults))
         out.append(sched.num_steps)
         return out
 
