@@ -102,6 +102,14 @@ class Recorder:
         self._metrics.write(metric_line(sample))
         self._metrics.flush()
 
+    def scrape_line(self, line: str) -> None:
+        """Append one scrape already written as its line (``metric_line``'s, newline included)."""
+        self._check_open("scrape")
+        if self._metrics is None:
+            self._metrics = self._metrics_path.open("a", encoding="utf-8")
+        self._metrics.write(line)
+        self._metrics.flush()
+
     def loadgen(self, sample: LoadgenSample) -> None:
         """Append one load-generator sample."""
         self._check_open("load-generator sample")

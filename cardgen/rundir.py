@@ -26,7 +26,8 @@ import socket
 import tempfile
 import time
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 
 from cardgen.errors import CardgenError, NewerSchemaError, RunFileError, UsageError
 from cardgen.schemas.bootstrap import BOOTSTRAP_SCHEMA_VERSION, BootstrapDigests
+from cardgen.schemas.records import MetricSample, ScrapeSharer
 from cardgen.schemas.run import COMPLETE, DIED, INTERRUPTED, RUN_SCHEMA_VERSION, RUNNING, STALE, RunInfo
 from cardgen.schemas.summary import SUMMARY_SCHEMA_VERSION, Summary
 
@@ -141,19 +143,36 @@ def read_jsonl(path: Path, model: type[M] | None, *, torn: dict[str, int] | None
     what it left out (:func:`torn_line_warning`)."""
     path = Path(path)
     with path.open(encoding="utf-8") as fh:
-        lines = fh.read().split("\n")
-    for n, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            if n >= len(lines) - 2:  # only the last line can be torn
-                if torn is not None:
-                    torn[path.name] = len(line.encode("utf-8"))
+        for line, near_end in _pieces(fh):
+            if not line.strip():
                 continue
-            raise
-        yield data if model is None else model.model_validate(data)
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                if near_end:  # only the last line can be torn
+                    if torn is not None:
+                        torn[path.name] = len(line.encode("utf-8"))
+                    continue
+                raise
+            yield data if model is None else model.model_validate(data)
+
+
+def _pieces(fh: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """The file's text split at each newline, read a line at a time (a large file is never held whole), each
+    piece with whether it is one of the last two (the last line, or the empty piece after it)."""
+    ahead: deque[str] = deque()
+    ended = True  # the text so far ends with a newline (an empty text too): an empty piece follows
+    for raw in fh:
+        ended = raw.endswith("\n")
+        ahead.append(raw[:-1] if ended else raw)
+        if len(ahead) > 2:
+            yield ahead.popleft(), False
+    if ended:
+        ahead.append("")
+    while len(ahead) > 2:
+        yield ahead.popleft(), False
+    for piece in ahead:
+        yield piece, True
 
 
 def torn_line_warning(name: str, n_bytes: int) -> str:
@@ -371,6 +390,9 @@ class RunDir:
         checked by :meth:`load_run_info`."""
         path = self.path / name
         try:
+            if model is MetricSample:  # a long run's scrapes: what each shares with the last, held once
+                share = ScrapeSharer().share
+                return [share(sample) for sample in read_jsonl(path, model, torn=self.torn)]
             return list(read_jsonl(path, model, torn=self.torn))
         except json.JSONDecodeError as exc:
             raise RunFileError(f"{path} line {_first_bad_line(path)}: not valid JSON ({exc.msg})",

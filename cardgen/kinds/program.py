@@ -30,7 +30,7 @@ import math
 import random
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from cardgen.kinds.view import PointView
@@ -204,7 +204,9 @@ class Judge:
         self.parallel = point.parallel or 1
         self.requests = 0
         self.first_round_end: float | None = None
-        self.done: list[Outcome] = []  # its successful records, in the order they ended
+        # its successful records, in the order they ended: their stamps, not their chunks' (a stopping rule reads
+        # speeds and TTFTs, which a record's end gives, so a long point does not hold every chunk it streamed)
+        self.done: list[Outcome] = []
 
     def record(self, rec: Outcome, now: float) -> bool:
         """Take one of the point's records (``now``: seconds since the point started, as its end was seen);
@@ -213,7 +215,8 @@ class Judge:
         if self.requests == self.parallel:
             self.first_round_end = rec.end_at
         if rec.ok:
-            self.done.append(rec)
+            stamps = isinstance(rec, Outcome) and rec.end_at is not None and rec.chunk_times
+            self.done.append(replace(rec, chunk_times=()) if stamps else rec)
         return False
 
     def detail(self, stop: str, said: str | None) -> str | None:

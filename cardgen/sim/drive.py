@@ -38,7 +38,7 @@ import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from cardgen.datasets import resolve
 from cardgen.engines import get_adapter
@@ -140,10 +140,21 @@ class DrivenRequest:
     served: VirtualRequest | None
 
 
+class DriveSink(Protocol):
+    """Where a streamed run's requests and scrapes go as they happen (:func:`drive`'s ``sink``): the driver keeps
+    none of them, so that its memory is what is in flight, not what has run."""
+
+    def request(self, driven: DrivenRequest) -> None:
+        """A request ended (in the order they end, as ``requests.jsonl`` holds them)."""
+
+    def scrape(self, line: str) -> None:
+        """A scrape of ``/metrics``, as its line of ``server_metrics.jsonl``."""
+
+
 @dataclass
 class Drive:
     """A virtual run: its points, its requests in the order they ended (as ``requests.jsonl`` holds them) and
-    its scrapes of ``/metrics``."""
+    its scrapes of ``/metrics`` (none of either when they were streamed to a sink)."""
 
     points: list[PointRun]
     requests: list[DrivenRequest]
@@ -208,8 +219,9 @@ class _Clock:
     """The virtual clock: client events, the server's steps and the scrapes of its ``/metrics``, in time
     order."""
 
-    def __init__(self, server: VirtualServer, metrics: SimMetrics | None, options: DriveOptions) -> None:
-        self.server, self.metrics, self.opts = server, metrics, options
+    def __init__(self, server: VirtualServer, metrics: SimMetrics | None, options: DriveOptions,
+                 sink: DriveSink | None = None) -> None:
+        self.server, self.metrics, self.opts, self.sink = server, metrics, options, sink
         self.events: list[tuple[float, int, Callable[[], None]]] = []
         self.order = itertools.count()
         self.next_scrape = options.start_unix
@@ -252,7 +264,9 @@ class _Clock:
         sched = self.server.scheduler
         self.readings.append(Reading(t=t, usage=sched.kv_usage, waiting=len(sched.waiting),
                                      preemptions=sched.num_preemptions))
-        if self.opts.scrapes and self.metrics is not None:
+        if self.opts.scrapes and self.metrics is not None and self.sink is not None:
+            self.sink.scrape(self.metrics.line(sched, t=t, t_end=t + SCRAPE_S))
+        elif self.opts.scrapes and self.metrics is not None:
             # built, not parsed: the samples are the virtual server's own, already in the saved shape
             self.scrapes.append(MetricSample.model_construct(t=t, t_end=t + SCRAPE_S,
                                                              samples=self.metrics.samples(sched)))
@@ -297,7 +311,7 @@ class _PointRun:
     shares: list[Share] = field(default_factory=list)  # every process's share of the point
     issued: int = 0
     clock_now: float = 0.0  # the virtual time of the event being handled (Unix seconds)
-    done: list[DrivenRequest] = field(default_factory=list)
+    last_end: float | None = None  # the latest end of its requests so far
     chats: Conversations[tuple[str, int]] = field(init=False)  # (role, words) messages
 
     def __post_init__(self) -> None:
@@ -343,7 +357,9 @@ class VirtualInterpreter:
         self.reasoning_share = reasoning_share
         self.host_s_per_token = host_s_per_token  # the server's time per prompt token before a request queues
         self.rng = random.Random(f"client:{options.seed}")
+        self.sink = clock.sink  # where each request goes as it ends; None: kept in ``requests``
         self.requests: list[DrivenRequest] = []
+        self.tallies: dict[str, list[int]] = {}  # per point's name: its failed requests, its successes' tokens
         self.said: dict[str, Said] = {}  # what each point's first process said once it stopped
         self.t = options.start_unix + options.lead_s  # when the next point may start
         self.last_end: float | None = None
@@ -364,7 +380,7 @@ class VirtualInterpreter:
         shares = [run.share for run in runs]  # asked after every event: one process's share asked alone
         only = shares[0]
         self.clock.run_until((lambda: only.idle) if parts == 1 else (lambda: all(s.idle for s in shares)))
-        ended = max((d.record.end_at or t0 for run in runs for d in run.done), default=t0)
+        ended = max((run.last_end for run in runs if run.last_end is not None), default=t0)
         self.last_end = ended
         said = [run.share.said() for run in runs]  # a process with no part in a barrier kind says "complete"
         self.said[point.name] = said[0]
@@ -497,8 +513,16 @@ class VirtualInterpreter:
             answer = send.output_tokens - (record.reasoning_tokens or 0)
             run.chats.answered(send, ("assistant", answer) if record.ok else None)
         driven = DrivenRequest(record, served)
-        self.requests.append(driven)
-        run.done.append(driven)
+        if self.sink is not None:
+            self.sink.request(driven)
+        else:
+            self.requests.append(driven)
+        tally = self.tallies.setdefault(record.scenario, [0, 0])
+        if record.ok:
+            tally[1] += record.output_tokens or 0
+        else:
+            tally[0] += 1
+        run.last_end = end if run.last_end is None else max(run.last_end, end)
         run.clock_now = end
         if run.judge.record(Outcome.of(record), end - run.t0):  # every process is told, as the master tells agents
             for share in run.shares:
@@ -538,11 +562,13 @@ PointEnded = Callable[[PointOutcome, Sequence[DrivenRequest], Sequence[MetricSam
 
 def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None = None,
           options: DriveOptions | None = None, run_saturated: bool = False,
-          attempts: Mapping[str, int] | None = None, on_point_end: PointEnded | None = None) -> Drive:
+          attempts: Mapping[str, int] | None = None, on_point_end: PointEnded | None = None,
+          sink: DriveSink | None = None) -> Drive:
     """Run ``points`` one after another on one virtual server configured like ``cardgen serve-sim`` would be by
     ``config`` (``perf`` overrides the performance model it builds), in virtual time, as the controller
     sequences them for the load engine (skipping after saturation unless ``run_saturated``; each point as its
-    ``attempts`` entry says)."""
+    ``attempts`` entry says). With a ``sink``, every request and scrape goes there as it happens and none is
+    kept (``on_point_end`` is then given none)."""
     opts = options or DriveOptions()
     base = build_perf(config) if perf is None else perf
     points = sample_datasets(points, config, base)
@@ -553,8 +579,9 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
         metrics = SimMetrics(model_name=config.model_name, cache_config=cache)
     server = VirtualServer(model, chunked_prefill=bool(config.chunked_prefill), metrics=metrics,
                            faults=config.faults, **config.scheduler_options())
+    server.keep_finished = False  # the driver reads each step's finished requests; none is read again
     server.now = opts.start_unix
-    clock = _Clock(server, metrics, opts)
+    clock = _Clock(server, metrics, opts, sink)
     interpreter = VirtualInterpreter(clock, opts, reasoning_share=config.served.reasoning_share,
                                      host_s_per_token=config.served.host_s_per_token,
                                      max_model_len=max_model_len(config, base))
@@ -572,13 +599,12 @@ def drive(points: Sequence[Point], config: SimConfig, *, perf: PerfModel | None 
 
 
 def _point_run(outcome: PointOutcome, interpreter: VirtualInterpreter) -> PointRun:
-    records = [d.record for d in interpreter.requests if d.record.scenario == outcome.name]
+    failed, output_tokens = interpreter.tallies.get(outcome.name, (0, 0))
     said = interpreter.said.get(outcome.name)
     run = PointRun(name=outcome.name, kind=outcome.kind, started_unix=outcome.started_unix,
                    ended_unix=outcome.ended_unix, requests=outcome.requests, stop=outcome.stop,
                    detail=outcome.detail, saturated=outcome.saturation, attempt=outcome.attempt,
-                   failed=sum(1 for r in records if not r.ok),
-                   output_tokens=sum(r.output_tokens or 0 for r in records if r.ok),
+                   failed=failed, output_tokens=output_tokens,
                    skipped=outcome.detail if outcome.stop == STOP_SKIPPED else None)
     if said is not None and said.sizes:
         run.sizes = list(said.sizes)

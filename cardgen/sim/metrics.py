@@ -11,6 +11,9 @@ was written compared with the end of the step that produced it.
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -121,6 +124,15 @@ def format_labels(labels: Mapping[str, object]) -> str:
     return "{" + ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items()) + "}"
 
 
+def _json_float(value: float) -> str:
+    """``value`` as :func:`json.dumps` writes a float."""
+    if value != value:
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float.__repr__(value)
+
+
 def _num(value: float) -> str:
     return repr(float(value))
 
@@ -187,6 +199,7 @@ class SimMetrics:
         self.emit_lag = Histogram(LAG_BUCKETS)
         self.recent_lags: deque[float] = deque(maxlen=1 << 16)  # raw, for exact quantiles
         self.faults: dict[str, int] = {}
+        self._templates: dict[tuple[object, ...], tuple[list[int], list[str]]] = {}  # line()'s JSON around the values, per layout
 
     # --- observations (the driver's hot path) ----------------------------------------------------------
     def observe_lag(self, lag_s: float) -> None:
@@ -313,6 +326,61 @@ class SimMetrics:
             lines.append(f"# TYPE {family.name} {family.kind}")
             lines.extend(f"{name}{format_labels(labels)} {_num(value)}" for name, labels, value in family.samples)
         return "\n".join(lines) + "\n"
+
+    def values(self, sched: Scheduler) -> list[float]:
+        """Every sample's value, in the order :meth:`families` gives them (the fast path of :meth:`line`: no
+        family, label or sample is built)."""
+        out: list[float] = [1.0] if self.cache_config is not None else []
+        out += [len(sched.running), len(sched.waiting), sched.kv_usage, sched.num_preemptions,
+                sched.prompt_tokens_total, sched.generation_tokens_total, sched.prefix_queries, sched.prefix_hits]
+        if sched.spec is not None:
+            c = sched.spec_counters
+            out += [c.drafts, c.draft_tokens, c.accepted_tokens]
+            per_pos = c.accepted_per_pos
+            out += [per_pos[i] if i < len(per_pos) else 0 for i in range(sched.spec.tokens)]
+        out += sched.finished_total.values()
+        for hist in (self.ttft, self.itl, self.e2e, self.queue, self.prefill, self.decode, self.emit_lag):
+            cumulative = 0
+            for n in hist.counts:
+                cumulative += n
+                out.append(cumulative)
+            out += (cumulative, hist.sum)
+        out += (self.faults[fault] for fault in sorted(self.faults))
+        out.append(sched.num_steps)
+        return out
+
+    def line(self, sched: Scheduler, *, t: float, t_end: float) -> str:
+        """The scrape at ``t`` as ``server_metrics.jsonl``'s line
+        (``cardgen.schemas.records.metric_line(MetricSample(t=t, t_end=t_end, samples=self.samples(sched)))``,
+        byte for byte): the JSON around the values is written once per set of sample names and labels
+        (:meth:`_template`), then only the values are formatted."""
+        key = (tuple(sched.finished_total), tuple(sorted(self.faults)), sched.spec is not None)
+        template = self._templates.get(key)
+        if template is None:
+            template = self._templates[key] = self._template(sched)
+        order, fragments = template
+        texts = list(map(float.__repr__, map(float, self.values(sched))))
+        if any(text in ("inf", "-inf", "nan") for text in texts):  # json's words for them
+            texts = [_json_float(float(text)) for text in texts]
+        parts = [f'{{"t":{_json_float(t)},"t_end":{_json_float(t_end)},"samples":', fragments[0]]
+        for i, fragment in zip(order, fragments[1:], strict=True):
+            parts.append(texts[i])
+            parts.append(fragment)
+        parts.append("}\n")
+        return "".join(parts)
+
+    def _template(self, sched: Scheduler) -> tuple[list[int], list[str]]:
+        """The JSON of :meth:`samples` with its values cut out: which value of :meth:`values` comes where (the
+        samples of a name are written together), and the text before the first value, between each two and
+        after the last."""
+        marks: dict[str, list[dict[str, object]]] = {}
+        n = 0
+        for family in self.families(sched):
+            for name, labels, _ in family.samples:
+                marks.setdefault(name, []).append({"labels": labels, "value": f"@{n}@"})
+                n += 1
+        pieces = re.split(r'"@(\d+)@"', json.dumps(marks, separators=(",", ":")))
+        return [int(i) for i in pieces[1::2]], pieces[0::2]
 
     def samples(self, sched: Scheduler) -> dict[str, list[dict[str, object]]]:
         """What a scrape of :meth:`render` parses to (``cardgen.promtext.parse_metrics``): ``{sample name:

@@ -134,14 +134,29 @@ class ModelledRun:
     it (every request from both sides, the scrapes, the server), for a test that needs the server's side."""
 
     info: RunInfo
-    drive: Drive
+    drive: Drive  # its requests and scrapes are empty when they were streamed (``keep=False``)
     path: Path
+
+
+class _Streamed:
+    """A streamed run's sink (:class:`cardgen.sim.drive.DriveSink`): each request and scrape is appended as it
+    happens, and forgotten."""
+
+    def __init__(self, writer: RunWriter) -> None:
+        self.writer = writer
+
+    def request(self, driven: DrivenRequest) -> None:
+        self.writer.recorder.record(driven.record)
+
+    def scrape(self, line: str) -> None:
+        self.writer.recorder.scrape_line(line)
 
 
 def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequence[str],
                  options: DriveOptions | None = None, perf: PerfModel | None = None, run_saturated: bool = False,
                  gpu: Mapping[str, Any] | None = None, sim: Mapping[str, Any] | None = None,
-                 build: BuildConfig | None = None, price: PriceDescription | None = None) -> ModelledRun:
+                 build: BuildConfig | None = None, price: PriceDescription | None = None,
+                 keep: bool = True) -> ModelledRun:
     """``cardgen build`` against the virtual server ``config`` describes (``perf`` overrides the performance model
     it builds), in virtual time as ``options`` times it, written to ``run_dir`` as it goes: the suite's points
     that fit the served context, skipping after saturation unless ``run_saturated``. run.json is what the load
@@ -151,7 +166,9 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
     (:func:`resume_modelled`).
 
     The one way a modelled run is made: ``cardgen build`` with no server calls it (with
-    :func:`modelled_options`), and so do the tests, the site's sample and the committed fixture."""
+    :func:`modelled_options`), and so do the tests, the site's sample and the committed fixture. ``keep``: the
+    driver's account keeps every request and scrape (for a test); otherwise each is written as it happens and
+    forgotten (``cardgen build``: memory bounded by what is in flight), with the same files."""
     opts = options or DriveOptions()
     model = build_perf(config) if perf is None else perf
     answer = probe_answer(config, model, started_unix=opts.start_unix)
@@ -171,7 +188,8 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
                           sim={**answer.extra["sim"], **(sim or {}), "clock": "virtual", "drive": opts.described()},
                           warnings=warnings, points=_outcomes(every, {p.name for p in points}, unfit),
                           build=build, price=price)
-    return _run(config, model, RunWriter.begin(run_dir, info), points, options=opts, run_saturated=run_saturated)
+    return _run(config, model, RunWriter.begin(run_dir, info), points, options=opts, run_saturated=run_saturated,
+                keep=keep)
 
 
 def _outcomes(every: Sequence[Point], runnable: set[str], unfit: dict[str, str]) -> list[PointOutcome]:
@@ -189,7 +207,7 @@ def build_run(server: ModelledServer, build: BuildConfig, run_dir: Path, *, argv
     description, and ``build`` kept in run.json for ``cardgen resume``."""
     return modelled_run(build.parsed_suite, server.config(), run_dir, argv=argv,
                         options=modelled_options(start_unix=started_unix), run_saturated=build.load.run_saturated,
-                        gpu=server.gpu_info(), sim=server.describe({}), build=build, price=price)
+                        gpu=server.gpu_info(), sim=server.describe({}), build=build, price=price, keep=False)
 
 
 def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
@@ -205,11 +223,11 @@ def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
     resumed = plan_resume(info, points)
     writer = RunWriter.resume(run_dir, info, resumed, when=started_unix)
     return _run(config, perf, writer, resumed.to_run, options=modelled_options(start_unix=started_unix),
-                run_saturated=info.ran_saturated(), attempts=resumed.attempts).info
+                run_saturated=info.ran_saturated(), attempts=resumed.attempts, keep=False).info
 
 
 def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence[Point], *, options: DriveOptions,
-         run_saturated: bool, attempts: Mapping[str, int] | None = None) -> ModelledRun:
+         run_saturated: bool, attempts: Mapping[str, int] | None = None, keep: bool = True) -> ModelledRun:
     """Drive ``points``, written as each ends (a cut-off point's records too) with run.json's outcome: a Ctrl-C
     keeps every point that ended on disk, and ``cardgen resume`` continues from there. Nothing is written twice
     and nothing waits for the run's end but its last scrapes and run.json's tallies."""
@@ -226,7 +244,7 @@ def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence
 
     try:
         run = drive(points, config, perf=perf, options=options, run_saturated=run_saturated, attempts=attempts,
-                    on_point_end=point_ended)
+                    on_point_end=point_ended, sink=None if keep else _Streamed(writer))
     except KeyboardInterrupt:
         reached = [t for p in writer.info.points if (t := p.ended_unix or p.started_unix) is not None]
         writer.end(INTERRUPTED, ended_unix=max(reached, default=options.start_unix))

@@ -136,6 +136,7 @@ class VirtualServer:
         self.now = 0.0
         self.in_flight: Step | None = None
         self.finished: list[VirtualRequest] = []
+        self.keep_finished = True  # every finished request in ``finished`` (a driver that reads finish_step's does not)
         self.trace: list[KvSample] | None = [] if trace else None
         self.max_kv_usage = 0.0
         self.arrivals = 0  # generation requests that reached the server (what faults count)
@@ -210,7 +211,8 @@ class VirtualServer:
         self.max_kv_usage = max(self.max_kv_usage, usage)
         if self.trace is not None:
             self.trace.append(KvSample(self.now, usage, len(sched.running), len(sched.waiting)))
-        self.finished.extend(done)
+        if self.keep_finished:
+            self.finished.extend(done)
         return done
 
     def step(self, *, not_before: float | None = None) -> list[VirtualRequest]:
