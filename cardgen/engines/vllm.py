@@ -225,8 +225,8 @@ class VllmAdapter(EngineAdapter):
         match = _NON_DEFAULT.search(log_text)
         if match:
             try:
-                value = ast.literal_eval(match.group(1))
-            except (ValueError, SyntaxError):
+                value = _readable(ast.parse(match.group(1), mode="eval").body)
+            except (ValueError, SyntaxError, RecursionError):
                 value = None
             if isinstance(value, dict):
                 out["non_default_args"] = redact_mapping({str(k): v for k, v in value.items()})
@@ -239,3 +239,19 @@ class VllmAdapter(EngineAdapter):
                     config[key.strip()] = value.strip().strip("'")
             out["engine_config"] = redact_mapping(config)
         return out
+
+
+def _readable(node: ast.expr) -> Any:
+    """A logged Python value as data: literals as they are, any other expression (a config object's repr, such as
+    ``StructuredOutputsConfig(backend='xgrammar')``) as its source text."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict):
+        return {_readable(k) if k is not None else "**": _readable(v) for k, v in zip(node.keys, node.values,
+                                                                                     strict=True)}
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        return [_readable(x) for x in node.elts]
+    if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
+            and isinstance(node.operand.value, int | float)):
+        return -node.operand.value
+    return ast.unparse(node)

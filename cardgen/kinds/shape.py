@@ -30,12 +30,14 @@ from cardgen.kinds.view import PointView
 class Answer:
     """What the server answered to one request, as the load engine parsed its stream: its HTTP status (None: no
     answer), the answer's text, the tool calls it made (OpenAI's ``tool_calls``, each ``{"name", "arguments"}``
-    with the arguments as the text the server streamed) and its error (None: it ended well)."""
+    with the arguments as the text the server streamed), its error (None: it ended well) and why it ended
+    (``finish_reason``: ``length`` when ``max_tokens`` cut it off)."""
 
     status: int | None
     text: str = ""
     tool_calls: tuple[dict[str, str], ...] = ()
     error: str | None = None
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,7 +148,8 @@ def _finish(ex: Exchange, parsed: StreamResult | None, reasoning: tuple[int | No
     end_at = ex.end_at if ex.end_at is not None else ex.sent_at
     if read is not None:
         answer = Answer(status=ex.status, text=parsed.text if parsed else "",
-                        tool_calls=tuple(parsed.tool_calls) if parsed else (), error=error)
+                        tool_calls=tuple(parsed.tool_calls) if parsed else (), error=error,
+                        finish_reason=parsed.finish_reason if parsed else None)
         record = {**record, "extra": {**(record.get("extra") or {}), **read(answer)}}
     rec = RequestRecord(
         **record,

@@ -221,3 +221,13 @@ def test_older_names_belong_to_roles_the_adapter_names():
     for adapter in ADAPTERS.values():
         assert isinstance(adapter.metric_names, dict) and isinstance(adapter.older_metric_names, dict)
         assert set(adapter.older_metric_names) <= set(adapter.metric_names)
+
+
+def test_vllms_logged_arguments_are_read_with_a_config_objects_repr_as_its_text():
+    # vLLM launched with --structured-outputs-config logs that argument as the config object's repr: no literal
+    said = get_adapter("vllm").config_from_log(
+        "INFO non-default args: {'model': '/m', 'port': 8000, 'structured_outputs_config': "
+        "StructuredOutputsConfig(backend='xgrammar', disable_any_whitespace=True), 'seed': -1, 'x': [1, (2, 3)]}\n")
+    assert said["non_default_args"] == {
+        "model": "/m", "port": 8000, "seed": -1, "x": [1, [2, 3]],
+        "structured_outputs_config": "StructuredOutputsConfig(backend='xgrammar', disable_any_whitespace=True)"}

@@ -69,6 +69,8 @@ def test_llamacpp_constrains_json_on_chat(llama_server, tmp_path):
     assert result.backend is not None and "llama.cpp" in result.backend
     for p in result.points:
         assert [(a.arm, a.requests, a.failed) for a in p.arms] == [("constrained", 4, 0), ("free", 4, 0)]
-        assert p.answered == 5 and p.parsed == p.answered and p.valid_share is not None
+        # every answer the grammar let close parses (a random model may spend its max_tokens on the whitespace the
+        # grammar allows between tokens: cut off, counted apart)
+        assert p.answered == 5 and p.parsed + p.cut_off == p.answered and p.valid_share is not None
         assert p.valid_share >= 0.6  # the grammar makes JSON; a random model may still break a bound it cannot see
     assert "parsed as JSON and validated" in _section(out)

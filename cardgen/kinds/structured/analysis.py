@@ -81,6 +81,7 @@ class StructuredPoint(Saved):
     warmup_ttft_s: dict[str, float | None] = Field(default_factory=dict)  # the warm-up pair's, by arm
     answered: int = 0  # constrained answers that came
     parsed: int = 0
+    cut_off: int = 0  # of those that did not parse, the ones max_tokens ended before they closed
     valid: int = 0
     valid_share: float | None = None
     valid_ci: tuple[float, float] | None = None
@@ -219,6 +220,7 @@ def point_result(point: Any, recs: list[RequestRecord], *, modelled: bool) -> St
         tpot_overhead_ci=tpot_ci, warmup_ttft_s={k: (None if v is None or math.isnan(v) else v)
                                                  for k, v in warm_ttft.items()},
         answered=len(answered), parsed=sum(1 for e in answered if e.get("parsed")), valid=valid,
+        cut_off=sum(1 for e in answered if e.get("cut_off")),
         valid_share=valid / len(answered) if answered and not modelled else None,
         valid_ci=wilson(valid, len(answered)) if not modelled else None, validity_modelled=modelled,
         tools_called=tools, failures=failures if not modelled else [],

@@ -48,8 +48,9 @@ def valid_text(p: StructuredPoint) -> str:
     failed = p.answered - p.valid
     calls = (", calls: " + ", ".join(f"{k} {v}" for k, v in sorted(p.tools_called.items()))) \
         if p.tools_called else ""
+    cut = f"; {p.cut_off} cut off by max_tokens before the JSON closed" if p.cut_off else ""
     return (f"{fmt.pct(p.valid_share)}{ci}: {p.valid} of {p.answered} answers {what}; {failed} did not "
-            f"({p.parsed} parsed){calls}")
+            f"({p.parsed} parsed{cut}){calls}")
 
 
 def point_section(p: StructuredPoint) -> PointSection:

@@ -131,3 +131,10 @@ def test_a_file_schema_makes_points_of_its_own(tmp_path):
     (only,) = expand(parsed)
     assert only.name == "structured-my-order-in256-out128-p2" and only.parallel == 2
     assert json.loads(only.params.definition) == {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+
+def test_an_answer_max_tokens_ended_before_its_json_closed_is_cut_off_not_just_invalid():
+    cut = SHAPE.read(point(), C, Answer(status=200, text='{"name": "ab', finish_reason="length"))
+    assert cut["parsed"] is False and cut["cut_off"] is True
+    wrong = SHAPE.read(point(), C, Answer(status=200, text='{"name": "ab', finish_reason="stop"))
+    assert wrong["parsed"] is False and "cut_off" not in wrong
