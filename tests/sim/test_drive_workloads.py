@@ -61,11 +61,15 @@ scenarios:
     assert "## Prefix cache" in card and "## Multi-turn chat" in card and "ds_qps_50" in card.replace("\\_", "_")
 
 
-def test_points_beyond_the_servers_context_are_left_out_not_failed() -> None:
+def test_points_beyond_the_servers_context_are_listed_as_not_run_not_failed() -> None:
     suite = parse_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: [64, 1024], output_tokens: 8, "
                         "parallel: 2, min_requests: 4}\n", source="test suite")
     run = simulate(suite, SimConfig(model="test-model", perf="fixed", max_model_len=512), perf=PERF)
     records = run.drive.records
     assert {r.scenario for r in records} == {"closed-in64-out8-p2"} and all(r.error is None for r in records)
-    assert [p.name for p in run.info.points] == ["closed-in64-out8-p2"]
-    assert any("closed-in1024-out8-p2 left out" in w and "512" in w for w in run.info.warnings)
+    # as a measured run lists them: not run, with why, and no request sent that must fail
+    (ran, unfit) = run.info.points
+    assert ran.name == "closed-in64-out8-p2" and ran.stop != "skipped"
+    assert unfit.name == "closed-in1024-out8-p2" and unfit.stop == "skipped"
+    assert unfit.detail == "not run: 1024 prompt + 8 output tokens exceed the 512 tokens the server takes per request"
+    assert not any("closed-in1024-out8-p2" in w for w in run.info.warnings)
