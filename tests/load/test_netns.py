@@ -181,7 +181,8 @@ def test_a_shifted_worker_clock_is_measured_and_taken_off_its_stamps(cluster, wr
     """w2's stamps run 0.25 s fast (the seam): the master measures 0.25 s and corrects them, so every chunk's
     arrival on w2 is after the server's own send stamp of it, as on w1 and w3, and the server's scrape windows of
     each point hold that point's requests alone; without the correction w2's chunks would arrive 0.25 s after they
-    left, and its requests would fall into the next scrape windows."""
+    left (the card's scrape windows, time-goes split, KV extrapolation and send lag compare them with the master's and
+    the server's stamps)."""
     suite = write_suite(CLOSED_ONLY)
     master, err = cluster.run(suite, tmp_path / "run", env={1: {"CARDGEN_CLOCK_SHIFT_S": "0.25"}})
     assert master.returncode == 0, err
@@ -212,21 +213,9 @@ def test_a_shifted_worker_clock_is_measured_and_taken_off_its_stamps(cluster, wr
     for scope, window in windows.items():
         ttft = next(c for c in window.latencies if c.metric == "ttft")
         assert ttft.server_count == ttft.client_count == ran[scope], (scope, ttft)
-    # and uncorrected: the same run with w2's stamps as w2 gave them, its requests fall out of their windows
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    for f in (tmp_path / "run").iterdir():
-        if f.is_file():
-            (raw / f.name).write_bytes(f.read_bytes())
-    from cardgen.load.clocks import shift_record
-    from cardgen.schemas.records import RequestRecord
-
-    lines = [RequestRecord.model_validate(r) for r in records]
-    (raw / "requests.jsonl").write_text("".join(
-        shift_record(r, w2["clock_applied_s"] if r.worker == "w2" else 0.0).model_dump_json() + "\n" for r in lines))
-    unshifted = analyse(load_run(raw)).summary
-    counts = {w.scope: next(c for c in w.latencies if c.metric == "ttft") for w in unshifted.server_vs_client.points}
-    assert any(c.server_count != c.client_count for c in counts.values()), counts
+    # uncorrected, w2's stamps say its chunks arrived 0.25 s after the server sent them (above). Whether that moves a
+    # request out of its point's scrape windows depends on where the point's ends fall against the 0.5 s scrapes:
+    # on one point it did in some runs and not in others, so it is not asserted here
 
 
 KILL_SUITE = ("name: t\nscenarios:\n"
