@@ -62,7 +62,7 @@ test: install-engine browser-deps lint
 test-browser: install browser-deps
 	$(BIN)/python -m pytest -q -m browser
 
-# The rules, figures and formats (698 tests, 63 s on two cores): no engine, no browser, no timed
+# The rules, figures and formats (791 tests, 70 s on two cores): no engine, no browser, no timed
 # socket, none marked slow (whole runs, servers, processes); make test runs those too.
 test-fast: install
 	@$(BIN)/python tests/stages.py $(VENV) --fast $(PYTEST_ARGS)
