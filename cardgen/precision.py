@@ -110,7 +110,8 @@ def median_interval(values: Sequence[float], *, parallel: int = 1) -> MedianInte
     return MedianInterval(median=float(np.median(data)), half_width=half, batches=k)
 
 
-def steady_mask(sent_at: Sequence[float], ended_at: Sequence[float], *, parallel: int) -> np.ndarray:
+def steady_mask(sent_at: Sequence[float] | np.ndarray, ended_at: Sequence[float] | np.ndarray, *,
+                parallel: int) -> np.ndarray:
     """Which requests of one closed-loop point of ``parallel`` users are steady: sent at or after the point's
     first completion and ended by the moment it stopped (see the module's docstring). Every completion before
     the stop sent the next request, so of ``n`` requests the first ``n - parallel`` completions resent and the
@@ -178,7 +179,8 @@ def warmup_requests(series: Sequence[Sequence[float]], *, parallel: int) -> int:
     return cut * group
 
 
-def running_steady_mask(sent_at: Sequence[float], ended_at: Sequence[float]) -> np.ndarray:
+def running_steady_mask(sent_at: Sequence[float] | np.ndarray, ended_at: Sequence[float] | np.ndarray,
+                        ) -> np.ndarray:
     """Steady requests while a point still runs (its last send is not known yet): every completed request
     sent at or after the first completion."""
     sent = np.asarray(sent_at, dtype=float)
