@@ -32,6 +32,7 @@ figure that decides (speed from start and TTFT).
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -109,7 +110,8 @@ def median_interval(values: Sequence[float], *, parallel: int = 1) -> MedianInte
     return MedianInterval(median=float(np.median(data)), half_width=half, batches=k)
 
 
-def steady_mask(sent_at: Sequence[float], ended_at: Sequence[float], *, parallel: int) -> np.ndarray:
+def steady_mask(sent_at: Sequence[float] | np.ndarray, ended_at: Sequence[float] | np.ndarray, *,
+                parallel: int) -> np.ndarray:
     """Which requests of one closed-loop point of ``parallel`` users are steady: sent at or after the point's
     first completion and ended by the moment it stopped (see the module's docstring). Every completion before
     the stop sent the next request, so of ``n`` requests the first ``n - parallel`` completions resent and the
@@ -177,7 +179,8 @@ def warmup_requests(series: Sequence[Sequence[float]], *, parallel: int) -> int:
     return cut * group
 
 
-def running_steady_mask(sent_at: Sequence[float], ended_at: Sequence[float]) -> np.ndarray:
+def running_steady_mask(sent_at: Sequence[float] | np.ndarray, ended_at: Sequence[float] | np.ndarray,
+                        ) -> np.ndarray:
     """Steady requests while a point still runs (its last send is not known yet): every completed request
     sent at or after the first completion."""
     sent = np.asarray(sent_at, dtype=float)
@@ -204,22 +207,44 @@ def closed_figures(records: Sequence[Outcome], *, parallel: int = 1, running: bo
     token, in send order; ``running``: the point still runs (:func:`running_steady_mask`, cut to whole
     rounds of ``parallel``: the newest requests past the last whole round belong to a round still under way, and a
     batch that straddled two rounds would mix them), else it ended (:func:`steady_mask`, with its ``parallel``
-    users)."""
-    figures = ((r.sent_at, RequestFigures.of(r)) for r in records)
-    done = sorted(((sent, f) for sent, f in figures if f.ok and f.e2e_s > 0 and not math.isnan(f.ttft_s)),
-                  key=lambda item: item[0])
-    if not done:
-        return [], []
-    sent = [s for s, _ in done]
-    ended = [f.end_at for _, f in done]
-    mask = running_steady_mask(sent, ended) if running else steady_mask(sent, ended, parallel=parallel)
-    kept = [f for (_, f), keep in zip(done, mask, strict=True) if keep]
-    if running:  # judge whole rounds: the newest requests past the last whole round are a round still under way
-        kept = kept[:len(kept) - len(kept) % max(int(parallel), 1)]
-    speeds = [f.speed_from_start_tok_s for f in kept]
-    ttfts = [f.ttft_s for f in kept]
-    cut = warmup_requests([speeds, ttfts], parallel=parallel)
-    return speeds[cut:], ttfts[cut:]
+    users). Computed as a judge computes them, from :class:`ClosedColumns`."""
+    columns = ClosedColumns()
+    for r in records:
+        columns.add(r)
+    return columns.figures(parallel=parallel, running=running)
+
+
+class ClosedColumns:
+    """The four numbers a closed loop's precision reads of each successful record that has an end and a first
+    token (send, end, speed from start, TTFT), in the order they were added, as compact columns (8 bytes a number,
+    not an object a request): what a long point's judge keeps."""
+
+    def __init__(self) -> None:
+        self.sent, self.ended, self.speeds, self.ttfts = (array("d") for _ in range(4))
+
+    def add(self, record: Outcome) -> None:
+        """Keep ``record``'s numbers, if it is successful and has both figures."""
+        f = RequestFigures.of(record)
+        if f.ok and f.e2e_s > 0 and not math.isnan(f.ttft_s):
+            self.sent.append(record.sent_at)
+            self.ended.append(f.end_at)
+            self.speeds.append(f.speed_from_start_tok_s)
+            self.ttfts.append(f.ttft_s)
+
+    def figures(self, *, parallel: int = 1, running: bool = True) -> tuple[list[float], list[float]]:
+        """:func:`closed_figures` of the records added."""
+        if not self.sent:
+            return [], []
+        order = np.argsort(np.frombuffer(self.sent, dtype=float), kind="stable")  # send order, ties as added
+        sent, ended = (np.frombuffer(c, dtype=float)[order] for c in (self.sent, self.ended))
+        mask = running_steady_mask(sent, ended) if running else steady_mask(sent, ended, parallel=parallel)
+        kept = order[mask]
+        if running:  # judge whole rounds: the newest requests past the last whole round are a round still under way
+            kept = kept[:len(kept) - len(kept) % max(int(parallel), 1)]
+        speeds = np.frombuffer(self.speeds, dtype=float)[kept].tolist()
+        ttfts = np.frombuffer(self.ttfts, dtype=float)[kept].tolist()
+        cut = warmup_requests([speeds, ttfts], parallel=parallel)
+        return speeds[cut:], ttfts[cut:]
 
 
 def ingest_interval(records: Sequence[Outcome]) -> MedianInterval | None:

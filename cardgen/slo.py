@@ -255,6 +255,7 @@ class ProbeJudge:
     targets: tuple[Target, ...]
     min_requests: int
     cap: int
+    # the sends that ended past ``prefix`` (one taken into ``judged`` is dropped from here)
     ended: dict[int, tuple[dict[str, list[float]], bool, bool]] = field(default_factory=dict)
     prefix: int = 0  # sends 0 .. prefix - 1 have all ended
     judged: list[tuple[dict[str, list[float]], bool]] = field(default_factory=list)  # of those, the judged ones
@@ -280,7 +281,7 @@ class ProbeJudge:
         verdict once the probe should stop sending (decided, or too close to tell; None before)."""
         self.ended[order] = ({} if warmup else latencies(record), warmup, late)
         while self.prefix in self.ended:
-            values, skipped, was_late = self.ended[self.prefix]
+            values, skipped, was_late = self.ended.pop(self.prefix)
             if not skipped:
                 self.judged.append((values, was_late))
             self.prefix += 1

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
+from array import array
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar
+
+import numpy as np
 
 from cardgen.kinds.view import PointView
 from cardgen.outcome import Outcome, RequestFigures
@@ -204,9 +206,9 @@ class Judge:
         self.parallel = point.parallel or 1
         self.requests = 0
         self.first_round_end: float | None = None
-        # its successful records, in the order they ended: their stamps, not their chunks' (a stopping rule reads
-        # speeds and TTFTs, which a record's end gives, so a long point does not hold every chunk it streamed)
-        self.done: list[Outcome] = []
+        # the speed from start of each successful record that has one, in the order they ended: all the saturation
+        # rule reads of them, in a compact column (8 bytes a request), so a long point holds no record
+        self.speeds = array("d")
 
     def record(self, rec: Outcome, now: float) -> bool:
         """Take one of the point's records (``now``: seconds since the point started, as its end was seen);
@@ -214,9 +216,8 @@ class Judge:
         self.requests += 1
         if self.requests == self.parallel:
             self.first_round_end = rec.end_at
-        if rec.ok:
-            stamps = isinstance(rec, Outcome) and rec.end_at is not None and rec.chunk_times
-            self.done.append(replace(rec, chunk_times=()) if stamps else rec)
+        if rec.ok and not math.isnan(speed := RequestFigures.of(rec).speed_from_start_tok_s):
+            self.speeds.append(speed)
         return False
 
     def detail(self, stop: str, said: str | None) -> str | None:
@@ -226,9 +227,7 @@ class Judge:
     def median_speed_tok_s(self) -> float | None:
         """The median speed from start of every successful record that has one (the saturation rule's
         speed)."""
-        speeds = [speed for r in self.done
-                  if not math.isnan(speed := RequestFigures.of(r).speed_from_start_tok_s)]
-        return statistics.median(speeds) if speeds else None
+        return float(np.median(np.frombuffer(self.speeds, dtype=float))) if self.speeds else None
 
 
 def share(total: int, index: int, parts: int) -> int:

@@ -16,7 +16,7 @@ from cardgen.kinds.closed.schema import ClosedParams
 from cardgen.kinds.program import Command, Judge, Program, Send, share
 from cardgen.kinds.view import PointView
 from cardgen.outcome import Outcome
-from cardgen.precision import closed_figures, median_interval, precision_reached
+from cardgen.precision import ClosedColumns, median_interval, precision_reached
 from cardgen.stops import STOP_MAX_DURATION, STOP_MAX_REQUESTS, STOP_MINIMUM, STOP_PRECISION
 
 
@@ -90,15 +90,18 @@ class ClosedJudge(Judge):
         self.precise = False
         self.evidence: str | None = None  # the intervals when the point was found precise
         self._checked_at = 0
+        self.figures = ClosedColumns()  # what the precision reads of each record (kept only with a target_ci)
 
     def record(self, rec: Outcome, now: float) -> bool:
         super().record(rec, now)
         params = self.params
+        if params.target_ci is not None:
+            self.figures.add(rec)
         if (params.target_ci is None or self.precise or self.requests < params.min_requests
                 or self.requests - self._checked_at < self.parallel or now < params.min_duration_s):
             return False
         self._checked_at = self.requests
-        if precision_reached(closed_figures(self.done, parallel=self.parallel), target=params.target_ci,
+        if precision_reached(self.figures.figures(parallel=self.parallel), target=params.target_ci,
                              parallel=self.parallel):
             self.precise = True
             self.evidence = self._intervals(params.target_ci)
@@ -123,7 +126,7 @@ class ClosedJudge(Judge):
         return stop
 
     def _intervals(self, target_ci: float) -> str:
-        speeds, ttfts = closed_figures(self.done, parallel=self.parallel)
+        speeds, ttfts = self.figures.figures(parallel=self.parallel)
         parts = []
         for name, values in (("speed from start", speeds), ("TTFT", ttfts)):
             interval = median_interval(values, parallel=self.parallel)

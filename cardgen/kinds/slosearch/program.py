@@ -204,7 +204,8 @@ class SloProgram(Program):
         self.params = point.params_as(SloParams)
         self.targets = tuple(Target(m, p, t) for m, p, t in self.params.slo)
         self.search = new_search(self.params)
-        self.probes: list[_Probe] = []
+        self.probe: _Probe | None = None  # the probe under way (a finished one's records are let go)
+        self.probed = 0  # the probes started
         self.longest_e2e_s = 0.0
         self.drawn = 0  # requests drawn from the point's dataset sample, in order
 
@@ -215,7 +216,8 @@ class SloProgram(Program):
         took = RequestFigures.of(outcome).elapsed_s  # a failed request's time too: a timeout waits as long
         if not math.isnan(took):
             self.longest_e2e_s = max(self.longest_e2e_s, took)
-        probe = self.probes[-1]
+        probe = self.probe
+        assert probe is not None  # a request ended: a probe sent it
         commands = probe.ended(send, outcome, now)
         if probe.verdict is None:
             return commands
@@ -226,10 +228,10 @@ class SloProgram(Program):
         plan = self.search.next_probe()
         if plan is None:
             return self._done()
-        number = len(self.probes)
+        number = self.probed
         probe: _Probe = (_OpenProbe(self, number, plan.load, plan.cap, now) if self.params.load == "rate"
                          else _ClosedProbe(self, number, plan.load, plan.cap))
-        self.probes.append(probe)
+        self.probe, self.probed = probe, self.probed + 1
         return probe.start(now)
 
     def _done(self) -> list[Command]:

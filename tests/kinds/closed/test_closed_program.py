@@ -69,3 +69,34 @@ def test_the_closed_judge_finds_a_steady_point_precise_once_a_round_after_the_mi
     assert judge.detail("precision reached", None).startswith("speed from start +-0.0%, TTFT +-0.0% over ")
     plain = judge_for(point_of(parallel=2, min_requests=10, min_duration_s=3.0))
     assert plain.detail("minimum reached", None) == "min_requests 10 and min_duration_s 3 reached"
+
+
+def test_the_judges_keep_compact_columns_and_judge_as_the_records_would():
+    """Issue 40: a judge keeps numbers, not a record a request; its median speed and its closed figures are those
+    of the records themselves (sorted by send with ``sorted``, the median by ``statistics``), whatever the order
+    they ended in."""
+    import statistics
+
+    from cardgen.outcome import RequestFigures
+    from cardgen.precision import running_steady_mask, warmup_requests
+
+    records = [record_of(Send(prompt_tokens=64, output_tokens=16), sent=(i // 4) * 0.7 + 0.01 * (i % 4),
+                         ttft=0.1 + 0.01 * (i % 7), duration=1.0 + 0.1 * (i % 5), ok=i % 11 != 3)
+               for i in range(400)]
+    ended = sorted(records, key=lambda r: r.end_at)
+    judge = judge_for(point_of(parallel=4, min_requests=100_000, target_ci=0.05))  # kept, never judged
+    plain = judge_for(point_of(parallel=4, min_requests=10))
+    for r in ended:
+        judge.record(r, r.end_at - records[0].sent_at)
+        plain.record(r, r.end_at - records[0].sent_at)
+    assert not hasattr(judge, "done") and len(plain.figures.sent) == 0  # no target: nothing kept for precision
+    figures = [(r.sent_at, RequestFigures.of(r)) for r in ended]
+    speeds_all = [f.speed_from_start_tok_s for _, f in figures if f.ok]
+    assert judge.median_speed_tok_s() == plain.median_speed_tok_s() == statistics.median(speeds_all)
+    done = sorted(((s, f) for s, f in figures if f.ok), key=lambda item: item[0])
+    mask = running_steady_mask([s for s, _ in done], [f.end_at for _, f in done])
+    kept = [f for (_, f), keep in zip(done, mask, strict=True) if keep]
+    kept = kept[:len(kept) - len(kept) % 4]
+    speeds, ttfts = [f.speed_from_start_tok_s for f in kept], [f.ttft_s for f in kept]
+    cut = warmup_requests([speeds, ttfts], parallel=4)
+    assert judge.figures.figures(parallel=4) == (speeds[cut:], ttfts[cut:]) and len(speeds) > 300
