@@ -52,6 +52,14 @@ def lengths_or_dataset(prompt_tokens: int | None, output_tokens: int | None, dat
         raise ValueError("give 'prompt_tokens' and 'output_tokens', or a 'dataset'")
 
 
+def at_least_one(name: str, counts: list[int]) -> list[int]:
+    """``counts`` (a suite entry's list of parallel counts, say), each at least 1; a ValueError naming ``name``
+    otherwise."""
+    if any(c < 1 for c in counts):
+        raise ValueError(f"'{name}' counts must be at least 1")
+    return counts
+
+
 def slug(source: str) -> str:
     """The dataset's short name in point names: ``sharegpt``, or the file's stem."""
     if source == SHAREGPT:

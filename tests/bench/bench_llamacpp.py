@@ -22,12 +22,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from llamacpp_kit import llamacpp_and_model
+
 from cardgen.engines import launched_engine
-from cardgen.engines.tinygguf import GgufShape, make_tiny_gguf
 
-ROOT = Path(__file__).resolve().parents[2]
-
-SHAPE = GgufShape(layers=8, hidden=512, ffn=1536, heads=8, kv_heads=8, vocab=4096, context=8192)
 SUITE = """\
 name: llamacpp-vs-llama-bench
 endpoint: completions
@@ -75,16 +73,10 @@ def server_own(run: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    done = subprocess.run(["bash", str(ROOT / "tests" / "engines" / "build_llamacpp.sh")], capture_output=True,
-                          text=True, timeout=3600)
-    if done.returncode != 0:
-        print(f"llama.cpp could not be built: {done.stderr.strip().splitlines()[-1:]}")
+    built = llamacpp_and_model()
+    if built is None:
         return
-    bin_dir = Path(done.stdout.strip().splitlines()[-1])
-    cache = Path(os.environ.get("CARDGEN_CACHE", Path.home() / ".cache" / "cardgen"))
-    model = make_tiny_gguf(cache / "models", SHAPE)
-    print(f"model: {model.name} (random f16 weights); llama.cpp {(bin_dir.parent / 'version').read_text().strip()}, "
-          f"{os.cpu_count()} cores")
+    bin_dir, model = built
     bench = llama_bench(bin_dir / "llama-bench", model)
     with tempfile.TemporaryDirectory(prefix="cardgen-bench-llamacpp-") as tmp:
         tmp_path = Path(tmp)

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
-from cardgen.kinds.entry import Entry, PointFields
+from cardgen.kinds.entry import Entry, PointFields, at_least_one
 from cardgen.kinds.images.picture import MAX_SIDE
 from cardgen.kinds.kind import PARAMS_CONFIG
 
@@ -50,9 +50,7 @@ class Images(Entry):
     @field_validator("parallel")
     @classmethod
     def _positive(cls, v: list[int]) -> list[int]:
-        if any(p < 1 for p in v):
-            raise ValueError("'parallel' counts must be at least 1")
-        return v
+        return at_least_one("parallel", v)
 
     @model_validator(mode="after")
     def _chat(self) -> Images:

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
-from cardgen.kinds.entry import Entry, PointFields
+from cardgen.kinds.entry import Entry, PointFields, at_least_one
 from cardgen.kinds.kind import PARAMS_CONFIG
 from cardgen.kinds.structured.schemas import JSON, TOOLS, SchemaError, Spec, spec_of
 
@@ -37,9 +37,7 @@ class Structured(Entry):
     @field_validator("parallel")
     @classmethod
     def _positive(cls, v: list[int]) -> list[int]:
-        if any(p < 1 for p in v):
-            raise ValueError("'parallel' counts must be at least 1")
-        return v
+        return at_least_one("parallel", v)
 
     @model_validator(mode="after")
     def _specs(self) -> Structured:
