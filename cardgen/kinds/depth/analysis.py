@@ -117,15 +117,10 @@ def reuse(rows: pd.DataFrame, *, depth: int, new_tokens: int, fill_ttft_s: float
 
 
 def not_run(run: KindRun, name: str) -> str:
-    """Why point ``name`` sent nothing: its stop's words (a measured run lists a point beyond the server's context
-    as not run, with why), else the run's warning that left it out (a modelled run leaves such a point out of its
-    plan: :func:`cardgen.points.fit_context`'s words)."""
+    """Why point ``name`` sent nothing: its stop's words (a run, measured or modelled, lists a point beyond the
+    server's context as not run, with why)."""
     said = next((s for s in run.scenarios if s.scenario == name), None)
-    if said is not None and said.stop_detail:
-        return said.stop_detail
-    left = f"{name} left out: "
-    warned = next((w for w in run.info.warnings if w.startswith(left)), None)
-    return f"not run: {warned[len(left):]}" if warned else "not run: the point sent no request"
+    return said.stop_detail if said is not None and said.stop_detail else "not run: the point sent no request"
 
 
 def depth_point(run: KindRun, params: DepthParams, name: str, output_tokens: int,
