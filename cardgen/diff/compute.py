@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cardgen.diff import resample
+from cardgen.diff.kindparts import HIGHER
 from cardgen.diff.sample import (
     BOOTSTRAP,
     BOUNDS,
     EXACT,
     HEADLINES,
-    HIGHER,
     PART_KEY,
     Figure,
     PointKey,
@@ -32,7 +32,10 @@ from cardgen.errors import UsageError
 FASTER, SLOWER, LARGER, SMALLER = "faster", "slower", "larger", "smaller"
 NO_SIGNIFICANT_CHANGE, NO_CHANGE, CANNOT_TELL = "no significant change", "no change", "cannot tell"
 DEFAULT_THRESHOLD = 0.05
-_WORDS = {"tokens": (LARGER, SMALLER)}  # unit -> (better, worse); speeds and latencies: faster, slower
+HIGHER_SHARE, LOWER_SHARE = "higher", "lower"
+# unit -> (better, worse); speeds and latencies: faster, slower. A share (of answers that validated, of draft
+# tokens accepted) is higher or lower; a ratio of two figures of one run (constrained / free), lower or higher
+_WORDS = {"tokens": (LARGER, SMALLER), "fraction": (HIGHER_SHARE, LOWER_SHARE), "ratio": (LOWER_SHARE, HIGHER_SHARE)}
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class FigureDiff:
     @property
     def worse(self) -> bool:
         """Significantly worse (whatever the size)."""
-        return self.verdict in (SLOWER, SMALLER)
+        return self.verdict == _WORDS.get(self.unit, (FASTER, SLOWER))[1]
 
     def beyond(self, threshold: float) -> bool:
         """Worse by more than ``threshold`` (a fraction of A), in the figure's own direction."""

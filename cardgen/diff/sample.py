@@ -20,7 +20,8 @@ with the summary's figures, so a run can be compared from its ``summary.json`` a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,12 +30,10 @@ import pandas as pd
 
 from cardgen.analysis.analyse import HEADLINE_POINT, Analysis
 from cardgen.diff import resample
-from cardgen.diff.kindparts import kind_diff
+from cardgen.diff.kindparts import HIGHER, LOWER, KindFigure, kind_diff
 from cardgen.kinds import KINDS, kind_of
 from cardgen.schemas.summary import ScenarioSummary, Summary, TimeBudget
 from cardgen.stops import STOP_SKIPPED
-
-HIGHER, LOWER = "higher", "lower"  # which way a figure is better
 
 # (ScenarioSummary distribution field, label, unit, better)
 METRICS = (
@@ -209,9 +208,22 @@ def point_metrics(s: ScenarioSummary) -> tuple[tuple[str, str, str, str], ...]:
     return METRICS + (REASONING_METRICS if s.reasoning_tokens_mean or s.unanswered else ())
 
 
+def _kind_figures(s: ScenarioSummary, summary: Summary) -> Sequence[KindFigure]:
+    """The point's own figures, where its kind names some (``KindDiff.figures``)."""
+    own = kind_diff(s).figures
+    return own(s, summary.kinds.get(s.kind)) if own is not None else ()
+
+
 def _point_digests(analysis: Analysis, s: ScenarioSummary) -> dict[str, np.ndarray | None]:
     rows, labels = _point_requests(analysis, s)
     out: dict[str, np.ndarray | None] = {}
+    for f in _kind_figures(s, analysis.summary):
+        if f.rows is not None:
+            mask = np.asarray(f.rows(rows), dtype=bool)
+            reps = resample.quantile_replicates(rows[f.metric].to_numpy(dtype=float)[mask], labels[mask], [f.q])
+            out[figure_id(s.scenario, f.key)] = resample.digest(None if reps is None else reps[0])
+    if not kind_diff(s).pooled:
+        return out
     for metric, *_ in point_metrics(s):
         reps = resample.quantile_replicates(rows[metric].to_numpy(dtype=float), labels, [q for _, q in STATS])
         for j, (stat, _) in enumerate(STATS):
@@ -304,13 +316,20 @@ def _parts(s: ScenarioSummary, budget: TimeBudget | None,
 
 
 def _point(s: ScenarioSummary, digests: Mapping[str, np.ndarray | None] | None,
-           budget: TimeBudget | None = None) -> PointSample:
+           budget: TimeBudget | None = None, own: Sequence[KindFigure] = ()) -> PointSample:
     if s.basis == "predicted":  # no request of the server behind it: its figures are the fitted server's
-        fitted = _point(s.model_copy(update={"basis": "measured"}), {}).figures
+        fitted = _point(s.model_copy(update={"basis": "measured"}), {}, own=own).figures
         return PointSample(scenario_key(s), s.scenario, {k: replace(f, spread=Spread(NONE, note=PREDICTED_NOTE),
                                                                        predicted=True) for k, f in fitted.items()})
     few = f"fewer than {resample.MIN_UNITS} {_unit(s)}: no interval"
     figures: dict[str, Figure] = {}
+    for f in own:
+        if math.isfinite(f.value):
+            spread = (_bootstrap(digests, figure_id(s.scenario, f.key), few) if f.rows is not None
+                      else Spread(NONE, note=f.note))
+            figures[f.key] = Figure(f.key, f.label, f.unit, f.better, f.value, spread)
+    if not kind_diff(s).pooled:
+        return PointSample(scenario_key(s), s.scenario, figures)
     for metric, label, unit, better in point_metrics(s):
         for stat, _ in STATS:
             value = resample.finite_or_none(getattr(getattr(s, metric), stat))
@@ -349,7 +368,8 @@ def run_sample(summary: Summary, digests: Mapping[str, np.ndarray | None] | None
                path: str | None = None) -> RunSample:
     """The run's comparable figures: values from ``summary``, spreads from ``digests`` (:func:`bootstrap_digests`,
     or as saved; None when the run has none: its figures then have no interval)."""
-    points = {scenario_key(s): _point(s, digests, summary.time_budget.of(s.scenario)) for s in measured_points(summary)}
+    points = {scenario_key(s): _point(s, digests, summary.time_budget.of(s.scenario), _kind_figures(s, summary))
+              for s in measured_points(summary)}
     suite_points = tuple(dict.fromkeys(s.scenario for s in summary.scenarios))
     labels = {key: (label, unit, better) for key, label, unit, better in HEADLINES}
     headlines: dict[str, Figure] = {}

@@ -28,7 +28,8 @@ from cardgen.diff import (
     saved_sample,
     write_digests,
 )
-from cardgen.diff.sample import BOUNDS, EXACT, HIGHER, LOWER, NONE, Figure, Spread
+from cardgen.diff.kindparts import HIGHER, LOWER
+from cardgen.diff.sample import BOUNDS, EXACT, NONE, Figure, Spread
 from cardgen.errors import UsageError
 from cardgen.schemas.summary import ScenarioSummary
 

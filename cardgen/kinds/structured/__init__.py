@@ -23,4 +23,5 @@ STRUCTURED = Kind[StructuredParams](
     load_words="{parallel} parallel, constrained and free in turn",
     expected_requests=lambda p: 2 + 2 * p.params.rounds * (p.parallel or 1),
     analysis="cardgen.kinds.structured.analysis:ANALYSIS", section="cardgen.kinds.structured.section:SECTION",
-    figures="cardgen.kinds.structured.figures:FIGURES", shape="cardgen.kinds.structured.shape:SHAPE")
+    figures="cardgen.kinds.structured.figures:FIGURES", shape="cardgen.kinds.structured.shape:SHAPE",
+    diff="cardgen.kinds.structured.diff:DIFF", diff_rank=5, diff_by_name=True)
