@@ -140,7 +140,8 @@ class SimServer(Engine):
 
     def parse(self, body: dict[str, Any], *, chat: bool) -> GenParams:
         """Validate a generation request as vLLM would (the subset the simulator models)."""
-        return parse_generation(body, chat=chat, names=self._names, max_model_len=self.max_model_len)
+        return parse_generation(body, chat=chat, names=self._names, max_model_len=self.max_model_len,
+                                vision=getattr(self.scheduler.perf, "vision", None))
 
     def _block_hashes(self, body: dict[str, Any], params: GenParams) -> tuple[int, ...]:
         """The chain hashes of the prompt's full KV blocks, for the scheduler's prefix cache (none when it is
@@ -149,7 +150,10 @@ class SimServer(Engine):
         if not sched.prefix_caching or params.prompt_tokens < sched.block_size:
             return ()
         units = tokenizer.chat_ids(body["messages"]) if params.chat else tokenizer.prompt_units(body["prompt"])
-        return block_hashes(units, sched.block_size)
+        # a request's image tokens stand first, each keyed by its image's bytes: a prompt's blocks match another's
+        # only where their images are the same
+        images = [key for key, tokens in params.images for _ in range(tokens)]
+        return block_hashes([*images, *units], sched.block_size)
 
     def _stop_at(self, params: GenParams, index: int, fault: str | None) -> int | None:
         """Output length at which the modelled EOS ends the request (None: it runs to max_tokens)."""
@@ -197,7 +201,7 @@ class SimServer(Engine):
             )
         seq = Seq(
             params.prompt_tokens, params.max_tokens, stop_at=self._stop_at(params, index, fault), ctx=live,
-            block_hashes=self._block_hashes(body, params), adapter=adapter,
+            block_hashes=self._block_hashes(body, params), adapter=adapter, encode_flops=params.encode_flops,
         )
         live.seq = seq
         response: web.StreamResponse | None = None

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cardgen.sim import tokenizer
+from cardgen.sim.images import ImageError, image_sizes
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -41,6 +42,11 @@ class GenParams:
     ignore_eos: bool
     stream: bool
     include_usage: bool
+    # the images it carries (chat): their prompt tokens (counted in ``prompt_tokens``), the vision encoder's work
+    # on them (FLOPs) and a hash of each with its token count (the prefix cache's keys)
+    image_tokens: int = 0
+    encode_flops: float = 0.0
+    images: tuple[tuple[int, int], ...] = ()
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:
@@ -61,14 +67,36 @@ def check_model(body: dict[str, Any], names: tuple[str, ...]) -> None:
         raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
 
 
-def parse_generation(body: dict[str, Any], *, chat: bool, names: tuple[str, ...], max_model_len: int) -> GenParams:
-    """Validate a generation request as vLLM would (the subset the simulator models)."""
+def _images(messages: Any, vision: Any) -> tuple[int, float, tuple[tuple[int, int], ...]]:
+    """A chat's images as the model's vision encoder makes them: their tokens, its FLOPs on them, and each one's
+    (hash, tokens). A model with no vision encoder refuses them."""
+    try:
+        found = image_sizes(messages)
+    except ImageError as exc:
+        raise ApiError(400, str(exc)) from None
+    if not found:
+        return 0, 0.0, ()
+    if vision is None:
+        raise ApiError(400, "this model takes no images (its performance model has no vision encoder)")
+    counts = [vision.tokens(w, h) for w, h, _ in found]
+    return sum(counts), float(sum(vision.flops(w, h) for w, h, _ in found)), tuple(
+        (key, n) for (_, _, key), n in zip(found, counts, strict=True))
+
+
+def parse_generation(body: dict[str, Any], *, chat: bool, names: tuple[str, ...], max_model_len: int,
+                     vision: Any = None) -> GenParams:
+    """Validate a generation request as vLLM would (the subset the simulator models). ``vision``: the served
+    model's vision encoder (:class:`cardgen.sim.vision.VisionEncoder`), which makes a chat's images tokens and
+    work; None: a model that takes none."""
     check_model(body, names)
+    images: tuple[tuple[int, int], ...] = ()
+    image_tokens, encode_flops = 0, 0.0
     try:
         if chat:
             if "messages" not in body:
                 raise ApiError(400, "'messages' is required")
-            prompt_tokens = tokenizer.count_chat(body["messages"])
+            image_tokens, encode_flops, images = _images(body["messages"], vision)
+            prompt_tokens = tokenizer.count_chat(body["messages"]) + image_tokens
         else:
             if "prompt" not in body:
                 raise ApiError(400, "'prompt' is required")
@@ -117,4 +145,7 @@ def parse_generation(body: dict[str, Any], *, chat: bool, names: tuple[str, ...]
         ignore_eos=bool(body.get("ignore_eos", False)),
         stream=stream,
         include_usage=include_usage,
+        image_tokens=image_tokens,
+        encode_flops=encode_flops,
+        images=images,
     )
