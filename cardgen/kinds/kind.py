@@ -132,6 +132,10 @@ class Kind(Generic[P]):
     # history rule, cardgen.kinds.history); its largest number of requests at once where that is not ``parallel``
     # (the largest group it sends at once)
     skip_after_saturation: Callable[[Params[P]], bool] = _never
+    # the most streams a point keeps open at once over all load processes, given a stream's chunks per second
+    # (how many worker processes ``--workers auto`` asks for: cardgen.load.workers); None: its users where its
+    # ``parallel`` is USERS, else none counted
+    streams: Callable[[PointView, float], int] | None = None
     replays: Callable[[Params[P]], bool] = _never
     renews_history: Callable[[PointView], bool] = _never
     largest: Callable[[Params[P]], int] | None = None
@@ -177,6 +181,13 @@ class Kind(Generic[P]):
         """What the point of summary row ``row`` (a ``ScenarioSummary``) makes large by design: its kind's
         ``by_design`` and its own."""
         return self.by_design | (self.by_design_row(row) if self.by_design_row is not None else frozenset())
+
+    def open_streams(self, point: PointView, chunks_s: float) -> int:
+        """The most streams ``point`` keeps open at once (``streams``), a stream reading ``chunks_s`` chunks a
+        second."""
+        if self.streams is not None:
+            return self.streams(point, chunks_s)
+        return (point.parallel or 1) if self.parallel == USERS else 0
 
     def users(self, point: Params[Any]) -> int:
         """How many requests ``point`` keeps in flight at once by design; 1 for the others."""

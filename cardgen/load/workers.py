@@ -5,7 +5,8 @@ same instant, so a process with ``n`` streams stamps the last chunk of such a bu
 late; and averaged over time it must not come near a full core. Auto asks for enough processes that neither
 happens at the busiest point of the suite, within this machine's cores::
 
-    streams   = the most streams one point keeps open (closed: parallel; open: rate x a request's duration)
+    streams   = the most streams one point keeps open, as its kind says (``Kind.streams``: users kept in flight;
+                an open loop's rate x a request's duration)
     by_burst  = streams x CPU per chunk / BURST_BUDGET_S
     by_rate   = streams x STREAM_CHUNKS_S x CPU per chunk / CORE_SHARE
     workers   = 0 (one process) when both are at most 1, else min(max of both, cores)
@@ -45,18 +46,11 @@ class WorkerChoice:
 
 
 def peak_streams(point: Point) -> int:
-    """The most streams ``point`` keeps open at once over all processes (0 for the kinds that never split)."""
+    """The most streams ``point`` keeps open at once over all processes, as its kind counts them (0 for the kinds
+    that never split)."""
     if not runs_on(point, 1):  # a barrier kind: never split
         return 0
-    kind = kind_of(point)
-    if kind.closed_loop:
-        return point.parallel or 1
-    if kind.rate_driven:
-        rate, requests = point.rate_rps or 0.0, kind.expected_requests(point)
-        if math.isinf(rate):
-            return requests
-        return min(requests, math.ceil(rate * point.output_tokens / STREAM_CHUNKS_S) + 1)
-    return 0
+    return kind_of(point).open_streams(point, STREAM_CHUNKS_S)
 
 
 def choose_workers(points: Sequence[Point], *, cores: int) -> WorkerChoice:

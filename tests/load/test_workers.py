@@ -4,8 +4,11 @@ import math
 
 import pytest
 
+from cardgen.kinds import kind_of
 from cardgen.kinds.closed.schema import ClosedParams
+from cardgen.kinds.depth.schema import DepthParams
 from cardgen.kinds.openloop.schema import OpenParams
+from cardgen.kinds.structured.schema import StructuredParams
 from cardgen.kinds.waves.schema import WavesParams
 from cardgen.load import workers as w
 from cardgen.points import Point
@@ -46,6 +49,15 @@ def test_barrier_kinds_do_not_count_and_open_loops_count_their_streams_in_flight
                params=OpenParams(num_requests=50))
     assert w.peak_streams(burst) == 50
     assert w.choose_workers([waves], cores=4).workers == 0
+
+
+def test_a_kind_counts_its_users_in_flight_unless_it_says_otherwise_and_a_barrier_kind_counts_none():
+    structured = pt(name="structured-p256", prompt_tokens=64, output_tokens=128, parallel=256,
+                    params=StructuredParams(schema="flat"))
+    assert kind_of(structured).open_streams(structured, w.STREAM_CHUNKS_S) == 256  # its users, as a closed loop's
+    assert w.peak_streams(structured) == 0  # but it runs whole on one process (a barrier kind): it never splits
+    depth = pt(name="depth", prompt_tokens=64, output_tokens=8, params=DepthParams())
+    assert kind_of(depth).open_streams(depth, w.STREAM_CHUNKS_S) == 0  # one request at a time: no users
 
 
 @pytest.mark.parametrize("lags,cpus,sends,kept", [

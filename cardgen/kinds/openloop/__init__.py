@@ -6,6 +6,8 @@ a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`
 
 from __future__ import annotations
 
+import math
+
 from cardgen.kinds.kind import Kind, Shared
 from cardgen.kinds.openloop.program import OpenProgram
 from cardgen.kinds.openloop.schema import OpenLoop, OpenParams
@@ -24,9 +26,18 @@ def trace_spans(point: PointView, send: Send) -> tuple[Shared, ...]:
     return tuple(Shared(("trace", point.dataset, h), params.block_tokens) for h in params.blocks[send.item])
 
 
+def open_streams(point: PointView, chunks_s: float) -> int:
+    """The streams an open loop keeps open at once: its arrival rate times a request's duration (its output at
+    ``chunks_s`` chunks a second), every request where they are all sent at once, never more than it sends."""
+    rate, requests = point.rate_rps or 0.0, point.params_as(OpenParams).num_requests
+    if math.isinf(rate):
+        return requests
+    return min(requests, math.ceil(rate * point.output_tokens / chunks_s) + 1)
+
+
 OPEN = Kind[OpenParams](
     "open", description="Poisson arrivals at given rates, or a trace replayed at its own times: the serving table",
     entry=OpenLoop, params=OpenParams, program=OpenProgram, load_words="{rate}", rate_driven=True, replays=lambda p: p.params.replay,
     by_design_row=lambda s: frozenset({"queue"}) if s.all_at_once else frozenset(), diff_rank=1, replayed=True,
     fitted_figures=True, spot_check=2, check_load="rate", shared_spans=trace_spans,
-    expected_requests=lambda p: p.params.num_requests)
+    expected_requests=lambda p: p.params.num_requests, streams=open_streams)
