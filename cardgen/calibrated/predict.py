@@ -103,6 +103,6 @@ def predict(points: Sequence[Point], shape: RooflinePerf, fit: Fit, settings: Se
                                               low=FigureValues(**low), high=FigureValues(**high),
                                               requests=o.requests, seconds=round(o.duration_s, 3),
                                               stop=o.stop, detail=o.detail,
-                                              saturation=o.saturated if kind_of(o).closed_loop else None)
+                                              saturation=o.saturated if kind_of(o).watch_saturation else None)
     return Prediction(records=run.records, scrapes=run.scrapes, outcomes={p.name: p.outcome() for p in run.points},
                       points=predictions, seconds=round(time.perf_counter() - began, 2))

@@ -81,7 +81,7 @@ def _measured(analysis: Analysis) -> dict[str, dict[str, float]]:
 
 def _saturated(info: RunInfo, name: str) -> bool | None:
     outcome = next((p for p in info.points if p.name == name), None)
-    return None if outcome is None or not kind_of(outcome).closed_loop else bool(outcome.saturation)
+    return None if outcome is None or not kind_of(outcome).watch_saturation else bool(outcome.saturation)
 
 
 STREAMING = ("ttft_s", "decode_tok_s")  # what a stream delivered in bursts times: the server's streaming
@@ -178,7 +178,7 @@ def calibrate(measurer: Measurer, start: Start, *, say: Callable[[str], None] = 
     measured = _measured(analysis)
     spot = [check.judge(c, prediction.points[c.point.name].value, as_values(measured.get(c.point.name, {})),
                         tolerance=start.tolerance, saturated_predicted=bool(prediction.points[c.point.name].saturation)
-                        if kind_of(c.point).closed_loop else None, saturated_measured=_saturated(analysis.info, c.point.name))
+                        if kind_of(c.point).watch_saturation else None, saturated_measured=_saturated(analysis.info, c.point.name))
             for c in checks]
     missed = [s.pair for s in spot if not s.passed]
     done = {p.name for p in analysis.info.points}

@@ -91,6 +91,11 @@ class Kind(Generic[P]):
     # and preemption, so a client that fell behind spoils none of them: the client check leaves its points out)
     client_timed: bool = True
     shared_prefix: bool = False  # its requests share prefixes it makes (the prefix-cache view)
+    # whether the shared saturation watch (cardgen.saturation) reads the server while its points run: the point's
+    # outcome then says whether it saturated the server (run.json ``saturation``, the card's words, calibration's
+    # check), and ``skip_after_saturation`` may skip its entry's larger counts. A kind whose load keeps users in
+    # flight takes it; one that fills the server on purpose (the waves) or sends one request at a time does not
+    watch_saturation: bool = False
     # what the kind does by design, which the card's notes and the saturation rules must not report as a fault:
     # the parts of TTFT its load makes large on purpose (``"queue"``: a load that fills the server to find where it queues)
     by_design: frozenset[str] = frozenset()

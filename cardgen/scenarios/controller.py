@@ -78,15 +78,17 @@ class Sequenced:
 
 
 def stops_at_saturation(point: Point) -> bool:
-    """Whether ``point`` is a closed-loop point whose saturating the server skips the larger counts of its pair."""
-    return kind_of(point).closed_loop and kind_of(point).skip_after_saturation(point)
+    """Whether ``point``'s saturating the server skips the larger counts of its pair (its kind watches saturation
+    and says so of the point)."""
+    kind = kind_of(point)
+    return kind.watch_saturation and kind.skip_after_saturation(point)
 
 
 def skips_after_saturation(point: Point, later: Point) -> bool:
-    """Whether ``later`` is not run once closed-loop ``point`` saturated the server (when ``point`` has
-    ``stop_at_saturation``): a closed-loop point of the same suite entry and prompt/output pair with more
-    parallel users, which would measure only queueing."""
-    return (stops_at_saturation(point) and kind_of(later).closed_loop and point.group == later.group
+    """Whether ``later`` is not run once ``point`` saturated the server (when ``point`` stops at saturation): a
+    point of the same kind, suite entry and prompt/output pair with more parallel users, which would measure only
+    queueing."""
+    return (stops_at_saturation(point) and kind_of(later) is kind_of(point) and point.group == later.group
             and point.endpoint == later.endpoint and point.prompt_tokens == later.prompt_tokens
             and point.output_tokens == later.output_tokens and (later.parallel or 1) > (point.parallel or 1))
 
@@ -157,7 +159,7 @@ def point_outcome(point: Point, judge: Judge, ran: Ran, begun: PointOutcome,
     stop = said.stop if said is not None and said.stop is not None else STOP_COMPLETE
     detail = judge.detail(stop, said.detail if said is not None else None)
     saturation = None
-    if kind_of(point).closed_loop:
+    if kind_of(point).watch_saturation:
         seen = closed_load_seen(interpreter.readings(ran.started_unix, ran.ended_unix), started=ran.started_unix,
                                 ended=ran.ended_unix, first_round_end=judge.first_round_end,
                                 median_speed_tok_s=judge.median_speed_tok_s())

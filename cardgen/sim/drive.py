@@ -121,7 +121,7 @@ class PointRun:
         """What ``run.json`` says of the point."""
         return PointOutcome(name=self.name, kind=self.kind, started_unix=self.started_unix,
                             ended_unix=self.ended_unix, requests=self.requests, stop=self.stop, detail=self.detail,
-                            saturation=self.saturated if kind_of(self).closed_loop else None, attempt=self.attempt)
+                            saturation=self.saturated if kind_of(self).watch_saturation else None, attempt=self.attempt)
 
     @property
     def duration_s(self) -> float:

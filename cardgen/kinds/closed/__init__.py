@@ -26,7 +26,7 @@ def cheap(point: Params[ClosedParams], budget: ReplayBudget) -> ClosedParams:
 
 CLOSED = Kind[ClosedParams](
     "closed", description="a closed loop of N parallel users: generation speed, TTFT, ITL and throughput at N parallel requests",
-    entry=ClosedLoop, params=ClosedParams, program=ClosedProgram, judge=ClosedJudge, parallel=USERS, load_words="{parallel} parallel", closed_loop=True, diff_rank=0, replayed=True,
+    entry=ClosedLoop, params=ClosedParams, program=ClosedProgram, judge=ClosedJudge, parallel=USERS, load_words="{parallel} parallel", closed_loop=True, watch_saturation=True, diff_rank=0, replayed=True,
     fitted_figures=True, spot_check=0, check_load="parallel count", precision=("speed_from_start", "ttft"),
     expected_requests=lambda p: p.params.min_requests, target_ci=lambda p: p.params.target_ci,
     skip_after_saturation=lambda p: p.params.stop_at_saturation, cheap=cheap,
