@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from cardgen.kinds import kind_of
+from cardgen.kinds.kind import USERS
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.summary import Distribution, PointPrecision, ScenarioSummary
 
@@ -64,8 +65,8 @@ def fastgen_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
             continue
         rows.append({
             "Scenario": s.scenario, "Kind": s.kind, "Prompt tokens": s.prompt_tokens,
-            "Output tokens": s.output_tokens, "Clients": s.parallel if kind.closed_loop else None,
-            "Rate (req/s)": s.rate_label if kind.rate_driven else "",
+            "Output tokens": s.output_tokens, "Clients": s.parallel if kind.parallel == USERS else None,
+            "Rate (req/s)": s.rate_label if s.rate_rps is not None or s.replay or s.all_at_once else "",
             "Throughput (req/s)": s.req_s, "Effective throughput (req/s)": s.goodput_req_s,
             "SLO met (%)": None if s.goodput_fraction is None else 100 * s.goodput_fraction,
             "E2E p50 (s)": s.e2e_s.p50, "E2E p90 (s)": s.e2e_s.p90, "E2E p95 (s)": s.e2e_s.p95,

@@ -31,16 +31,18 @@ def load_text(x: ScenarioSummary) -> str:
 
 
 def _saturated_by(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary]) -> ScenarioSummary | None:
-    """The closed-loop point of the same suite entry and pair, with fewer users, that saturated the server."""
-    smaller = [o for o in scenarios if kind_of(o).closed_loop and o.saturation and o.group == x.group
+    """The point of the same kind, suite entry and pair, with fewer users, that saturated the server (a kind that
+    watches saturation: ``Kind.watch_saturation``)."""
+    smaller = [o for o in scenarios if kind_of(o).watch_saturation and kind_of(o) is kind_of(x) and o.saturation
+               and o.group == x.group
                and (o.prompt_tokens, o.output_tokens) == (x.prompt_tokens, x.output_tokens)
                and (o.parallel or 0) < (x.parallel or 0)]
     return min(smaller, key=lambda o: o.parallel or 0) if smaller else None
 
 
 def _first_of_pair(x: ScenarioSummary, scenarios: Sequence[ScenarioSummary]) -> bool:
-    """Whether no closed-loop point of the same entry and pair with fewer users ran before ``x``."""
-    return not any(kind_of(o).closed_loop and o.requests and o.group == x.group and (o.parallel or 0) < (x.parallel or 0)
+    """Whether no point of the same kind, entry and pair with fewer users ran before ``x``."""
+    return not any(kind_of(o) is kind_of(x) and o.requests and o.group == x.group and (o.parallel or 0) < (x.parallel or 0)
                    and (o.prompt_tokens, o.output_tokens) == (x.prompt_tokens, x.output_tokens) for o in scenarios)
 
 
