@@ -39,7 +39,7 @@ from cardgen.analysis.timebudget import time_budgets
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
 from cardgen.engines import kv_unknown, slot_limit
-from cardgen.kinds import kind_of, kinds_where
+from cardgen.kinds import INGESTION, gives, kind_of, kinds_giving
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir, torn_line_warning
 from cardgen.schemas.run import RunInfo, point_attempts, record_counts
 from cardgen.schemas.summary import (
@@ -193,12 +193,12 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     judged = kind_precision(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info,
                             records=records)  # the points whose kind judges their precision itself
     for scenario in scenarios:
-        if kind_of(scenario).prefill_sweep and scenario.requests and ingestion is not None:
+        if gives(scenario, INGESTION) and scenario.requests and ingestion is not None:
             scenario.precision = PointPrecision(method="slope t interval", slope=ingestion.fit.slope_ci_relative,
                                                 batches=ingestion.fit.n_used)
         elif scenario.scenario in judged:
             scenario.precision = judged[scenario.scenario]
-    if requests.empty or not requests["kind"].isin(kinds_where(lambda k: k.prefill_sweep)).any():
+    if requests.empty or not requests["kind"].isin(kinds_giving(INGESTION)).any():
         missing.append("no prompt-ingestion sweep (ingest scenario): prompt ingestion speed not measured")
     elif ingestion is None:
         missing.append("the ingestion sweep has fewer than 3 distinct prompt lengths that succeeded: "

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from cardgen.kinds import kinds_where
+from cardgen.kinds import INGESTION, kinds_giving
 from cardgen.precision import slope_interval
 from cardgen.robustline import robust_line
 from cardgen.schemas.summary import IngestionFit
@@ -38,7 +38,7 @@ class IngestionResult:
 def ingestion_points(requests: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(prompt tokens, TTFT s) of the successful, non-warm-up requests of the ingestion sweep. The prompt length
     is the server's count (usage), else the target."""
-    rows = requests[requests["kind"].isin(kinds_where(lambda k: k.prefill_sweep)) & requests["ok"] & ~requests["warmup"]]
+    rows = requests[requests["kind"].isin(kinds_giving(INGESTION)) & requests["ok"] & ~requests["warmup"]]
     x = rows["prompt_tokens"].fillna(rows["prompt_tokens_target"].astype(float)).to_numpy(dtype=float)
     y = rows["ttft_s"].to_numpy(dtype=float)
     keep = np.isfinite(x) & np.isfinite(y)

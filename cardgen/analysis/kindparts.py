@@ -12,6 +12,8 @@ needs nothing but the run's files. The core never names a kind here: it asks eve
     kind_tables(summary.kinds) -> {file name: DataFrame}     tables/<name>.json|csv made from its result
     kind_missing(kinds that sent requests) -> [words]        summary.missing, for a kind the run did not measure
     kind_kv_estimates(summary.kinds) -> [KVContribution]     its estimate of the KV capacity (kv_cache), if it has one
+    Kind.headlines ∋ INGESTION -> kinds_giving(INGESTION)    the points the ingestion headline is fitted over
+                                                            (summary.ingestion; calibration, time budget)
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pandas as pd
 from cardgen.analysis.options import AnalysisOptions
 from cardgen.analysis.requests import chunk_gaps, request_frame
 from cardgen.analysis.scenarios import scenario_summaries
-from cardgen.kinds import kind_of
+from cardgen.kinds import INGESTION, kind_of
 from cardgen.schemas.calibration import FIGURES, FigureValues
 from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.summary import ScenarioSummary
@@ -92,7 +92,7 @@ def point_figures(frame: pd.DataFrame, ts: pd.DataFrame = NO_SERVER,
         return out
     for s in scenario_summaries(frame, ts, slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s):
         kind = kind_of(s)
-        if kind.prefill_sweep:
+        if INGESTION in kind.headlines:
             out[s.scenario] = {INGEST_FIGURE.format(n): v for n, v in ingest_ttft(frame, s.scenario).items()}
         elif kind.fitted_figures:
             out[s.scenario] = {k: v for k, v in figure_values(s).named() if v is not None}

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cardgen.analysis.analyse import HEADLINE_POINT
-from cardgen.kinds import KINDS, kind_of, of_kind
+from cardgen.kinds import INGESTION, KINDS, kind_of, of_kind
 from cardgen.points import Point
 from cardgen.schemas.calibration import IdentifyPoint
 
@@ -66,8 +66,8 @@ def _below(counts: Sequence[int], limit: int) -> int | None:
 
 def probe_ingest(points: Sequence[Point], max_model_len: int) -> Point | None:
     """A short ingestion sweep for a suite that has none: 8 prompt lengths from 16 tokens to 4,000 (or half the
-    served context), one output token, made by an installed prefill-sweep kind (None where none is installed)."""
-    sweep = next((k for k in KINDS.values() if k.prefill_sweep and k.with_lengths is not None), None)
+    served context), one output token, made by an installed kind that gives the ingestion headline (None where none is installed)."""
+    sweep = next((k for k in KINDS.values() if INGESTION in k.headlines and k.with_lengths is not None), None)
     if sweep is None or sweep.with_lengths is None:
         return None
     base = points[0]

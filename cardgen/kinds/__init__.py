@@ -38,7 +38,7 @@ from typing import Annotated, Any, TypeVar, Union
 from pydantic import Field
 
 from cardgen.kinds.entry import SamplingParams
-from cardgen.kinds.kind import NO_PARALLEL, USERS, Kind, part
+from cardgen.kinds.kind import INGESTION, NO_PARALLEL, USERS, Kind, part
 from cardgen.kinds.program import Judge, Program
 from cardgen.kinds.shape import RequestShape
 from cardgen.kinds.view import Kinded, Params, PointView
@@ -88,8 +88,8 @@ Scenario = _union([k.entry for k in KINDS.values() if k.entry is not None])
 #: a point's own parameters, by its kind (``Point.params``): every installed kind's
 KindParams = _union([k.params for k in KINDS.values() if k.params is not None])
 
-__all__ = ["BROKEN", "GROUP", "KINDS", "NO_PARALLEL", "ORIGIN", "UNKNOWN", "USERS", "Kind", "KindParams",
-           "Kinded", "Params", "SamplingParams", "Scenario", "judge_for", "kind_of", "kinds_where", "of_kind", "program_for",
+__all__ = ["BROKEN", "GROUP", "INGESTION", "KINDS", "NO_PARALLEL", "ORIGIN", "UNKNOWN", "USERS", "Kind", "KindParams",
+           "Kinded", "Params", "SamplingParams", "Scenario", "gives", "judge_for", "kind_of", "kinds_giving", "kinds_where", "of_kind", "program_for",
            "request_shape", "runs_on"]
 
 def kind_of(x: str | Kinded | None) -> Kind[Any]:
@@ -138,3 +138,13 @@ def of_kind(name: str, items: Iterable[K]) -> list[K]:
 def kinds_where(trait: Callable[[Kind[Any]], bool]) -> tuple[str, ...]:
     """The names of the kinds with ``trait`` (for a frame's ``kind`` column: ``frame["kind"].isin(...)``)."""
     return tuple(k.name for k in KINDS.values() if trait(k))
+
+
+def kinds_giving(headline: str) -> tuple[str, ...]:
+    """The names of the installed kinds whose points give the card's ``headline`` (:attr:`Kind.headlines`)."""
+    return kinds_where(lambda k: headline in k.headlines)
+
+
+def gives(x: str | Kinded | None, headline: str) -> bool:
+    """Whether ``x``'s kind (a kind's name, or anything with a ``kind``) gives the card's ``headline``."""
+    return headline in kind_of(x).headlines

@@ -64,6 +64,9 @@ class ReplayBudget:
     requests: int | None = None
 
 
+INGESTION = "ingestion"  # the headline of prompt ingestion speed (see :attr:`Kind.headlines`)
+
+
 @dataclass(frozen=True)
 class Kind(Generic[P]):
     """One scenario kind's traits. The booleans say which of cardgen's views a kind's points belong to."""
@@ -86,7 +89,11 @@ class Kind(Generic[P]):
     # larger counts it skips, the steady state, the generation, scale, cost and trade-off views
     closed_loop: bool = False
     rate_driven: bool = False  # its load is an arrival rate (open loop): serving table, cost, latency figures
-    prefill_sweep: bool = False  # a prompt-ingestion sweep: the prefill fit, computing whole prompts
+    # the card's headline figures its points give, by the headline's name (:data:`INGESTION`: prompt ingestion
+    # speed, the fit of TTFT against prompt tokens over points that compute whole prompts, one request at a time).
+    # The core asks for a headline's points through :func:`cardgen.kinds.kinds_giving`, never by a kind's name,
+    # so any kind may give one and deleting the kind that gives it leaves the headline stated as not measured
+    headlines: frozenset[str] = frozenset()
     # whether its figures are the client's timings (False: they are what the server says of its load, queueing
     # and preemption, so a client that fell behind spoils none of them: the client check leaves its points out)
     client_timed: bool = True

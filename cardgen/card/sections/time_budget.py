@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from cardgen import numbers as fmt
 from cardgen.card.table import TableView
-from cardgen.kinds import kind_of
+from cardgen.kinds import INGESTION, gives
 from cardgen.schemas.summary import IngestionFit, ScenarioSummary, TimeBudget, TimeBudgets
 
 PART_LABELS = {
@@ -79,7 +79,7 @@ def engine_ingestion(tb: TimeBudgets, fit: IngestionFit | None, scenarios: Seque
     """The ingestion speed both ways, where the engine gives its prompt time (per request, or as a histogram over
     the point's window): the client's (1 / slope of TTFT) and the engine's (prompt tokens / prompt compute, over
     the ingestion sweep of ``scenarios``, as its budget says it was read), with their ratio."""
-    sweeps = {x.scenario for x in scenarios if kind_of(x).prefill_sweep}
+    sweeps = {x.scenario for x in scenarios if gives(x, INGESTION)}
     ingest = next((b for b in tb.points if b.scope in sweeps and b.engine_prompt_tok_s), None)
     if ingest is None or ingest.engine_prompt_tok_s is None:
         return None

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from cardgen.kinds.ingest.program import IngestProgram
 from cardgen.kinds.ingest.schema import Ingest, IngestParams
-from cardgen.kinds.kind import Kind, ReplayBudget
+from cardgen.kinds.kind import INGESTION, Kind, ReplayBudget
 from cardgen.kinds.view import Params
 
 __all__ = ["INGEST", "Ingest", "IngestParams", "IngestProgram"]
@@ -28,7 +28,7 @@ def cheap(point: Params[IngestParams], budget: ReplayBudget) -> IngestParams:
 
 INGEST = Kind[IngestParams](
     "ingest", description="one request at a time over prompt lengths: prompt ingestion speed, the slope of TTFT against prompt tokens",
-    entry=Ingest, params=IngestParams, program=IngestProgram, prefill_sweep=True, replayed=True, precision=("slope",), precision_note=" (slope)",
+    entry=Ingest, params=IngestParams, program=IngestProgram, headlines=frozenset({INGESTION}), replayed=True, precision=("slope",), precision_note=" (slope)",
     expected_requests=lambda p: len(p.params.lengths) * p.params.repeats,
     prompt_lengths=lambda p: list(p.params.lengths), target_ci=lambda p: p.params.target_ci,
     with_lengths=with_lengths, cheap=cheap)
