@@ -189,16 +189,16 @@ def test_both_interpreters_find_the_same_points_stops_and_headline_figures(name,
             assert served[scenario.scenario] == pytest.approx(scenario.output_tok_s, rel=OPEN_TOLERANCE), scenario.scenario
 
 
-# An image's share of TTFT (a point's TTFT less its text-only request's) is its tokens' prefill and the vision
-# encoder's work: 8 to 60 ms here, where the client's and loopback's own milliseconds cancel in the difference. The
-# real-time server reads each image's size from its data URI's header and the virtual-time driver from the kind's
-# shape: the same tokens exactly, and the same added time within 15 % (a missing encoder takes about half of it
-# away, a missing image token count most of it).
-IMAGE_SHARE_TOLERANCE = 0.15
+# An image point's TTFT is its text's prefill, its image tokens' prefill and the vision encoder's work on them. The
+# real-time server reads each image's size from its data URI's header, the virtual-time driver from the kind's
+# shape: the same image tokens exactly. Its TTFT can only be longer over HTTP than modelled (the client, loopback
+# and a busy machine only add time), so it must not lie more than 10 % below virtual time's; one that left the
+# encoder's work out (a third of a 224 px image's TTFT here) or the image tokens (most of it) lies far below.
+IMAGE_TTFT_BELOW = 0.10
 
 
 def images_agree(real: dict | None, virtual: dict | None) -> None:
-    """The images kind's points in both clocks: the same image tokens, the same TTFT the images add."""
+    """The images kind's points in both clocks: the same image tokens, a TTFT no shorter than modelled."""
     assert (real is None) == (virtual is None)
     if real is None or virtual is None:
         return
@@ -208,7 +208,5 @@ def images_agree(real: dict | None, virtual: dict | None) -> None:
     for v in virtual_points:
         r = real_points[v["scenario"]]
         assert r["image_tokens"] == v["image_tokens"] > 0, v["scenario"]
-        added_virtual = v["ttft_s"]["p50"] - v["text_ttft_s"]
-        added_real = r["ttft_s"]["p50"] - r["text_ttft_s"]
-        assert added_real == pytest.approx(added_virtual, rel=IMAGE_SHARE_TOLERANCE), (v["scenario"], added_real,
-                                                                                      added_virtual)
+        assert r["ttft_s"]["p50"] >= v["ttft_s"]["p50"] * (1 - IMAGE_TTFT_BELOW), (v["scenario"], r["ttft_s"]["p50"],
+                                                                                  v["ttft_s"]["p50"])
