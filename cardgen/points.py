@@ -18,7 +18,7 @@ from typing import TypeVar
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
-from cardgen.kinds import INGESTION, KindParams, SamplingParams, kind_of
+from cardgen.kinds import INGESTION, KindParams, SamplingParams, gives, kind_of
 from cardgen.suite import Suite
 
 P = TypeVar("P")
@@ -98,7 +98,7 @@ class Point:
     def measures_prefill(self) -> bool:
         """Whether the point measures the engine computing whole prompts (an ingestion sweep): its requests ask the
         server not to take any of the prompt from its cache, where the engine has such a switch."""
-        return INGESTION in kind_of(self).headlines
+        return gives(self, INGESTION)
 
     @property
     def brings_prompts(self) -> bool:

@@ -278,7 +278,8 @@ def bootstrap_digests(analysis: Analysis) -> dict[str, np.ndarray | None]:
     out: dict[str, np.ndarray | None] = {}
     for s in measured_points(analysis.summary):
         out.update(_point_digests(analysis, s))
-        out.update(_part_digests(analysis, s))
+        if kind_diff(s).pooled:  # the parts of its TTFT are figures over all of its requests
+            out.update(_part_digests(analysis, s))
     result = analysis.ingestion
     if analysis.summary.ingestion is not None and analysis.summary.ingestion.tok_s and result is not None:
         out[figure_id("headline", INGESTION)] = resample.digest(

@@ -199,7 +199,7 @@ class Kind(Generic[P]):
         second."""
         if self.streams is not None:
             return self.streams(point, chunks_s)
-        return (point.parallel or 1) if self.parallel == USERS else 0
+        return self.users(point) if self.parallel == USERS else 0
 
     def users(self, point: Params[Any]) -> int:
         """How many requests ``point`` keeps in flight at once by design; 1 for the others."""

@@ -406,9 +406,9 @@ class VirtualInterpreter:
             if vision is None:
                 raise ValueError(f"point {run.point.name}: the performance model has no vision encoder for its "
                                  "images")
-            cost = replace(cost, images=(),
-                           prompt_tokens=cost.prompt_tokens + sum(vision.tokens(w, h) for w, h in cost.images),
-                           encode_flops=cost.encode_flops + sum(vision.flops(w, h) for w, h in cost.images))
+            per_image, flops = vision.cost(cost.images)
+            cost = replace(cost, images=(), prompt_tokens=cost.prompt_tokens + sum(per_image),
+                           encode_flops=cost.encode_flops + flops)
         if cost.record:
             fields = {**fields, "extra": {**(fields.get("extra") or {}), **cost.record}}
         request = _Request(run, send, fields, t, tokens + cost.prompt_tokens, hashes, cost)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from cardgen.sim import tokenizer
 from cardgen.sim.images import ImageError, image_sizes
+from cardgen.sim.vision import VisionEncoder
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -42,11 +43,15 @@ class GenParams:
     ignore_eos: bool
     stream: bool
     include_usage: bool
-    # the images it carries (chat): their prompt tokens (counted in ``prompt_tokens``), the vision encoder's work
-    # on them (FLOPs) and a hash of each with its token count (the prefix cache's keys)
-    image_tokens: int = 0
+    # the images it carries (chat): the vision encoder's work on them (FLOPs) and a hash of each with its prompt
+    # tokens (the prefix cache's keys; counted in ``prompt_tokens``)
     encode_flops: float = 0.0
     images: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def image_tokens(self) -> int:
+        """The prompt tokens its images became."""
+        return sum(tokens for _, tokens in self.images)
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:
@@ -67,36 +72,35 @@ def check_model(body: dict[str, Any], names: tuple[str, ...]) -> None:
         raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError")
 
 
-def _images(messages: Any, vision: Any) -> tuple[int, float, tuple[tuple[int, int], ...]]:
-    """A chat's images as the model's vision encoder makes them: their tokens, its FLOPs on them, and each one's
-    (hash, tokens). A model with no vision encoder refuses them."""
+def _images(messages: Any, vision: VisionEncoder | None) -> tuple[tuple[tuple[int, int], ...], float]:
+    """A chat's images as the model's vision encoder makes them: each one's (hash, tokens), and its FLOPs on them.
+    A model with no vision encoder refuses them."""
     try:
         found = image_sizes(messages)
     except ImageError as exc:
         raise ApiError(400, str(exc)) from None
     if not found:
-        return 0, 0.0, ()
+        return (), 0.0
     if vision is None:
         raise ApiError(400, "this model takes no images (its performance model has no vision encoder)")
-    counts = [vision.tokens(w, h) for w, h, _ in found]
-    return sum(counts), float(sum(vision.flops(w, h) for w, h, _ in found)), tuple(
-        (key, n) for (_, _, key), n in zip(found, counts, strict=True))
+    counts, flops = vision.cost((w, h) for w, h, _ in found)
+    return tuple((key, n) for (_, _, key), n in zip(found, counts, strict=True)), flops
 
 
 def parse_generation(body: dict[str, Any], *, chat: bool, names: tuple[str, ...], max_model_len: int,
-                     vision: Any = None) -> GenParams:
+                     vision: VisionEncoder | None = None) -> GenParams:
     """Validate a generation request as vLLM would (the subset the simulator models). ``vision``: the served
     model's vision encoder (:class:`cardgen.sim.vision.VisionEncoder`), which makes a chat's images tokens and
     work; None: a model that takes none."""
     check_model(body, names)
     images: tuple[tuple[int, int], ...] = ()
-    image_tokens, encode_flops = 0, 0.0
+    encode_flops = 0.0
     try:
         if chat:
             if "messages" not in body:
                 raise ApiError(400, "'messages' is required")
-            image_tokens, encode_flops, images = _images(body["messages"], vision)
-            prompt_tokens = tokenizer.count_chat(body["messages"]) + image_tokens
+            images, encode_flops = _images(body["messages"], vision)
+            prompt_tokens = tokenizer.count_chat(body["messages"]) + sum(tokens for _, tokens in images)
         else:
             if "prompt" not in body:
                 raise ApiError(400, "'prompt' is required")
@@ -145,7 +149,6 @@ def parse_generation(body: dict[str, Any], *, chat: bool, names: tuple[str, ...]
         ignore_eos=bool(body.get("ignore_eos", False)),
         stream=stream,
         include_usage=include_usage,
-        image_tokens=image_tokens,
         encode_flops=encode_flops,
         images=images,
     )

@@ -18,6 +18,7 @@ card says so.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -64,6 +65,12 @@ class VisionEncoder:
         """The encoder's FLOPs for one image of ``width`` x ``height`` px."""
         return sum(2.0 * self.params * p + 4.0 * self.layers * self.hidden * p * p
                    for p in self._pieces(width, height))
+
+    def cost(self, sizes: Iterable[tuple[int, int]]) -> tuple[tuple[int, ...], float]:
+        """What images of ``sizes`` (width, height px) cost: each one's prompt tokens, and the encoder's FLOPs on
+        them all (the virtual-time driver and the HTTP server both ask this)."""
+        sizes = tuple(sizes)
+        return tuple(self.tokens(w, h) for w, h in sizes), float(sum(self.flops(w, h) for w, h in sizes))
 
     def describe(self) -> dict[str, object]:
         return {"name": self.name, "params": self.params, "patch_size": self.patch_size,

@@ -13,9 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from cardgen.diff.kindparts import HIGHER, LOWER, KindDiff, KindFigure
 from cardgen.kinds.structured.analysis import StructuredOutputs
 from cardgen.schemas.summary import ScenarioSummary
@@ -57,8 +54,4 @@ def _figures(s: ScenarioSummary, saved: Mapping[str, Any] | None) -> Sequence[Ki
     return out
 
 
-def _units(rows: pd.DataFrame, s: ScenarioSummary) -> tuple[pd.DataFrame, np.ndarray]:
-    return rows, np.arange(len(rows))
-
-
-DIFF = KindDiff(requests=_units, figures=_figures, pooled=False)
+DIFF = KindDiff(figures=_figures, pooled=False)  # resampled request by request, as any kind's
