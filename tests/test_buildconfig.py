@@ -92,9 +92,9 @@ def test_an_input_forbids_unknown_fields_and_a_saved_one_ignores_them():
         setattr(config.load, "run_saturated", False)  # noqa: B010  frozen: nothing changes a config once made
 
 
-def run_json(tmp_path, *, command: list[str], build: BuildConfig | None) -> RunInfo:
+def run_json(tmp_path, *, command: list[str], build: BuildConfig | None, clock: str = "virtual") -> RunInfo:
     info = begin_run_info(argv=command, model="m", suite=SUITE, server=ServerInfo(url="http://x"),
-                          started_unix=T0, clock="virtual", modelled=True, build=build)
+                          started_unix=T0, clock=clock, modelled=clock == "virtual", build=build)
     info.status = "interrupted"
     RunDir(tmp_path).save_run_info(info)
     return RunDir(tmp_path).load_run_info()
@@ -115,6 +115,28 @@ def test_resume_reads_run_saturated_back_from_run_json_and_the_command_line_only
     with resume.make_context("resume", [str(tmp_path / "new"), "--url", "http://x"]) as ctx, \
             pytest.raises(UsageError, match="modelled in virtual time"):
         parse_resume(ctx, info)
+
+
+def test_resume_runs_the_load_as_the_run_did_unless_told_otherwise(tmp_path):
+    far = LoadOptions(workers=3, remote_workers=True, master_bind="10.0.0.2", master_port=5557, scrape_interval_s=0.25,
+                      gpu_metrics_url="http://gpu-host:9400/metrics")
+    built = BuildConfig(model="m", suite=SuiteChoice(name="tiny", spec=SUITE), target=UrlTarget(url="http://x"),
+                        load=far)
+    info = run_json(tmp_path / "far", command=["cardgen", "build", "m"], build=built, clock="real")
+    info.workers = 3
+    with resume.make_context("resume", [str(tmp_path / "far")]) as ctx:  # workers on other machines, again
+        load = parse_resume(ctx, info).load
+    assert (load.workers, load.remote_workers, load.master_bind, load.master_port) == (3, True, "10.0.0.2", 5557)
+    assert load.scrape_interval_s == 0.25 and load.gpu_metrics_url == far.gpu_metrics_url
+    with resume.make_context("resume", [str(tmp_path / "far"), "--local-workers", "--workers", "2", "--master-bind",
+                                        "127.0.0.1", "--master-port", "0", "--scrape-interval", "1"]) as ctx:
+        load = parse_resume(ctx, info).load
+    assert (load.workers, load.remote_workers, load.master_bind, load.master_port) == (2, False, "127.0.0.1", 0)
+    assert load.scrape_interval_s == 1.0
+    old = run_json(tmp_path / "old", command=["cardgen", "build", "m", "--url", "http://x"], build=None, clock="real")
+    with resume.make_context("resume", [str(tmp_path / "old")]) as ctx:  # no saved config: the defaults
+        load = parse_resume(ctx, old).load
+    assert (load.workers, load.remote_workers, load.master_port, load.scrape_interval_s) == (0, False, 0, 0.5)
 
 
 def test_a_modelled_build_keeps_its_config_in_run_json(tmp_path):

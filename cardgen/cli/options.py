@@ -16,7 +16,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def server_options(*, workers_default: int | None) -> Callable[[F], F]:
-    """The options that say how to reach the server and run the load: the same for ``build`` and ``resume``."""
+    """The options that say how to reach the server and run the load: the same for ``build`` and ``resume``
+    (``workers_default`` None). ``resume``'s load options default to None, "as the run did": :func:`as_the_run_did`
+    fills them in from the run's saved build config, so a run through workers on other machines resumes through
+    them with no flag given again."""
+    resumed = workers_default is None
+    as_run = " [default: as the run did]" if resumed else ""
     options = [
         click.option("--url", help="Base URL of a running OpenAI-compatible server (e.g. http://127.0.0.1:8000)."),
         click.option("--api-key", envvar="CARDGEN_API_KEY", help="Bearer token for the server (or CARDGEN_API_KEY)."),
@@ -24,12 +29,14 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
                      show_default=workers_default is not None, metavar="N|auto",
                      help="Locust worker processes (0 = one process; auto = as many as the busiest point needs, "
                           "up to the cores). Spread load when the client is the bottleneck."
-                          + ("" if workers_default is not None else " [default: as the run did]")),
-        click.option("--remote-workers", is_flag=True, help="Wait for --workers started on other machines "
-                     "(`cardgen worker --master-host THIS_HOST`) instead of starting them here."),
-        click.option("--master-bind", default="127.0.0.1", show_default=True,
-                     help="Address the Locust master binds."),
-        click.option("--master-port", type=int, default=0, help="Port the Locust master binds (0 = any free port)."),
+                          + as_run),
+        click.option("--remote-workers/--local-workers", default=None if resumed else False,
+                     help="Wait for --workers started on other machines (`cardgen worker --master-host THIS_HOST`) "
+                          "instead of starting them here." + as_run),
+        click.option("--master-bind", default=None if resumed else "127.0.0.1", show_default=not resumed,
+                     help="Address the Locust master binds." + as_run),
+        click.option("--master-port", type=int, default=None if resumed else 0,
+                     help="Port the Locust master binds (0 = any free port)." + as_run),
         click.option("--engine", help="With a server: its engine (vllm, sglang, tgi, llamacpp, openai) instead of "
                      "detecting it, or an engine profile (vllm-0.6 ...) that also sets its cost plan's. Without: the "
                      "virtual server's engine profile (vllm, vllm-0.6, vllm-0.4, sglang, tgi; default vllm)."),
@@ -38,8 +45,8 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
         click.option("--engine-args", default="", help="Extra arguments for --launch, as one string."),
         click.option("--gpu-metrics-url", help="A DCGM exporter's /metrics URL, for GPU telemetry when the server "
                      "is on another host (a local server's GPUs are read through NVML)."),
-        click.option("--scrape-interval", type=float, default=0.5, show_default=True,
-                     help="Seconds between /metrics scrapes (at least 0.1)."),
+        click.option("--scrape-interval", type=float, default=None if resumed else 0.5, show_default=not resumed,
+                     help="Seconds between /metrics scrapes (at least 0.1)." + as_run),
         click.option("--run-saturated", is_flag=True, help="Run every parallel count, also those larger than "
                      "one that saturated the server (skipped by default)."),
         click.option("--no-card", is_flag=True, help="Measure only: write the raw files, not the card."),
@@ -52,6 +59,18 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
         return f
 
     return apply
+
+
+AS_THE_RUN_DID = {"remote_workers": "remote_workers", "master_bind": "master_bind", "master_port": "master_port",
+                  "scrape_interval": "scrape_interval_s", "gpu_metrics_url": "gpu_metrics_url"}
+
+
+def as_the_run_did(params: Mapping[str, Any], saved: LoadOptions | None) -> dict[str, Any]:
+    """``resume``'s options with each load option not given (None) taken from ``saved``, the load options the run
+    was built with (run.json's build config; None, a run.json from before cardgen saved one: the defaults)."""
+    saved = saved or LoadOptions()
+    return {**params, **{option: getattr(saved, field) for option, field in AS_THE_RUN_DID.items()
+                         if params.get(option) is None}}
 
 
 def parse_load(params: Mapping[str, Any], *, workers: int | Literal["auto"] | None) -> LoadOptions:

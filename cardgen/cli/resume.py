@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from cardgen.buildconfig import Outputs, ResumeConfig
-from cardgen.cli.options import check_server_options, parse_load, server_options
+from cardgen.cli.options import as_the_run_did, check_server_options, parse_load, server_options
 from cardgen.errors import UsageError
 from cardgen.runwriter import check_resumable
 from cardgen.schemas.run import RunInfo
@@ -45,9 +45,10 @@ def resume(ctx: click.Context, /, **params: Any) -> None:
 def parse_resume(ctx: click.Context, info: RunInfo) -> ResumeConfig:
     """``resume``'s options as one :class:`ResumeConfig`, with how the run was built read back from ``info``
     (run.json): ``--run-saturated``, given now or when the run was built. A run over HTTP has its server
-    options checked here, once (the URL as its base URL; ``--workers`` parsed, or the count the run had). The API
-    key is no part of it."""
-    p = ctx.params
+    options checked here, once (the URL as its base URL; ``--workers`` parsed, or the count the run had; the
+    workers' place, master address and port, the scrape interval and the DCGM URL as the run had them unless given
+    again). The API key is no part of it."""
+    p = as_the_run_did(ctx.params, info.build.load if info.build is not None else None)
     url, workers = p["url"], None
     if info.clock == "virtual":
         if p["url"] or p["launch"]:

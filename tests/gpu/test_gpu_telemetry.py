@@ -72,8 +72,9 @@ def test_sampler_process_writes_records_and_the_card_figures(fake_nvml, tmp_path
     assert summary["peak_memory_bytes"] == 11 * GIB and summary["peak_memory_total_bytes"] == 21 * GIB
     assert summary["mean_utilization_pct"] == pytest.approx(55.0)
     assert summary["energy_source"] == "energy counter"
-    expected_j = (300.0 + 250.0) * summary["duration_s"]  # both GPUs at constant power
-    assert summary["energy_j"] == pytest.approx(expected_j, rel=0.1, abs=1.0)
+    reads = len({r["t"] for r in records})  # one sample of both GPUs per stamp; each a step of the fake's counter
+    expected_j = (300.0 + 250.0) * fake_nvml.ENERGY_STEP_S * (reads - 1)  # both GPUs at constant power
+    assert summary["energy_j"] == pytest.approx(expected_j)
     assert summary["j_per_output_token"] == pytest.approx(summary["energy_j"] / 1000)
 
 
@@ -147,17 +148,21 @@ def test_parse_dcgm_exporter_text():
 
 
 class FakeExporter:
-    """A DCGM exporter on loopback whose energy counters grow by 300 J per second per GPU."""
+    """A DCGM exporter on loopback whose energy counters grow by 30 J per GPU at each scrape: a count, not a
+    clock, so what the records sum to does not depend on how busy the machine is."""
 
     def __init__(self) -> None:
-        start = time.time()
+        self.scrapes = 0
+        exporter = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *a):
                 pass
 
             def do_GET(self):
-                grown = int((time.time() - start) * 300_000)
+                with lock:
+                    grown = exporter.scrapes * 30_000
+                    exporter.scrapes += 1
                 text = re.sub(r"(TOTAL_ENERGY_CONSUMPTION\{[^}]*\}) (\d+)",
                               lambda m: f"{m.group(1)} {int(m.group(2)) + grown}", DCGM_TEXT)
                 body = text.encode()
@@ -167,6 +172,7 @@ class FakeExporter:
                 self.end_headers()
                 self.wfile.write(body)
 
+        lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/metrics"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -187,7 +193,10 @@ def test_dcgm_url_is_scraped_into_the_same_records(tmp_path):
     records = read_gpu_metrics(tmp_path)
     assert {r["source"] for r in records} == {"dcgm"} and {r["gpu"] for r in records} == {0, 1}
     summary = summarize_gpu(records, output_tokens=600)
-    assert summary["energy_j"] == pytest.approx(2 * 300.0 * summary["duration_s"], rel=0.25, abs=30)
+    stamps = sorted({r["t"] for r in records})  # one scrape per stamp, both GPUs in it
+    per_gpu_j = 30.0 * (len(stamps) - 1)  # the counter's growth from the first record to the last
+    assert summary["energy_source"] == "energy counter"
+    assert summary["energy_j"] == pytest.approx(2 * per_gpu_j)
     assert summary["peak_memory_bytes"] == 75000 * 2**20
 
 

@@ -253,9 +253,9 @@ def test_a_worker_killed_mid_point_is_noticed_recorded_and_resume_finishes(clust
     assert len(lost) == w3["lost_requests"] and all(r["worker"] == "w3" and "w3" in r["error"] for r in lost)
     point = run["points"][0]
     assert point["ended_unix"] is None or point["stop"] == "interrupted", point
-    # the run goes on with the workers there are: a new w3 on the same host
-    resume = cluster.master.popen([*CARDGEN, "resume", str(out), "--quiet", "--remote-workers", "--master-bind",
-                                   cluster.master.address, "--master-port", str(MASTER_PORT)],
+    # the run goes on with the workers there are: a new w3 on the same host; resume waits for workers elsewhere on
+    # the run's master address and port as run.json has them, with no flag given again
+    resume = cluster.master.popen([*CARDGEN, "resume", str(out), "--quiet"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     again = [cluster.worker(h, f"w{i + 1}") for i, h in enumerate(cluster.workers)]
     err = finish(resume, again, tmp_path, timeout=180)
