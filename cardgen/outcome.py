@@ -79,13 +79,21 @@ class Outcome:
     end_at: float | None
     prompt_tokens: int  # the server's count (``usage``), else the target the request was sized to
     output_tokens: int | None  # the server's count; None when it gave none
-    chunk_times: tuple[float, ...] = ()  # every text-bearing chunk's arrival
+    chunk_times: Sequence[float] = ()  # every text-bearing chunk's arrival (never changed: :func:`frozen_times`)
 
     @classmethod
     def of(cls, rec: Recorded) -> Outcome:
         return cls(ok=rec.error is None, sent_at=rec.sent_at, first_token_at=rec.first_token_at, end_at=rec.end_at,
                    prompt_tokens=rec.prompt_tokens if rec.prompt_tokens is not None else rec.prompt_tokens_target,
-                   output_tokens=rec.output_tokens, chunk_times=tuple(rec.chunk_times))
+                   output_tokens=rec.output_tokens, chunk_times=frozen_times(rec.chunk_times))
+
+
+def frozen_times(times: Sequence[float]) -> Sequence[float]:
+    """Chunk times that nothing changes: a record read back holds a read-only array
+    (:class:`cardgen.schemas.records.RecordSharer`), kept as it is; a list, as a tuple."""
+    if isinstance(times, tuple) or (isinstance(times, np.ndarray) and not times.flags.writeable):
+        return times
+    return tuple(times)
 
 
 # --- one request's figures -----------------------------------------------------------------------------------
@@ -111,7 +119,7 @@ class RequestFigures:
     tpot_s: float
     decode_tok_s: float
     speed_from_start_tok_s: float
-    chunk_times: tuple[float, ...] = ()  # a successful request's text chunks' arrivals (a failed one: none)
+    chunk_times: Sequence[float] = ()  # a successful request's text chunks' arrivals (a failed one: none)
 
     @property
     def itl_s(self) -> tuple[float, ...]:
@@ -143,7 +151,7 @@ class RequestFigures:
         return cls(ok=True, end_at=end, elapsed_s=elapsed, ttft_s=ttft, e2e_s=elapsed, tpot_s=tpot,
                    decode_tok_s=1.0 / tpot if tpot > 0 else math.nan,
                    speed_from_start_tok_s=out / elapsed if elapsed > 0 and out >= 1 else math.nan,
-                   chunk_times=tuple(chunk_times))
+                   chunk_times=frozen_times(chunk_times))
 
 
 def chunk_gaps_s(chunk_times: Sequence[float]) -> np.ndarray:

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 
 from cardgen.errors import CardgenError, NewerSchemaError, RunFileError, UsageError
 from cardgen.schemas.bootstrap import BOOTSTRAP_SCHEMA_VERSION, BootstrapDigests
-from cardgen.schemas.records import MetricSample, ScrapeSharer
+from cardgen.schemas.records import MetricSample, RecordSharer, RequestRecord, ScrapeSharer
 from cardgen.schemas.run import COMPLETE, DIED, INTERRUPTED, RUN_SCHEMA_VERSION, RUNNING, STALE, RunInfo
 from cardgen.schemas.summary import SUMMARY_SCHEMA_VERSION, Summary
 
@@ -391,8 +391,11 @@ class RunDir:
         path = self.path / name
         try:
             if model is MetricSample:  # a long run's scrapes: what each shares with the last, held once
-                share = ScrapeSharer().share
-                return [share(sample) for sample in read_jsonl(path, model, torn=self.torn)]
+                read = ScrapeSharer().read
+                return [read(data) for data in read_jsonl(path, None, torn=self.torn)]
+            if model is RequestRecord:  # a long run's records: each one's chunk times in one array
+                keep = RecordSharer().share
+                return [keep(rec) for rec in read_jsonl(path, model, torn=self.torn)]
             return list(read_jsonl(path, model, torn=self.torn))
         except json.JSONDecodeError as exc:
             raise RunFileError(f"{path} line {_first_bad_line(path)}: not valid JSON ({exc.msg})",

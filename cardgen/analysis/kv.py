@@ -110,12 +110,19 @@ def usage_ratios(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | 
     output = live["output_tokens"].to_numpy(dtype=float)
     first = live["first_token_at"].to_numpy(dtype=float)
     chunks = list(live["chunk_times"])
+    # the requests in flight at a scrape were sent within the longest request's time before it: only those are
+    # looked at (in their order in the frame, as a scan of every request would find them)
+    by_send = np.argsort(sent, kind="stable")
+    sends = sent[by_send]
+    longest = float(np.max(end - sent)) if len(sent) else 0.0
     ratios = []
     for sample in ts.itertuples(index=False):
         u = sample.kv_usage
         if not (u >= MIN_USAGE) or (math.isfinite(sample.waiting) and sample.waiting > 0):
             continue
-        inflight = np.flatnonzero((sent <= sample.t) & (sample.t < end))
+        near = by_send[np.searchsorted(sends, sample.t - longest, side="left"):
+                       np.searchsorted(sends, sample.t, side="right")]
+        inflight = np.sort(near[sample.t < end[near]])
         if len(inflight) == 0 or (math.isfinite(sample.running) and sample.running != len(inflight)):
             continue
         tokens = np.array([resident_tokens(sample.t, prompt_tokens=prompt[i], output_tokens=output[i],

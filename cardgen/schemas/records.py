@@ -10,11 +10,13 @@ written by a newer cardgen that only added fields still load. Every time is Unix
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from typing import Any
 
-from pydantic import ConfigDict, Field, model_validator
+import numpy as np
+from pydantic import ConfigDict, Field, field_serializer, model_validator
 
 from cardgen.schemas.saved import Saved
 
@@ -159,6 +161,43 @@ class RequestRecord(Saved):
     def ok(self) -> bool:
         return self.error is None
 
+    @field_serializer("chunk_times")
+    def _times(self, times: list[float] | np.ndarray) -> list[float]:
+        """A record read back holds them as one array (:class:`RecordSharer`): written as the list it was."""
+        return times.tolist() if isinstance(times, np.ndarray) else times
+
+
+class RecordSharer:
+    """Records as a reader holds them, read in order (:meth:`share`): each one's chunk times one read-only float64
+    array (8 bytes a chunk, where a list of floats takes 32), the names records repeat (its point, kind, group,
+    endpoint, worker, finish reason...) one string, and the set of fields each was read with one set per shape
+    (pydantic keeps one per model: 2 KB of a record's 6). The same values: a long run's records take a third of
+    the memory. A record read is not changed again; what reads its chunk times takes a sequence (len, index,
+    iteration, ``np.asarray``: the same array, no copy)."""
+
+    REPEATED = ("scenario", "kind", "group", "endpoint", "worker", "finish_reason", "phase", "adapter")
+
+    def __init__(self) -> None:
+        self._sets: dict[frozenset[str], set[str]] = {}
+
+    def share(self, rec: RequestRecord) -> RequestRecord:
+        """``rec`` with its chunk times an array and what it repeats shared (changed in place; returned)."""
+        times = np.asarray(rec.chunk_times, dtype=np.float64)
+        times.flags.writeable = False
+        fields = rec.__dict__
+        fields["chunk_times"] = times
+        for name in self.REPEATED:
+            if type(value := fields[name]) is str:
+                fields[name] = sys.intern(value)
+        self._share_set(rec)
+        if rec.engine_timings is not None:
+            self._share_set(rec.engine_timings)
+        return rec
+
+    def _share_set(self, model: Saved) -> None:
+        fields_set = model.__pydantic_fields_set__
+        object.__setattr__(model, "__pydantic_fields_set__", self._sets.setdefault(frozenset(fields_set), fields_set))
+
 
 class MetricSample(Saved):
     """One scrape of the server's ``/metrics``, parsed. ``families`` maps a sample name (as written in the
@@ -178,37 +217,86 @@ class MetricSample(Saved):
         return default
 
 
+class Entry(Mapping[str, Any]):
+    """One sample of a scrape as a reader holds it: read-only ``{"labels": {...}, "value": float}`` in two slots
+    (56 bytes, where the dict it was read as takes 184): :class:`ScrapeSharer` makes one of each sample it
+    does not share."""
+
+    __slots__ = ("labels", "value")
+
+    def __init__(self, labels: Any, value: Any) -> None:
+        self.labels, self.value = labels, value
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "labels":
+            return self.labels
+        if key == "value":
+            return self.value
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.labels if key == "labels" else self.value if key == "value" else default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("labels", "value"))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __repr__(self) -> str:
+        return repr({"labels": self.labels, "value": self.value})
+
+
+def _as_json(obj: Any) -> Any:
+    if isinstance(obj, Entry):
+        return {"labels": obj.labels, "value": obj.value}
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
 class ScrapeSharer:
-    """Scrapes as they are read, in order, holding what they share once: a sample (``{"labels", "value"}``) equal
-    to the previous scrape's of the same name and place is that one's object, a name whose samples are all equal
-    is its list, and equal labels are one dict. A long run's scrapes differ from the last one in a third of their
+    """Scrapes as they are read, in order (:meth:`read`: a line of ``server_metrics.jsonl`` as parsed), holding
+    what they share once: a sample (``{"labels", "value"}``) equal to the previous scrape's of the same name and
+    place is that one's object, a name whose samples are all equal is its list, equal labels are one dict, and a
+    sample not shared is an :class:`Entry`. A long run's scrapes differ from the last one in a third of their
     values (a counter that moved, a histogram bucket that filled): held this way they take a fraction of the
-    memory, with the same contents. The shared objects are read-only: nothing changes a scrape once read."""
+    memory, with the same contents, and what equals the last scrape is compared whole, not sample by sample.
+    The shared objects are read-only: nothing changes a scrape once read."""
 
     def __init__(self) -> None:
-        self._last: dict[str, list[dict[str, Any]]] = {}
+        self._raw: dict[str, Any] = {}  # the last scrape's samples as parsed
+        self._last: dict[str, list[Any]] = {}  # ... and as held
         self._labels: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
 
-    def share(self, sample: MetricSample) -> MetricSample:
-        """``sample`` with what it shares with the last scrape shared (changed in place; returned)."""
-        samples, last = sample.samples, self._last
+    def read(self, data: Any) -> MetricSample:
+        """The scrape ``data`` (a parsed line) with what it shares with the last one shared. What does not fit
+        the schema is validated as :meth:`MetricSample.model_validate` would, failing as it would."""
+        samples = data.get("samples") if isinstance(data, dict) else None
+        if not isinstance(samples, dict):
+            return MetricSample.model_validate(data)
+        held: dict[str, list[Any]] = {}
         for name, entries in samples.items():
-            old = last.get(name)
-            if old is None or len(old) != len(entries):
-                old = None
-            same = old is not None
+            raw, old = self._raw.get(name), self._last.get(name)
+            if old is not None and entries == raw:  # all of them as the last scrape had them
+                held[name] = old
+                continue
+            if not isinstance(entries, list):
+                return MetricSample.model_validate(data)
+            before = len(raw) if old is not None and isinstance(raw, list) and len(raw) == len(entries) else 0
+            row: list[Any] = []
             for i, entry in enumerate(entries):
-                before = old[i] if old is not None else None
-                if before is not None and entry == before and type(entry.get("value")) is type(before.get("value")):
-                    entries[i] = before
-                    continue
-                same = False
-                labels = entry.get("labels")
-                if isinstance(labels, dict):
-                    entry["labels"] = self._label(labels)
-            if same and old is not None:
-                samples[name] = old
-        self._last = samples
+                if i < before and entry == raw[i]:  # type: ignore[index]  # raw: a list, as its length says
+                    row.append(old[i])  # type: ignore[index]  # old: held as raw was, one for one
+                elif type(entry) is not dict:
+                    return MetricSample.model_validate(data)
+                elif len(entry) == 2 and "labels" in entry and "value" in entry:
+                    labels = entry["labels"]
+                    row.append(Entry(self._label(labels) if type(labels) is dict else labels, entry["value"]))
+                else:  # not a sample as cardgen writes them: kept as it was read
+                    row.append(entry)
+            held[name] = row
+        sample = MetricSample.model_validate({k: v for k, v in data.items() if k != "samples"})
+        sample.__dict__["samples"] = held
+        self._raw, self._last = samples, held
         return sample
 
     def _label(self, labels: dict[str, Any]) -> dict[str, Any]:
@@ -232,4 +320,5 @@ class LoadgenSample(Saved):
 def metric_line(sample: MetricSample) -> str:
     """One line of ``server_metrics.jsonl``: the scrape as compact JSON, unset fields left out."""
     fields = {"t": sample.t, "t_end": sample.t_end, "error": sample.error, "samples": sample.samples}
-    return json.dumps({k: v for k, v in fields.items() if v is not None}, separators=(",", ":")) + "\n"
+    return json.dumps({k: v for k, v in fields.items() if v is not None}, separators=(",", ":"),
+                      default=_as_json) + "\n"

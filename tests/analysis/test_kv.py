@@ -166,3 +166,44 @@ def test_resident_tokens_interpolates_over_chunks():
     assert resident_tokens(10.5, **kw) == 101
     assert resident_tokens(12.0, **kw) == 100 + 1 + 8 * 2 / 4
     assert resident_tokens(14.0, **kw) == 109
+
+
+def test_usage_ratios_find_the_requests_in_flight_as_a_scan_of_every_request_would():
+    """Each scrape looks only at the requests sent within the longest request's time before it: the same
+    requests, in the same order, so the same ratios to the last bit, as a scan of every request at every scrape
+    (what a long run cannot afford: 80,000 scrapes by 177,000 requests in the planner's suite)."""
+    import math
+
+    import pandas as pd
+
+    from cardgen.analysis.kv import MIN_USAGE, round_up, usage_ratios
+
+    rng = np.random.default_rng(7)
+    n = 400
+    sent = np.sort(rng.uniform(0, 100, n))
+    rng.shuffle(sent)  # a frame is in the order requests ended, not sent
+    dur = rng.uniform(0.5, 8.0, n)
+    dur[::50] = 30.0  # a few long ones: the window is the longest's
+    first = sent + dur * 0.1
+    end = sent + dur
+    end[::37] = np.nan  # failed: never in flight
+    chunks = [np.linspace(f, e, 16) if math.isfinite(e) else np.empty(0) for f, e in zip(first, end, strict=True)]
+    requests = pd.DataFrame({"sent_at": sent, "end_at": end, "first_token_at": first, "prompt_tokens": 256.0,
+                             "prompt_tokens_target": 256, "output_tokens": 16.0, "chunk_times": chunks})
+    t = np.arange(0.0, 110.0, 0.5)
+    live = np.isfinite(end)
+    running = [int(np.sum(live & (sent <= x) & (x < end))) for x in t]
+    ts = pd.DataFrame({"t": t, "kv_usage": 0.5, "waiting": 0.0, "running": running})
+    got = usage_ratios(requests, ts, block_size=16)
+
+    s, e, f = sent[live], end[live], first[live]  # the scan: every request at every scrape
+    c = [times for times, ok in zip(chunks, live, strict=True) if ok]
+    want = []
+    for x, u in zip(t, ts["kv_usage"], strict=True):
+        inflight = np.flatnonzero((s <= x) & (x < e))
+        if u < MIN_USAGE or len(inflight) == 0:
+            continue
+        tokens = np.array([resident_tokens(x, prompt_tokens=256.0, output_tokens=16.0, first_token_at=f[i],
+                                           chunk_times=c[i]) for i in inflight])
+        want.append(float(np.sum(round_up(tokens, 16))) / u)
+    assert len(want) > 150 and got.tolist() == want

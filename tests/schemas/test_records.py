@@ -1,0 +1,83 @@
+"""How a long run's files are held once read (cardgen/schemas/records.py): scrapes share what they repeat
+(:class:`ScrapeSharer`), records hold their chunk times in one array and share their names and field sets
+(:class:`RecordSharer`); the contents are the same, and so is what is written of them again."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from cardgen.errors import RunFileError
+from cardgen.outcome import Outcome, RequestFigures
+from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, RunDir
+from cardgen.schemas.records import Entry, MetricSample, RequestRecord, metric_line
+
+
+def scrape(t: float, running: float, ttft: list[float]) -> dict:
+    labels = {"engine": "0", "model_name": "m"}
+    return {"t": t, "t_end": t + 0.001, "samples": {
+        "vllm:num_requests_running": [{"labels": labels, "value": running}],
+        "vllm:cache_config_info": [{"labels": {"block_size": "16", "num_gpu_blocks": "100"}, "value": 1.0}],
+        "vllm:time_to_first_token_seconds_bucket": [{"labels": {**labels, "le": le}, "value": v}
+                                                    for le, v in zip(("0.1", "1.0", "+Inf"), ttft, strict=True)]}}
+
+
+def test_scrapes_read_back_share_what_repeats_and_hold_the_same_contents(tmp_path):
+    lines = [scrape(1.0, 2.0, [0.0, 1.0, 1.0]), scrape(1.5, 2.0, [0.0, 1.0, 1.0]), scrape(2.0, 3.0, [1.0, 2.0, 2.0])]
+    (tmp_path / SERVER_METRICS_JSONL).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    read = RunDir(tmp_path).load_jsonl(SERVER_METRICS_JSONL, MetricSample)
+    assert [json.loads(metric_line(m)) for m in read] == lines  # written again as they were
+    a, b, c = (m.samples for m in read)
+    assert b["vllm:time_to_first_token_seconds_bucket"] is a["vllm:time_to_first_token_seconds_bucket"]  # unchanged
+    assert c["vllm:cache_config_info"] is a["vllm:cache_config_info"]
+    bucket = c["vllm:time_to_first_token_seconds_bucket"][0]
+    assert isinstance(bucket, Entry) and bucket["value"] == bucket.get("value") == 1.0 and dict(bucket) == {
+        "labels": {"engine": "0", "model_name": "m", "le": "0.1"}, "value": 1.0}
+    assert bucket.get("nothing", "x") == "x" and "labels" in bucket
+    with pytest.raises(KeyError):
+        bucket["nothing"]
+    # the labels of a changed sample are the earlier one's dict
+    assert c["vllm:num_requests_running"][0]["labels"] is a["vllm:num_requests_running"][0]["labels"]
+    assert read[2].value("vllm:num_requests_running") == 3.0
+
+
+@pytest.mark.parametrize("bad", [{"vllm:x": [3.0]}, {"vllm:x": {"labels": {}, "value": 1}}])
+def test_a_scrape_that_does_not_fit_the_schema_is_a_one_line_error(tmp_path, bad):
+    good = scrape(1.0, 2.0, [0.0, 1.0, 1.0])
+    (tmp_path / SERVER_METRICS_JSONL).write_text(json.dumps(good) + "\n" + json.dumps({"t": 2.0, "samples": bad})
+                                                 + "\n")
+    with pytest.raises(RunFileError, match="does not fit the schema"):
+        RunDir(tmp_path).load_jsonl(SERVER_METRICS_JSONL, MetricSample)
+
+
+def record(i: int, chunks: list[float]) -> dict:
+    rec = RequestRecord(scenario="closed-p4", kind="closed", group="g", endpoint="completions", parallel=4,
+                        prompt_tokens_target=64, output_tokens_target=len(chunks), index=i, sent_at=10.0 + i,
+                        first_token_at=chunks[0] if chunks else None, end_at=chunks[-1] if chunks else None,
+                        chunk_times=chunks, output_tokens=len(chunks), finish_reason="length",
+                        error=None if chunks else "timeout")
+    return json.loads(rec.model_dump_json())
+
+
+def test_records_read_back_hold_their_chunks_in_one_array_and_the_same_figures(tmp_path):
+    lines = [record(0, [11.0, 11.5, 12.25]), record(1, [12.0, 12.1]), record(2, [])]
+    (tmp_path / REQUESTS_JSONL).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    read = RunDir(tmp_path).load_jsonl(REQUESTS_JSONL, RequestRecord)
+    assert [json.loads(r.model_dump_json()) for r in read] == lines  # written again as they were
+    times = read[0].chunk_times
+    assert isinstance(times, np.ndarray) and times.dtype == np.float64 and not times.flags.writeable
+    assert times.tolist() == [11.0, 11.5, 12.25] and len(read[2].chunk_times) == 0
+    # one string for the names records repeat, one set for the fields they were read with
+    assert read[0].scenario is read[1].scenario and sys.intern("closed-p4") is read[0].scenario
+    assert read[0].__pydantic_fields_set__ is read[1].__pydantic_fields_set__
+    # a request's figures from a record read back are those of the record as it was written
+    for rec, line in zip(read, lines, strict=True):
+        fresh = RequestRecord.model_validate(line)
+        got, want = RequestFigures.of(rec), RequestFigures.of(fresh)
+        assert list(got.chunk_times) == list(want.chunk_times) and got.itl_s == want.itl_s
+        assert [getattr(got, f) for f in ("ttft_s", "e2e_s", "tpot_s")] == pytest.approx(
+            [getattr(want, f) for f in ("ttft_s", "e2e_s", "tpot_s")], nan_ok=True)
+        assert Outcome.of(rec).chunk_times is rec.chunk_times  # no copy of the array
