@@ -154,7 +154,10 @@ class RequestFigures:
                    chunk_times=frozen_times(chunk_times))
 
 
-def chunk_gaps_s(chunk_times: Sequence[float]) -> np.ndarray:
+def chunk_gaps_s(chunk_times: Sequence[float], *, out: np.ndarray | None = None) -> np.ndarray:
     """The gaps between consecutive text chunks' arrivals (a request's ITL, seconds; the analysis pools them
-    from its frame's arrays)."""
-    return np.diff(np.asarray(chunk_times, dtype=float))
+    from its frame's arrays, each request's written into its place of one array: ``out``, of one less than its
+    chunks)."""
+    times = np.asarray(chunk_times, dtype=float)
+    gaps: np.ndarray = np.subtract(times[1:], times[:-1], out=out)  # np.diff, written where it is told
+    return gaps

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from cardgen.outcome import RequestFigures
+from cardgen.outcome import RequestFigures, chunk_gaps_s
 from cardgen.schemas.records import RequestRecord
 
 COLUMNS = (
@@ -129,12 +129,11 @@ def request_frame(records: Iterable[RequestRecord]) -> pd.DataFrame:
 
 def chunk_gaps(frame: pd.DataFrame) -> np.ndarray:
     """All gaps between consecutive text chunks of the successful requests in ``frame``, pooled (seconds)."""
-    times = [np.asarray(t, dtype=float) for t, ok in zip(frame["chunk_times"], frame["ok"], strict=True)
-             if ok and len(t) > 1]
+    times = [t for t, ok in zip(frame["chunk_times"], frame["ok"], strict=True) if ok and len(t) > 1]
     gaps = np.empty(sum(len(t) - 1 for t in times))  # filled in place: no second copy of a long run's gaps
     at = 0
-    for t in times:  # each request's chunk_gaps_s, one after another
-        np.subtract(t[1:], t[:-1], out=gaps[at:at + len(t) - 1])
+    for t in times:
+        chunk_gaps_s(t, out=gaps[at:at + len(t) - 1])
         at += len(t) - 1
     return gaps
 

@@ -57,8 +57,7 @@ def bootstrap_median_ci(values: Iterable[float] | np.ndarray, *, level: float = 
                         resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float] | None:
     """Percentile bootstrap interval of the median: the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles
     of :func:`bootstrap_medians`. None with fewer than 2 values."""
-    x = finite(values)
-    return _median_ci_of_sorted(np.sort(x), level=level, resamples=resamples) if len(x) >= 2 else None
+    return _median_ci_of_sorted(np.sort(finite(values)), level=level, resamples=resamples)
 
 
 def _median_ci_of_sorted(x: np.ndarray, *, level: float = 0.95,
@@ -77,9 +76,10 @@ def describe(values: Iterable[float] | np.ndarray, *, ci: bool = True) -> Distri
         return Distribution(n=0)
     ordered = x.copy()  # the one copy: partitioned for the percentiles, then sorted for the interval
     pct = np.percentile(ordered, PERCENTILES, overwrite_input=True)
+    interval = None
     if ci:
         ordered.sort()
-    interval = _median_ci_of_sorted(ordered) if ci else None
+        interval = _median_ci_of_sorted(ordered)
     return Distribution(
         n=len(x), mean=float(x.mean()), min=float(x.min()), max=float(x.max()),
         **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct, strict=True)},

@@ -281,11 +281,13 @@ class ScrapeSharer:
                 continue
             if not isinstance(entries, list):
                 return MetricSample.model_validate(data)
-            before = len(raw) if old is not None and isinstance(raw, list) and len(raw) == len(entries) else 0
+            # the last scrape's samples of the name, as parsed and as held, where they were as many
+            parsed, kept = (raw, old) if old is not None and isinstance(raw, list) and len(raw) == len(entries) \
+                else ([], [])
             row: list[Any] = []
             for i, entry in enumerate(entries):
-                if i < before and entry == raw[i]:  # type: ignore[index]  # raw: a list, as its length says
-                    row.append(old[i])  # type: ignore[index]  # old: held as raw was, one for one
+                if i < len(parsed) and entry == parsed[i]:
+                    row.append(kept[i])
                 elif type(entry) is not dict:
                     return MetricSample.model_validate(data)
                 elif len(entry) == 2 and "labels" in entry and "value" in entry:
