@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cardgen.analysis.capacity import capacity_thresholds
 from cardgen.analysis.cost import point_energy, price_points, tokens_per_joule
 from cardgen.analysis.crosscheck import every_window, server_vs_client
 from cardgen.analysis.gpu import gpu_telemetry, modelled_gpu_name
@@ -39,7 +38,7 @@ from cardgen.analysis.timebudget import time_budgets
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
 from cardgen.engines import kv_unknown, slot_limit
-from cardgen.kinds import INGESTION, gives, kind_of, kinds_giving
+from cardgen.kinds import GENERATION, INGESTION, gives, kind_of, kinds_giving
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir, torn_line_warning
 from cardgen.schemas.run import RunInfo, point_attempts, record_counts
 from cardgen.schemas.summary import (
@@ -94,7 +93,7 @@ def modelled_by(info: RunInfo) -> str | None:
 
 def _headline_point(scenarios: list[ScenarioSummary]) -> ScenarioSummary | None:
     for s in scenarios:
-        if (kind_of(s).closed_loop and s.parallel == HEADLINE_POINT["parallel"]
+        if (gives(s, GENERATION) and s.parallel == HEADLINE_POINT["parallel"]
                 and s.prompt_tokens == HEADLINE_POINT["prompt_tokens"]
                 and s.output_tokens == HEADLINE_POINT["output_tokens"] and s.requests - s.failed > 0):
             return s
@@ -210,7 +209,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     point = _headline_point(scenarios)
     generation = None
     if point is None:
-        silent = next((x for x in scenarios if kind_of(x).closed_loop and x.requests == 0 and x.stop == "skipped"
+        silent = next((x for x in scenarios if gives(x, GENERATION) and x.requests == 0 and x.stop == "skipped"
                        and x.parallel == HEADLINE_POINT["parallel"]
                        and x.prompt_tokens == HEADLINE_POINT["prompt_tokens"]
                        and x.output_tokens == HEADLINE_POINT["output_tokens"]), None)
@@ -230,7 +229,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     # the kinds' own results first: a kind may estimate the KV capacity itself (the headline weighs it)
     results = kind_results(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info,
                            records=records, predicted=predicted, metrics=data.metrics,
-                           kv=kv_layout(declared, slots=slot_limit(engine, info.server.extra)))
+                           kv=kv_layout(declared, slots=slot_limit(engine, info.server.extra)), options=options)
     kv = kv_capacity(declared=declared, requests=requests, ts=ts, unknown=kv_unknown(engine, info.server.extra),
                      contributed=kind_kv_estimates(results))
     if kv.tokens is None:
@@ -244,14 +243,10 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     if not any(k.rate_driven for k in kinds):
         missing.append("no open-loop rates: no serving table")
     missing += kind_missing(s.kind for s in scenarios if s.requests)
-    if not any(k.closed_loop for k in kinds):
-        missing.append("no closed-loop points: no generation speed or throughput against parallel requests")
 
-    capacity = capacity_thresholds(scenarios, min_speed_tok_s=options.min_speed_tok_s,
-                                   max_kv_usage=options.max_kv_usage)
     gpu = info.gpu
     gpu_name = _name(gpu.name)
-    tables = build_tables(scenarios, gpu=gpu_name, kv_cache_tokens=kv.tokens)
+    tables = build_tables(scenarios, gpu=gpu_name)
     tok_s = ingestion.fit.tok_s if ingestion else None
     svc = server_vs_client(data.metrics, every, scenarios, engine=engine)
     summary = Summary(
@@ -270,7 +265,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
             decode_tok_s_at_10_parallel_1024_128=generation.decode_tok_s if generation else None,
             kv_cache_tokens=kv.tokens),
         ingestion=ingestion.fit if ingestion else None, generation=generation, kv_cache=kv,
-        capacity=capacity, scenarios=scenarios,
+        scenarios=scenarios,
         gpu_telemetry=gpu_telemetry(info, data.gpu_metrics, every),
         server_vs_client=svc,
         time_budget=time_budgets(requests, every_window(data.metrics, every, scenarios, engine=engine), scenarios,
@@ -287,7 +282,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                               slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})
     summary.kinds = results
-    tables.update(kind_tables(summary.kinds))
+    tables.update(kind_tables(summary))
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, points=list(points.values())))
 

@@ -227,7 +227,7 @@ def server_vs_client(metrics: Sequence[MetricSample], requests: pd.DataFrame, sc
     if len(scrapes) < 2:
         return ServerVsClient(reason="only one successful scrape of /metrics: no increase to compare")
     run = _window("run", scrapes[0], scrapes[-1], requests, names)
-    points = list(point_windows(scrapes, requests, [s for s in scenarios if kind_of(s).closed_loop], names).values())
+    points = list(point_windows(scrapes, requests, [s for s in scenarios if kind_of(s).steady_window], names).values())
     return ServerVsClient(available=True, run=run, points=points)
 
 

@@ -9,11 +9,13 @@ needs nothing but the run's files. The core never names a kind here: it asks eve
     Kind.analysis ──> KindAnalysis(result=R, analyse=f)     f(KindRun) -> R | None   (None: nothing to show)
     kind_results(...) -> {kind name: R as JSON}              summary.kinds
     kind_precision(...) -> {point name: PointPrecision}      its points' precision, where the kind judges it itself
-    kind_tables(summary.kinds) -> {file name: DataFrame}     tables/<name>.json|csv made from its result
+    kind_tables(summary) -> {file name: DataFrame}           tables/<name>.json|csv made from its result
     kind_missing(kinds that sent requests) -> [words]        summary.missing, for a kind the run did not measure
     kind_kv_estimates(summary.kinds) -> [KVContribution]     its estimate of the KV capacity (kv_cache), if it has one
     Kind.headlines ∋ INGESTION -> kinds_giving(INGESTION)    the points the ingestion headline is fitted over
                                                             (summary.ingestion; calibration, time budget)
+    Kind.headlines ∋ GENERATION -> kinds_giving(GENERATION)  the points the generation headline is read at
+                                                            (summary.generation; calibration's decode, the site)
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from typing import Any
 import pandas as pd
 
 from cardgen.analysis.kv import KVContribution, KVLayout
+from cardgen.analysis.options import AnalysisOptions
 from cardgen.kinds import KINDS, of_kind
 from cardgen.kinds.kind import part
 from cardgen.points import Point
 from cardgen.schemas.records import MetricSample, RequestRecord
 from cardgen.schemas.run import RunInfo
-from cardgen.schemas.summary import KindResult, PointPrecision, ScenarioSummary
+from cardgen.schemas.summary import KindResult, PointPrecision, ScenarioSummary, Summary
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class KindRun:
     metrics: Sequence[MetricSample] = ()
     # how the server holds its KV cache (block size, slots, a cache per slot), read once for every kind
     kv: KVLayout = field(default_factory=KVLayout)
+    # what the analysis was asked for (its SLOs and capacity thresholds: ``cardgen render --min-speed`` ...)
+    options: AnalysisOptions = field(default_factory=AnalysisOptions)
 
 
 @dataclass(frozen=True)
@@ -63,8 +68,9 @@ class KindAnalysis:
     # its points' precision by point name, where the kind judges it itself (summary.json's ``scenarios``
     # ``precision``, set before the tables are made); None: the common rule's
     precision: Callable[[KindRun], Mapping[str, PointPrecision]] | None = None
-    # the table files its result makes (``tables/<name>.json`` and ``.csv``, by name; an empty one is not written)
-    tables: Callable[[Any], Mapping[str, pd.DataFrame]] | None = None
+    # the table files its result makes, given the run's summary (``tables/<name>.json`` and ``.csv``, by name; an
+    # empty one is not written)
+    tables: Callable[[Any, Summary], Mapping[str, pd.DataFrame]] | None = None
     # summary.missing's words for a run where no point of the kind sent a request: what the run lacks without it
     absent: str | None = None
     # its estimate of the KV cache's capacity from its result (None: the run has no result of the kind), weighed
@@ -75,7 +81,8 @@ class KindAnalysis:
 def _runs(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd.DataFrame,
           scenarios: list[ScenarioSummary], info: RunInfo, records: Sequence[RequestRecord],
           predicted: pd.DataFrame | None, metrics: Sequence[MetricSample] = (),
-          kv: KVLayout | None = None) -> list[tuple[str, KindAnalysis, KindRun]]:
+          kv: KVLayout | None = None,
+          options: AnalysisOptions | None = None) -> list[tuple[str, KindAnalysis, KindRun]]:
     """Every installed kind with an analysis of its own and a point in the run: its name, its analysis and its
     share of the run."""
     out = []
@@ -96,19 +103,21 @@ def _runs(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd
         out.append((name, analysis, KindRun(kind=name, points=mine, requests=rows, timeseries=timeseries,
                                             scenarios=of_kind(name, scenarios), info=info,
                                             records=records_by_kind.get(name, []),
-                                            predicted=guessed, metrics=metrics, kv=kv or KVLayout())))
+                                            predicted=guessed, metrics=metrics, kv=kv or KVLayout(),
+                                            options=options or AnalysisOptions())))
     return out
 
 
 def kind_results(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd.DataFrame,
                  scenarios: list[ScenarioSummary], info: RunInfo, records: Sequence[RequestRecord],
                  predicted: pd.DataFrame | None = None, metrics: Sequence[MetricSample] = (),
-                 kv: KVLayout | None = None) -> dict[str, dict[str, Any]]:
+                 kv: KVLayout | None = None, options: AnalysisOptions | None = None) -> dict[str, dict[str, Any]]:
     """Every installed kind's result over its points of the run, as summary.json keeps it (kinds without an
     analysis of their own, or without a point in the run, give none)."""
     out: dict[str, dict[str, Any]] = {}
     for name, analysis, run in _runs(points=points, requests=requests, timeseries=timeseries, scenarios=scenarios,
-                                     info=info, records=records, predicted=predicted, metrics=metrics, kv=kv):
+                                     info=info, records=records, predicted=predicted, metrics=metrics, kv=kv,
+                                     options=options):
         result = analysis.analyse(run)
         if result is not None:
             out[name] = result.model_dump(mode="json")
@@ -127,16 +136,16 @@ def kind_precision(*, points: Mapping[str, Point], requests: pd.DataFrame, times
     return out
 
 
-def kind_tables(results: Mapping[str, dict[str, Any]]) -> dict[str, pd.DataFrame]:
+def kind_tables(summary: Summary) -> dict[str, pd.DataFrame]:
     """The table files the installed kinds make of their results (summary.json's ``kinds``), by file name."""
     out: dict[str, pd.DataFrame] = {}
     for name, kind in KINDS.items():
-        saved = results.get(name)
+        saved = summary.kinds.get(name)
         if kind.analysis is None or saved is None:
             continue
         analysis: KindAnalysis = part(kind.analysis)
         if analysis.tables is not None:
-            out.update(analysis.tables(analysis.result.model_validate(saved)))
+            out.update(analysis.tables(analysis.result.model_validate(saved), summary))
     return out
 
 

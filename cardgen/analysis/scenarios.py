@@ -24,7 +24,6 @@ start, TTFT and decode speed by batch means over whole rounds of its steady requ
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -137,7 +136,7 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
     summary.started_unix, summary.ended_unix, summary.duration_s = start, end, duration
     every_ok = ok
     settled_from = None
-    if kind.closed_loop:
+    if kind.steady_window:
         ok, settled_from = _steady(summary, ok)
     summary.prompt_tokens_mean = _opt(ok["prompt_tokens"].mean()) if len(ok) else None
     summary.output_tokens_mean = _opt(ok["output_tokens"].mean()) if len(ok) else None
@@ -192,13 +191,3 @@ def scenario_summaries(requests: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: 
     order = requests.groupby("scenario", sort=False)["sent_at"].min().sort_values(kind="stable").index
     groups = dict(tuple(requests.groupby("scenario", sort=False)))
     return [summarise_scenario(groups[name], ts, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s) for name in order]
-
-
-def closed_pairs(scenarios: Sequence[ScenarioSummary]) -> dict[tuple[int, int], list[ScenarioSummary]]:
-    """Closed-loop points with at least one request, per (prompt, output) pair in ascending order, each list
-    ordered by parallel count."""
-    pairs: dict[tuple[int, int], list[ScenarioSummary]] = {}
-    for s in scenarios:
-        if kind_of(s).closed_loop and s.parallel is not None and s.requests > 0:
-            pairs.setdefault((s.prompt_tokens, s.output_tokens), []).append(s)
-    return {k: sorted(v, key=lambda s: s.parallel or 0) for k, v in sorted(pairs.items())}

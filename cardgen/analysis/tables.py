@@ -4,13 +4,13 @@
   TTFT / TPOT / ITL mean, median, p99 in ms).
 - ``fastgen``: DeepSpeed-FastGen's effective throughput (requests/s meeting every SLO) next to throughput, and
   latency percentiles p50 / p90 / p95, per closed-loop point and open-loop rate.
-- ``scale``: FlexGen's scale table: per (parallel, prompt, output) point, latency, throughput and peak KV use.
 - ``scenarios``: every per-scenario figure, flat.
 
 JSON files use pandas' ``orient="columns"`` layout (``{"column": {"0": value, ...}}``, as vLLM publishes its
 tables): ``pd.DataFrame.from_dict(json.load(f))`` loads one back. ``benchmarking_results.json`` holds all of them
 under their names, with the tables the kinds make of their own results (their analysis' ``tables``,
-:func:`cardgen.analysis.kindparts.kind_tables`) and the replayed traces' windows.
+:func:`cardgen.analysis.kindparts.kind_tables`: the closed loop's ``scale``, FlexGen's scale table) and the
+replayed traces' windows.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from cardgen.kinds.kind import USERS
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.summary import Distribution, PointPrecision, ScenarioSummary
 
-TABLE_NAMES = ("serving", "fastgen", "scale", "scenarios")
+TABLE_NAMES = ("serving", "fastgen", "scenarios")
 COMBINED_JSON = "benchmarking_results.json"
 _DISTRIBUTIONS = ("ttft_s", "e2e_s", "tpot_s", "itl_s", "decode_tok_s", "speed_from_start_tok_s")
 
@@ -78,24 +78,6 @@ def fastgen_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def scale_table(scenarios: Sequence[ScenarioSummary], *, kv_cache_tokens: float | None) -> pd.DataFrame:
-    """FlexGen's scale table: closed-loop points ordered by pair then parallel count."""
-    points = sorted((s for s in scenarios if kind_of(s).closed_loop and s.requests > 0),
-                    key=lambda s: (s.prompt_tokens, s.output_tokens, s.parallel or 0))
-    rows = []
-    for s in points:
-        usage = s.kv_usage_max
-        rows.append({
-            "Parallel": s.parallel, "Prompt tokens": s.prompt_tokens, "Output tokens": s.output_tokens,
-            "Latency p50 (s)": s.e2e_s.p50, "Output tput (tok/s)": s.output_tok_s,
-            "Total tput (tok/s)": s.total_tok_s,
-            "Speed per request p50 (tok/s)": s.speed_from_start_tok_s.p50,
-            "Peak KV usage (%)": None if usage is None else 100 * usage,
-            "Peak KV (tokens)": None if usage is None or kv_cache_tokens is None else usage * kv_cache_tokens,
-        })
-    return pd.DataFrame(rows)
-
-
 def scenarios_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
     """Every scenario figure, one row per scenario (points that were not run included), distributions and
     precision flattened (``ttft_s_p50``, ``precision_ttft`` ...)."""
@@ -112,13 +94,11 @@ def scenarios_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def build_tables(scenarios: Sequence[ScenarioSummary], *, gpu: str | None,
-                 kv_cache_tokens: float | None) -> dict[str, pd.DataFrame]:
+def build_tables(scenarios: Sequence[ScenarioSummary], *, gpu: str | None) -> dict[str, pd.DataFrame]:
     """Every table by name (see :data:`TABLE_NAMES`); a table with no row is an empty DataFrame."""
     return {
         "serving": serving_table(scenarios, gpu=gpu),
         "fastgen": fastgen_table(scenarios),
-        "scale": scale_table(scenarios, kv_cache_tokens=kv_cache_tokens),
         "scenarios": scenarios_table(scenarios),
     }
 

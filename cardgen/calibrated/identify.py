@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cardgen.analysis.analyse import HEADLINE_POINT
-from cardgen.kinds import INGESTION, KINDS, kind_of, of_kind
+from cardgen.kinds import GENERATION, INGESTION, KINDS, gives, kind_of, of_kind
 from cardgen.points import Point
 from cardgen.schemas.calibration import IdentifyPoint
 
@@ -88,7 +88,7 @@ def choose(points: Sequence[Point], *, kv_declared: bool, max_model_len: int) ->
         chosen[ingest.name] = Chosen(ingest, why_ingest)
     elif points and (made := probe_ingest(points, max_model_len)) is not None:
         probe = Chosen(made, why_ingest + " (a sweep the suite does not have)", in_suite=False)
-    closed = [p for p in points if kind_of(p).closed_loop and p.parallel]
+    closed = [p for p in points if gives(p, GENERATION) and p.parallel]
     if closed:
         out = _decode_output(sorted({p.output_tokens for p in closed}))
         with_out = [p for p in closed if p.output_tokens == out]

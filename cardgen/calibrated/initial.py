@@ -27,7 +27,7 @@ import numpy as np
 from cardgen.calibrated.figures import INGEST_FIGURE
 from cardgen.calibrated.perf import NAMES, Constants, FittedPerf
 from cardgen.calibrated.settings import ServerSettings
-from cardgen.kinds import kind_of
+from cardgen.kinds import GENERATION, gives
 from cardgen.points import Point
 from cardgen.sim.perf import SeqWork
 from cardgen.sim.roofline import RooflinePerf
@@ -59,7 +59,7 @@ def initial_constants(shape: RooflinePerf, start: Constants, settings: ServerSet
         slope, length, intercept = fitted
         n = max(1, int(length))
         values["compute_flop_s"] = shape.cost([SeqWork(n, 0)], []).flops / n / slope
-    closed = sorted((p for p in points if kind_of(p).closed_loop and p.name in measured
+    closed = sorted((p for p in points if gives(p, GENERATION) and p.name in measured
                      and measured[p.name].get("speed_from_start_tok_s")),
                     key=lambda p: (p.parallel or 1, p.prompt_tokens))
     candidates = [dict(values)]

@@ -19,11 +19,9 @@ from cardgen.card.sections.calibration import CalibrationView, calibration_view
 from cardgen.card.sections.cost import cost_table
 from cardgen.card.sections.datasets import DatasetSection, dataset_sections, nightly_code, nightly_table
 from cardgen.card.sections.figures import figure_paths
-from cardgen.card.sections.frames import fastgen_view, scale_view, serving_view
-from cardgen.card.sections.generation import PairSection, capacity_table, pair_sections
+from cardgen.card.sections.frames import fastgen_view, serving_view
 from cardgen.card.sections.gpu import gpu_tables, no_telemetry_reason
 from cardgen.card.sections.head import banner, card_front_matter, title
-from cardgen.card.sections.interactivity import interactivity_table
 from cardgen.card.sections.kv_cache import kv_estimates
 from cardgen.card.sections.launch import launch_table
 from cardgen.card.sections.main import main_table
@@ -62,9 +60,6 @@ class CardContext(TypedDict):
     card_date: str
     figures: dict[str, Markup | None]
     main: TableView
-    pairs: list[PairSection]
-    capacity: TableView | None
-    scale: TableView | None
     kv_estimates: TableView | None
     serving: TableView | None
     fastgen: TableView | None
@@ -79,7 +74,6 @@ class CardContext(TypedDict):
     server_notes: list[str]
     scenarios: TableView | None
     saturation: SaturationRule
-    interactivity: TableView | None  # throughput against interactivity, Pareto fronts (issue 14)
     workloads: WorkloadSections  # dataset serving tests (issue 11)
     modelled_error: ModelledError | None  # a modelled run's expected error per headline (issue 12)
     reasoning: ReasoningSection | None  # reasoning models, speculative decoding, LoRA adapters (issue 22)
@@ -112,15 +106,13 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
                                 watched_full_usage=WATCHED_FULL_USAGE)
     return CardContext(
         s=s, title=title(s), front_matter=card_front_matter(s), banner=banner(s), card_date=date,
-        figures=figure_paths(s), main=main_table(s), pairs=pair_sections(s), capacity=capacity_table(s),
-        scale=scale_view(t.get("scale")), kv_estimates=kv_estimates(s.kv_cache),
+        figures=figure_paths(s), main=main_table(s), kv_estimates=kv_estimates(s.kv_cache),
         serving=serving_view(t.get("serving")), fastgen=fastgen_view(t.get("fastgen")),
         parameters=parameters_table(s, analysis.info, date), launch=launch_table(analysis.info), gpu=gpu,
         gpu_per_device=gpu_per_device, gpu_reason=no_telemetry_reason(s.gpu_telemetry),
         server_latency=server_latency, server_tokens=server_tokens, server_points=server_points,
         server_notes=server_notes, scenarios=scenarios_table(s),
         saturation=saturation,
-        interactivity=interactivity_table(s),
         workloads=_workload_sections(analysis),
         modelled_error=modelled_error(s, analysis.info),
         reasoning=reasoning_section(s), speculative=speculative_section(s), adapters=adapters_section(s),

@@ -12,13 +12,10 @@ from cardgen.figures.data import (
     IngestionPlot,
     InteractivityCurve,
     Line,
-    PairPanels,
     PercentileBars,
     Timeline,
     pair_name,
 )
-
-KV_COLOR = "tab:gray"
 
 
 def _finish(ax: Axes, *, xlabel: str, ylabel: str, title: str | None = None, legend: bool = True) -> None:
@@ -39,34 +36,6 @@ def draw_lines(ax: Axes, lines: Sequence[Line], *, xlabel: str, ylabel: str, tit
             ax.fill_between(line.x, line.low, line.high, alpha=0.2, color=handle.get_color(), linewidth=0)
     ax.set_ylim(bottom=0)
     _finish(ax, xlabel=xlabel, ylabel=ylabel, title=title)
-
-
-def draw_total_throughput(ax: Axes, lines: Sequence[Line]) -> None:
-    draw_lines(ax, lines, xlabel="parallel requests", ylabel="total output throughput (tokens/s)",
-               title="Total generation speed")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-
-
-def _kv_twin(ax: Axes, x: np.ndarray, kv_pct: np.ndarray) -> None:
-    if not np.isfinite(kv_pct).any():
-        return
-    twin = ax.twinx()
-    twin.plot(x, kv_pct, linestyle="--", marker=".", color=KV_COLOR, label="max KV usage")
-    twin.set_ylabel("max KV cache usage (%)", color=KV_COLOR)
-    twin.set_ylim(0, 105)
-    twin.tick_params(axis="y", colors=KV_COLOR)
-
-
-def draw_pair(ax_speed: Axes, ax_ttft: Axes, panel: PairPanels) -> None:
-    """Speed from start per request (top) and TTFT (bottom) against parallel requests: median line, p25-p75
-    band, the server's largest KV usage on a second axis."""
-    draw_lines(ax_speed, [panel.speed], xlabel="parallel requests", ylabel="speed per request (tokens/s)",
-               title=f"{panel.pair[0]} prompt tokens, {panel.pair[1]} output tokens: median, p25-p75")
-    _kv_twin(ax_speed, panel.parallel, panel.kv_usage_pct)
-    draw_lines(ax_ttft, [panel.ttft], xlabel="parallel requests", ylabel="time to first token (s)")
-    _kv_twin(ax_ttft, panel.parallel, panel.kv_usage_pct)
-    for ax in (ax_speed, ax_ttft):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def draw_ingestion(ax: Axes, plot: IngestionPlot) -> None:

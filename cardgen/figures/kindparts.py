@@ -6,7 +6,7 @@ to the figures it has data for, each a file name and a function drawing a matplo
 :func:`new_figure`, so every figure of the run shares the style and the deterministic PNG writer of
 :mod:`cardgen.figures.render`). Its section finds a figure's path with :func:`cardgen.card.sections.figures.figure_path`.
 
-    Kind.figures ──> KindFigures(result=R, build=f)     f(R) -> {file name: () -> Figure}
+    Kind.figures ──> KindFigures(result=R, build=f)     f(R, summary) -> {file name: () -> Figure}
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class KindFigures:
     """A kind's figures."""
 
     result: type[KindResult]
-    build: Callable[[Any], dict[str, Callable[[], Figure]]]
+    build: Callable[[Any, Summary], dict[str, Callable[[], Figure]]]  # its result, the run's summary
 
 
 def new_figure(width: float, height: float, rows: int = 1, cols: int = 1, **kw: Any) -> tuple[Figure, list[Axes]]:
@@ -46,5 +46,5 @@ def kind_figures(summary: Summary) -> dict[str, Callable[[], Figure]]:
         if kind.figures is None or saved is None:
             continue
         figures: KindFigures = part(kind.figures)
-        out.update(figures.build(figures.result.model_validate(saved)))
+        out.update(figures.build(figures.result.model_validate(saved), summary))
     return out

@@ -18,15 +18,13 @@ from cardgen.analysis.analyse import Analysis
 from cardgen.figures import data
 from cardgen.figures.draw import (
     draw_ingestion,
-    draw_pair,
     draw_percentile_bars,
     draw_throughput_interactivity,
     draw_throughput_latency,
     draw_timeline,
-    draw_total_throughput,
 )
 from cardgen.figures.kindparts import kind_figures, new_figure
-from cardgen.figures.names import FIGURE_NAMES, pair_figure_name, replay_figure_name
+from cardgen.figures.names import FIGURE_NAMES, replay_figure_name
 from cardgen.figures.replay import ReplayTimeline, draw_replay, replay_timeline
 from cardgen.figures.timebudget import budget_bars, draw_budget
 from cardgen.rundir import FIGURES_DIR
@@ -53,19 +51,6 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
     """File name -> a function drawing that figure, for every figure the analysis has data for."""
     s = analysis.summary
     out: dict[str, Callable[[], Figure]] = {}
-    lines = data.total_throughput(s.scenarios)
-    if lines:
-        def total() -> Figure:
-            fig, (ax,) = _figure(8, 4.5)
-            draw_total_throughput(ax, lines)
-            return fig
-        out[FIGURE_NAMES["total_throughput"]] = total
-    for panel in data.pair_panels(s.scenarios):
-        def pair(panel: data.PairPanels = panel) -> Figure:
-            fig, (ax1, ax2) = _figure(8, 7, 2, 1, sharex=True)
-            draw_pair(ax1, ax2, panel)
-            return fig
-        out[pair_figure_name(panel.pair)] = pair
     if analysis.ingestion is not None and analysis.ingestion.fit.tok_s:
         plot = data.ingestion(analysis.ingestion)
 

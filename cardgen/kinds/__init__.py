@@ -2,8 +2,8 @@
 instead of comparing its name.
 
 A point's ``kind`` (``Point.kind``, ``ScenarioSummary.kind``, a record's ``kind``) names one :class:`Kind`
-of :data:`KINDS`; :func:`kind_of` finds it. A module that treats some kinds apart asks a trait (``closed_loop``,
-``rate_driven``, ``diff_rank`` ...) rather than testing names, so a new kind is one folder here and its name in
+of :data:`KINDS`; :func:`kind_of` finds it. A module that treats some kinds apart asks a trait (``sweep``,
+``steady_window``, ``headlines``, ``diff_rank`` ...) rather than testing names, so a new kind is one folder here and its name in
 the lists below, not a hunt through every layer.
 
     kind.py       what a kind is (Kind: its program, its judge, its traits) and what its rules read of a point
@@ -38,7 +38,7 @@ from typing import Annotated, Any, TypeVar, Union
 from pydantic import Field
 
 from cardgen.kinds.entry import SamplingParams
-from cardgen.kinds.kind import INGESTION, NO_PARALLEL, USERS, Kind, part
+from cardgen.kinds.kind import GENERATION, INGESTION, NO_PARALLEL, USERS, Kind, Sweep, part
 from cardgen.kinds.program import Judge, Program
 from cardgen.kinds.shape import RequestShape
 from cardgen.kinds.view import Kinded, Params, PointView
@@ -88,8 +88,8 @@ Scenario = _union([k.entry for k in KINDS.values() if k.entry is not None])
 #: a point's own parameters, by its kind (``Point.params``): every installed kind's
 KindParams = _union([k.params for k in KINDS.values() if k.params is not None])
 
-__all__ = ["BROKEN", "GROUP", "INGESTION", "KINDS", "NO_PARALLEL", "ORIGIN", "UNKNOWN", "USERS", "Kind", "KindParams",
-           "Kinded", "Params", "SamplingParams", "Scenario", "gives", "judge_for", "kind_of", "kinds_giving", "kinds_where", "of_kind", "program_for",
+__all__ = ["BROKEN", "GENERATION", "GROUP", "INGESTION", "KINDS", "NO_PARALLEL", "ORIGIN", "UNKNOWN", "USERS", "Kind", "KindParams",
+           "Kinded", "Params", "SamplingParams", "Scenario", "Sweep", "gives", "judge_for", "kind_of", "kinds_giving", "kinds_where", "of_kind", "program_for",
            "request_shape", "runs_on"]
 
 def kind_of(x: str | Kinded | None) -> Kind[Any]:

@@ -65,6 +65,19 @@ class ReplayBudget:
 
 
 INGESTION = "ingestion"  # the headline of prompt ingestion speed (see :attr:`Kind.headlines`)
+GENERATION = "generation"  # the headline of generation speed at N parallel requests (see :attr:`Kind.headlines`)
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """How a kind's serving points line up in the views that compare loads across kinds: what its lines are called,
+    the axis its points are ordered along, and which of its summary rows (``ScenarioSummary``) are drawn."""
+
+    name: str  # its lines' name ("closed loop")
+    axis: str  # the load axis in words ("parallel requests")
+    order: Callable[[Any], float]  # a row's place along the axis
+    label: Callable[[Any], str]  # a row's tick label
+    shown: Callable[[Any], bool]  # whether a row is drawn
 
 
 @dataclass(frozen=True)
@@ -85,14 +98,19 @@ class Kind(Generic[P]):
     parallel: str = NO_PARALLEL  # what a point's ``parallel`` is (USERS, LARGEST_GROUP or NO_PARALLEL)
     # how the card words a point's load: ``parallel`` and ``rate`` (the rate in words) are filled in
     load_words: str = "one at a time"
-    # a closed-loop sweep point (parallel users, per prompt / output pair): the headline, saturation and the
-    # larger counts it skips, the steady state, the generation, scale, cost and trade-off views
-    closed_loop: bool = False
-    rate_driven: bool = False  # its load is an arrival rate (open loop): serving table, cost, latency figures
+    rate_driven: bool = False  # its load is an arrival rate (open loop): serving table, send lag, latency figures
+    # how its points line up where cardgen compares loads across kinds (None: its points are no serving load):
+    # the throughput-latency and latency-percentile figures, cost, energy, FastGen's table, the site's tables
+    sweep: Sweep | None = None
+    # whether its points hold ``parallel`` users in flight from a ramp to a drain, so that their figures are their
+    # steady requests' (the ramp and the drain cut and counted: cardgen.analysis.scenarios) and the server's own
+    # latencies over each point's window are set beside the client's (cardgen.analysis.crosscheck)
+    steady_window: bool = False
     # the card's headline figures its points give, by the headline's name (:data:`INGESTION`: prompt ingestion
-    # speed, the fit of TTFT against prompt tokens over points that compute whole prompts, one request at a time).
-    # The core asks for a headline's points through :func:`cardgen.kinds.kinds_giving`, never by a kind's name,
-    # so any kind may give one and deleting the kind that gives it leaves the headline stated as not measured
+    # speed, the fit of TTFT against prompt tokens over points that compute whole prompts, one request at a time;
+    # :data:`GENERATION`: the speed per request at N parallel users, whose points calibration fits the decode step
+    # on). The core asks for a headline's points through :func:`cardgen.kinds.kinds_giving`, never by a kind's
+    # name, so any kind may give one and deleting the kind that gives it leaves the headline stated as not measured
     headlines: frozenset[str] = frozenset()
     # whether its figures are the client's timings (False: they are what the server says of its load, queueing
     # and preemption, so a client that fell behind spoils none of them: the client check leaves its points out)
@@ -180,7 +198,7 @@ class Kind(Generic[P]):
     def serving_load(self) -> bool:
         """Whether a point's throughput is the server's at an offered load (users or a rate): the views that price
         or compare serving points (cost, energy, FastGen's table, the site's comparison tables)."""
-        return self.closed_loop or self.rate_driven
+        return self.sweep is not None
 
     def row_parallel(self, point: Params[Any]) -> int | None:
         """A point's parallel count as a summary row says it: its users (closed loop, batch, chat), its largest

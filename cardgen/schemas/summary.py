@@ -17,7 +17,6 @@ Layout (``schema_version`` 3)::
     generation    GenerationHeadline: the 10-parallel 1024/128 point, medians with intervals
     kv_cache      KVCapacity: every method's estimate, the one chosen, their agreement (a kind's probe keeps
                   what it measured in ``kinds``)
-    capacity      [CapacityThreshold] per (prompt, output) pair
     scenarios     [ScenarioSummary] in suite order (run.json ``points``), points that were not run included;
                   each with ``stop``, ``stop_detail``, its steady state (closed loop) and ``precision``
     gpu_telemetry GpuTelemetry: the GPUs over the measured window (gpu_metrics.jsonl), or why there is none
@@ -313,20 +312,6 @@ class KVCapacity(Saved):
         return self.notes.get(method) or method
 
 
-class CapacityThreshold(Saved):
-    """Per (prompt, output) pair of the closed loop: how many parallel requests the server sustains."""
-
-    prompt_tokens: int
-    output_tokens: int
-    parallel_tested: list[int] = Field(default_factory=list)
-    min_speed_tok_s: float
-    max_parallel_at_min_speed: int | None = None  # most parallel with median speed from start >= min
-    speed_bound_open: bool = False  # every tested point passed: the true limit is higher
-    max_kv_usage: float
-    max_parallel_below_kv_usage: int | None = None  # most parallel with max KV usage < max_kv_usage
-    kv_bound_open: bool = False
-
-
 class GpuReading(Saved):
     """One GPU over the measured window."""
 
@@ -525,7 +510,7 @@ class KindResult(Saved):
 
 # top-level keys of summary.json files written before a kind kept its own result (schema_version 3 files may hold
 # either layout): key -> the kind's name in ``kinds`` and the field of its result (version 1) that held the value
-MOVED_TO_KINDS = {"slo_search": ("slo", "searches")}
+MOVED_TO_KINDS = {"slo_search": ("slo", "searches"), "capacity": ("closed", "capacity")}
 
 
 class Summary(Saved):
@@ -556,7 +541,6 @@ class Summary(Saved):
     ingestion: IngestionFit | None = None
     generation: GenerationHeadline | None = None
     kv_cache: KVCapacity = Field(default_factory=KVCapacity)
-    capacity: list[CapacityThreshold] = Field(default_factory=list)
     scenarios: list[ScenarioSummary] = Field(default_factory=list)
     gpu_telemetry: GpuTelemetry = Field(default_factory=GpuTelemetry)
     server_vs_client: ServerVsClient = Field(default_factory=ServerVsClient)

@@ -17,7 +17,7 @@ from html import escape
 
 from cardgen import numbers
 from cardgen.analysis.analyse import HEADLINE_POINT
-from cardgen.kinds import kind_of
+from cardgen.kinds import GENERATION, gives
 from cardgen.schemas.summary import ScenarioSummary, Summary
 from cardgen.site import charts
 from cardgen.site.plan import PlannedRun, href
@@ -50,7 +50,7 @@ COST_COLUMN = f"$ / M tokens @{HEADLINE_POINT['parallel']} parallel"
 
 def headline_cost(s: Summary) -> float | None:
     """The cost per million tokens (prompt + output) at the card's headline point, when the run has a price."""
-    point = next((x for x in s.scenarios if kind_of(x).closed_loop and x.parallel == HEADLINE_POINT["parallel"]
+    point = next((x for x in s.scenarios if gives(x, GENERATION) and x.parallel == HEADLINE_POINT["parallel"]
                   and x.prompt_tokens == HEADLINE_POINT["prompt_tokens"]
                   and x.output_tokens == HEADLINE_POINT["output_tokens"]), None)
     return point.usd_per_million_tokens if point is not None else None
@@ -61,7 +61,7 @@ def _lines(r: PlannedRun, x: Axis, y: Axis, *, here: str, key: str) -> list[list
     s = r.run.summary
     gpus = s.gpu_count or 1
     pairs: dict[tuple[int, int], list[charts.Point]] = {}
-    for p in sorted((p for p in s.scenarios if kind_of(p).closed_loop and p.requests > p.failed),
+    for p in sorted((p for p in s.scenarios if gives(p, GENERATION) and p.requests > p.failed),
                     key=lambda p: (p.prompt_tokens, p.output_tokens, p.parallel or 0)):
         xv, yv = x.value(p, gpus), y.value(p, gpus)
         if xv is None or yv is None:

@@ -9,6 +9,7 @@ from simruns import SyntheticServer, synthetic_run, write_run
 
 from cardgen.analysis import AnalysisOptions, RunData, Summary, analyse, load_run, write_analysis
 from cardgen.errors import RenderError
+from cardgen.kinds.closed.analysis import ClosedResult
 from cardgen.rundir import REQUESTS_JSONL, RUN_JSON, SERVER_METRICS_JSONL
 from cardgen.schemas.records import ErrorKind, RequestRecord
 
@@ -77,7 +78,7 @@ def test_options_change_goodput_and_thresholds(small_run):
     by = {s.scenario: s for s in strict.scenarios}
     assert by[HEADLINE].goodput_req_s < {s.scenario: s for s in loose.scenarios}[HEADLINE].goodput_req_s
     assert strict.options["slo_ttft_s"] == 0.05
-    (long_pair,) = [c for c in strict.capacity if c.prompt_tokens == 1024]
+    (long_pair,) = [c for c in ClosedResult.model_validate(strict.kinds["closed"]).capacity if c.prompt_tokens == 1024]
     assert long_pair.max_parallel_at_min_speed == 1
 
 

@@ -13,6 +13,7 @@ import pytest
 from simruns import synthetic_run
 
 from cardgen.analysis import analyse, load_run
+from cardgen.kinds.closed.analysis import ClosedResult
 from cardgen.precision import median_interval, steady_mask
 from cardgen.rundir import REQUESTS_JSONL, RUN_JSON
 
@@ -115,7 +116,7 @@ def test_every_point_says_why_it_stopped_and_skipped_points_keep_their_row(tmp_p
     assert skipped.ttft_s.n == 0 and skipped.req_s is None and skipped.precision is None
     assert by_name(s)[SATURATING].saturation == "KV cache 97% full"
     # a point that was not run measures nothing: it is in no pair, threshold or table of figures
-    (pair,) = [c for c in s.capacity if c.prompt_tokens == 128]
+    (pair,) = [c for c in ClosedResult.model_validate(s.kinds["closed"]).capacity if c.prompt_tokens == 128]
     assert pair.parallel_tested == [1, 4]
     assert s.missing == []
 

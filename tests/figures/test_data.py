@@ -8,6 +8,7 @@ from simruns import synthetic_run
 
 from cardgen.analysis.analyse import analyse
 from cardgen.figures import data
+from cardgen.kinds.closed.figures import pair_panels, total_throughput
 
 
 @pytest.fixture(scope="module")
@@ -17,28 +18,6 @@ def analysis():
 
 def by_name(analysis):
     return {s.scenario: s for s in analysis.summary.scenarios}
-
-
-def test_total_throughput_one_line_per_pair(analysis):
-    lines = data.total_throughput(analysis.summary.scenarios)
-    assert [line.label for line in lines] == ["128 in / 32 out", "1024 in / 128 out"]
-    s = by_name(analysis)
-    long = lines[1]
-    assert long.x.tolist() == [1, 4, 10]
-    assert long.y.tolist() == [s[f"closed-in1024-out128-p{p}"].output_tok_s for p in (1, 4, 10)]
-    assert np.all(np.diff(long.y) > 0)  # more parallel requests, more total throughput
-
-
-def test_pair_panels_median_and_band(analysis):
-    panels = {p.pair: p for p in data.pair_panels(analysis.summary.scenarios)}
-    p = panels[(1024, 128)]
-    s = by_name(analysis)["closed-in1024-out128-p10"]
-    assert p.speed.y[-1] == s.speed_from_start_tok_s.p50
-    assert p.speed.low[-1] == s.speed_from_start_tok_s.p25 and p.speed.high[-1] == s.speed_from_start_tok_s.p75
-    assert p.ttft.y[-1] == s.ttft_s.p50
-    assert p.kv_usage_pct[-1] == pytest.approx(100 * s.kv_usage_max)
-    assert np.all(p.speed.low <= p.speed.y) and np.all(p.speed.y <= p.speed.high)
-    assert np.all(np.diff(p.speed.y) < 0)  # per-request speed falls as parallelism grows
 
 
 def test_ingestion_points_and_fit_line(analysis):
@@ -76,11 +55,6 @@ def test_latency_percentile_bars(analysis):
         assert np.all(g.p50 <= g.p90) and np.all(g.p90 <= g.p95)
 
 
-def test_no_closed_points_no_lines(analysis):
-    only_open = [s for s in analysis.summary.scenarios if s.kind == "open"]
-    assert data.total_throughput(only_open) == [] and data.pair_panels(only_open) == []
-
-
 def test_points_that_were_not_run_are_in_no_figure(analysis):
     """A skipped point keeps its scenario row but plots nothing: no x without a y."""
     skipped = by_name(analysis)["closed-in1024-out128-p10"].model_copy(deep=True)
@@ -89,9 +63,9 @@ def test_points_that_were_not_run_are_in_no_figure(analysis):
     for name in ("requests", "failed"):
         setattr(skipped, name, 0)
     scenarios = [*analysis.summary.scenarios, skipped]
-    (long,) = [line for line in data.total_throughput(scenarios) if line.label == "1024 in / 128 out"]
+    (long,) = [line for line in total_throughput(scenarios) if line.label == "1024 in / 128 out"]
     assert long.x.tolist() == [1, 4, 10]
-    panels = {p.pair: p for p in data.pair_panels(scenarios)}
+    panels = {p.pair: p for p in pair_panels(scenarios)}
     assert panels[(1024, 128)].parallel.tolist() == [1, 4, 10]
     assert all("16" not in bars.labels for bars in data.latency_percentiles(scenarios))
 

@@ -21,7 +21,7 @@ import pandas as pd
 from cardgen.analysis.kindparts import KindAnalysis, KindRun
 from cardgen.precision import mean_interval
 from cardgen.schemas.saved import Saved
-from cardgen.schemas.summary import KindResult, PointPrecision
+from cardgen.schemas.summary import KindResult, PointPrecision, Summary
 
 TABLE = "batch"  # tables/batch.json and tables/batch.csv
 
@@ -136,7 +136,7 @@ def table_frame(result: BatchTable) -> pd.DataFrame:
     return pd.DataFrame([{column: getattr(row, name) for column, name in COLUMNS.items()} for row in result.rows])
 
 
-def tables(result: BatchTable) -> Mapping[str, pd.DataFrame]:
+def tables(result: BatchTable, s: Summary) -> Mapping[str, pd.DataFrame]:
     return {TABLE: table_frame(result)}
 
 

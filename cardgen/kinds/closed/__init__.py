@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from cardgen.kinds.closed.program import ClosedJudge, ClosedProgram
 from cardgen.kinds.closed.schema import ClosedLoop, ClosedParams
-from cardgen.kinds.kind import USERS, Kind, ReplayBudget
+from cardgen.kinds.kind import GENERATION, USERS, Kind, ReplayBudget, Sweep
 from cardgen.kinds.view import Params
 
 __all__ = ["CLOSED", "ClosedJudge", "ClosedLoop", "ClosedParams", "ClosedProgram"]
@@ -26,8 +26,12 @@ def cheap(point: Params[ClosedParams], budget: ReplayBudget) -> ClosedParams:
 
 CLOSED = Kind[ClosedParams](
     "closed", description="a closed loop of N parallel users: generation speed, TTFT, ITL and throughput at N parallel requests",
-    entry=ClosedLoop, params=ClosedParams, program=ClosedProgram, judge=ClosedJudge, parallel=USERS, load_words="{parallel} parallel", closed_loop=True, watch_saturation=True, diff_rank=0, replayed=True,
+    entry=ClosedLoop, params=ClosedParams, program=ClosedProgram, judge=ClosedJudge, parallel=USERS, load_words="{parallel} parallel",
+    sweep=Sweep("closed loop", "parallel requests", order=lambda s: s.parallel or 0, label=lambda s: f"{s.parallel}",
+                shown=lambda s: s.parallel is not None and s.requests > 0),
+    steady_window=True, headlines=frozenset({GENERATION}), watch_saturation=True, diff_rank=0, replayed=True,
     fitted_figures=True, spot_check=0, check_load="parallel count", precision=("speed_from_start", "ttft"),
     expected_requests=lambda p: p.params.min_requests, target_ci=lambda p: p.params.target_ci,
     skip_after_saturation=lambda p: p.params.stop_at_saturation, cheap=cheap,
-    diff="cardgen.kinds.closed.diff:DIFF")
+    analysis="cardgen.kinds.closed.analysis:ANALYSIS", section="cardgen.kinds.closed.section:SECTION",
+    figures="cardgen.kinds.closed.figures:FIGURES", diff="cardgen.kinds.closed.diff:DIFF")

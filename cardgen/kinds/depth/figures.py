@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from cardgen.figures.kindparts import KindFigures, new_figure
 from cardgen.kinds.depth.analysis import FIGURE, DepthSpeeds
-from cardgen.schemas.summary import Distribution
+from cardgen.schemas.summary import Distribution, Summary
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def draw_depth(axes: Sequence[Axes], plot: DepthPlot) -> None:
         axes[-1].set_xlabel("context depth (tokens the server holds before the request)")
 
 
-def depth_figures(result: DepthSpeeds) -> dict[str, Callable[[], Figure]]:
+def depth_figures(result: DepthSpeeds, s: Summary) -> dict[str, Callable[[], Figure]]:
     """The figure, where a depth sent requests."""
     plot = depth_plot(result)
     if plot is None:

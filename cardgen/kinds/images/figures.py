@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from cardgen.figures.kindparts import KindFigures, new_figure
 from cardgen.kinds.images.analysis import FIGURE, ImageRequests, ImagesPoint
+from cardgen.schemas.summary import Summary
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def draw(ax: Axes, lines: list[Line], *, xlabel: str, ylabel: str, title: str) -
     ax.legend(fontsize="small")
 
 
-def images_figures(result: ImageRequests) -> dict[str, Callable[[], Figure]]:
+def images_figures(result: ImageRequests, s: Summary) -> dict[str, Callable[[], Figure]]:
     """The figure, where an image point has a successful request."""
     ttft, tokens, throughput = by_side(result, "ttft"), by_side(result, "tokens"), by_parallel(result)
     if not ttft:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from cardgen.kinds.kind import Kind, Shared
+from cardgen.kinds.kind import Kind, Shared, Sweep
 from cardgen.kinds.openloop.program import OpenProgram
 from cardgen.kinds.openloop.schema import OpenLoop, OpenParams
 from cardgen.kinds.program import Send
@@ -37,7 +37,11 @@ def open_streams(point: PointView, chunks_s: float) -> int:
 
 OPEN = Kind[OpenParams](
     "open", description="Poisson arrivals at given rates, or a trace replayed at its own times: the serving table",
-    entry=OpenLoop, params=OpenParams, program=OpenProgram, load_words="{rate}", rate_driven=True, replays=lambda p: p.params.replay,
+    entry=OpenLoop, params=OpenParams, program=OpenProgram, load_words="{rate}", rate_driven=True,
+    sweep=Sweep("open loop", "rate", order=lambda s: math.inf if s.all_at_once else (s.rate_rps or 0),
+                label=lambda s: s.rate_label if s.all_at_once else f"{s.rate_label}/s",
+                shown=lambda s: s.requests > s.failed and not s.replay),  # a replay has its own timeline
+    replays=lambda p: p.params.replay,
     by_design_row=lambda s: frozenset({"queue"}) if s.all_at_once else frozenset(), diff_rank=1, replayed=True,
     fitted_figures=True, spot_check=2, check_load="rate", shared_spans=trace_spans,
     expected_requests=lambda p: p.params.num_requests, streams=open_streams)

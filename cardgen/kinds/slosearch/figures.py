@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from cardgen.figures.kindparts import KindFigures, new_figure
 from cardgen.kinds.slosearch.analysis import SloSearches, SloSearchResult, figure_name
+from cardgen.schemas.summary import Summary
 
 VERDICT_STYLE = {"met": ("o", "tab:green"), "missed": ("X", "tab:red"), "could not tell": ("s", "tab:gray")}
 
@@ -107,7 +108,7 @@ def _drawer(plot: SloPlot) -> Callable[[], Figure]:
     return draw
 
 
-def slo_figures(result: SloSearches) -> dict[str, Callable[[], Figure]]:
+def slo_figures(result: SloSearches, s: Summary) -> dict[str, Callable[[], Figure]]:
     """A figure per search that has probes, by file name."""
     out = {}
     for search in result.searches:

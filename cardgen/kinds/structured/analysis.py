@@ -39,7 +39,7 @@ from cardgen.outcome import RequestFigures
 from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import RunInfo
 from cardgen.schemas.saved import Saved
-from cardgen.schemas.summary import Distribution, KindResult
+from cardgen.schemas.summary import Distribution, KindResult, Summary
 
 RESAMPLES = 2000
 EXAMPLES = 3  # failing answers kept per point (all of them are in requests.jsonl)
@@ -242,7 +242,7 @@ def analyse(run: KindRun) -> StructuredOutputs | None:
                              points=out)
 
 
-def tables(result: StructuredOutputs) -> dict[str, pd.DataFrame]:
+def tables(result: StructuredOutputs, s: Summary) -> dict[str, pd.DataFrame]:
     """``tables/structured.*``: each point's arms; ``tables/structured_failures.*``: its failing answers kept."""
     rows, failures = [], []
     for p in result.points:

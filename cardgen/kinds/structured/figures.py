@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from cardgen.figures.kindparts import KindFigures, new_figure
 from cardgen.kinds.structured.analysis import FIGURE, StructuredOutputs
 from cardgen.kinds.structured.program import ARMS
+from cardgen.schemas.summary import Summary
 
 STYLE = {"constrained": ("o", "tab:red"), "free": ("s", "tab:blue")}
 METRICS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"))
@@ -61,7 +62,7 @@ def draw(ax: Axes, lines: list[Series], title: str) -> None:
     ax.legend(fontsize="small")
 
 
-def structured_figures(result: StructuredOutputs) -> dict[str, Callable[[], Figure]]:
+def structured_figures(result: StructuredOutputs, s: Summary) -> dict[str, Callable[[], Figure]]:
     """The figure, where any point has a successful request."""
     if not any(a.ttft_s.n for p in result.points for a in p.arms):
         return {}

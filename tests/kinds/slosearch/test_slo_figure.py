@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from cardgen.kinds.slosearch.analysis import SloPercentile, SloProbe, SloSearches, SloSearchResult
 from cardgen.kinds.slosearch.figures import FIGURES, draw_slo, slo_plot
+from cardgen.schemas.summary import Summary
 
 
 def _cell(target: str, value: float, low: float | None, high: float | None, threshold: float) -> SloPercentile:
@@ -49,7 +50,8 @@ def test_it_draws_one_panel_per_target():
 
 
 def test_a_figure_per_search_with_probes_named_by_its_point():
-    built = FIGURES.build(SloSearches(searches=[_result(), SloSearchResult(scenario="x", load="rate", unit="req/s")]))
+    built = FIGURES.build(SloSearches(searches=[_result(), SloSearchResult(scenario="x", load="rate", unit="req/s")]),
+                          Summary(model="m"))
     assert list(built) == ["slo_slo-rate.png"]
     fig = built["slo_slo-rate.png"]()
     assert len(fig.axes) == 2 and fig.axes[0].get_title() == "slo-rate: highest rate within TPOT p99 ≤ 50 ms"

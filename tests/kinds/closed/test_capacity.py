@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cardgen.analysis.capacity import capacity_thresholds
+from cardgen.kinds.closed.analysis import capacity_thresholds
 from cardgen.schemas.summary import Distribution, ScenarioSummary
 
 

@@ -1,22 +1,28 @@
-"""Generation speed and latency: a table (and figure) per prompt / output pair of the closed-loop points, the
-points not run, and the capacity thresholds."""
+"""The closed loop's part of the card (:data:`SECTION`, ``section.md.j2``), after the cost and calibration sections:
+the total generation speed (its figure and FlexGen's scale table), throughput against interactivity (its figure and
+table, the Pareto fronts marked), and per prompt / output pair the speed and latency against parallel requests
+(its figure, its table, the points not run), with the capacity thresholds its analysis found."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypedDict
+from pathlib import Path
+from typing import Any, TypedDict
 
 from markupsafe import Markup
 
 from cardgen import numbers as fmt
-from cardgen.analysis.scenarios import closed_pairs
+from cardgen.card.kindparts import KindSection
 from cardgen.card.sections.figures import figure_path
+from cardgen.card.sections.frames import scale_view
 from cardgen.card.sections.point_text import basis_mark, precision_text, steady_text, stop_text
 from cardgen.card.sections.time_budget import PART_LABELS, duration
 from cardgen.card.table import TableView
-from cardgen.figures.names import pair_figure_name
-from cardgen.kinds import kind_of
+from cardgen.kinds.closed import CLOSED
+from cardgen.kinds.closed.analysis import ClosedResult, scale_table
+from cardgen.kinds.closed.figures import TOTAL_THROUGHPUT, pair_figure_name
 from cardgen.schemas.summary import ScenarioSummary, Summary
+from cardgen.sweeps import INTERACTIVITY_FIGURE, sweep_pairs, throughput_interactivity
 
 
 class PairSection(TypedDict):
@@ -32,7 +38,7 @@ def pair_sections(s: Summary) -> list[PairSection]:
         PairSection(title=f"{prompt} prompt tokens, {output} generated tokens",
                     figure=figure_path(s, pair_figure_name((prompt, output))), table=_pair_table(points),
                     not_run=_not_run(s, (prompt, output)))
-        for (prompt, output), points in closed_pairs(s.scenarios).items()
+        for (prompt, output), points in sweep_pairs(s.scenarios, CLOSED.name).items()
     ]
 
 
@@ -56,12 +62,13 @@ def _not_run(s: Summary, pair: tuple[int, int]) -> list[str]:
     parallel: the server saturated at 4 parallel (KV cache 97% full)"."""
     why: dict[str, list[str]] = {}
     for x in s.scenarios:
-        if kind_of(x).closed_loop and x.requests == 0 and (x.prompt_tokens, x.output_tokens) == pair:
+        if x.kind == CLOSED.name and x.requests == 0 and (x.prompt_tokens, x.output_tokens) == pair:
             reason = stop_text(x, s.scenarios).removeprefix("not run").removeprefix(": ")
             why.setdefault(reason, []).append(str(x.parallel))
     lines = [f"{', '.join(counts)} parallel" + (f": {reason}" if reason else "") for reason, counts in why.items()]
     slow = any("slow per request" in reason for reason in why)
-    ran = [x for x in s.scenarios if kind_of(x).closed_loop and x.requests and (x.prompt_tokens, x.output_tokens) == pair]
+    ran = [x for x in s.scenarios if x.kind == CLOSED.name and x.requests
+           and (x.prompt_tokens, x.output_tokens) == pair]
     budget = s.time_budget.of(min(ran, key=lambda x: x.parallel or 0).scenario) if slow and ran else None
     if budget is not None:
         parts = ", ".join(f"{PART_LABELS[p.part].lower()} {duration(p.seconds)} ({fmt.pct(p.share)})"
@@ -70,11 +77,11 @@ def _not_run(s: Summary, pair: tuple[int, int]) -> list[str]:
     return lines
 
 
-def capacity_table(s: Summary) -> TableView | None:
-    if not s.capacity:
+def capacity_table(result: ClosedResult | None) -> TableView | None:
+    if result is None or not result.capacity:
         return None
     rows = []
-    for c in s.capacity:
+    for c in result.capacity:
         def bound(value: int | None, is_open: bool) -> str:
             if value is None:
                 return "unknown"
@@ -84,7 +91,34 @@ def capacity_table(s: Summary) -> TableView | None:
         rows.append([f"{c.prompt_tokens} / {c.output_tokens}", ", ".join(map(str, c.parallel_tested)),
                      bound(c.max_parallel_at_min_speed, c.speed_bound_open),
                      bound(c.max_parallel_below_kv_usage, c.kv_bound_open)])
-    c0 = s.capacity[0]
+    c0 = result.capacity[0]
     return TableView(["Prompt / output tokens", "Parallel tested",
                       f"Most parallel at ≥ {fmt.sig(c0.min_speed_tok_s)} tok/s each",
                       f"Most parallel below {fmt.pct(c0.max_kv_usage)} KV usage"], rows, ["l", "l", "r", "r"])
+
+
+def interactivity_table(s: Summary) -> TableView | None:
+    """Throughput against interactivity, point by point (the figure's data), with the Pareto fronts marked."""
+    rows = []
+    for c in throughput_interactivity(s.scenarios, gpus=s.gpu_count):
+        for i, n in enumerate(c.parallel):
+            rows.append([f"{c.pair[0]} / {c.pair[1]}", f"{n:.0f}", fmt.sig(float(c.tok_s_per_user[i])),
+                         fmt.ms(float(c.ttft_s[i])), fmt.sig(float(c.tok_s_per_gpu[i])),
+                         "yes" if c.front_user[i] else "no", "yes" if c.front_ttft[i] else "no"])
+    if not rows:
+        return None
+    return TableView(["Prompt / output tokens", "Parallel", "Tokens/s per user", "TTFT p50", "Output tokens/s per GPU",
+                      "Front (per user)", "Front (TTFT)"], rows, ["l", "r", "r", "r", "r", "l", "l"])
+
+
+def context(result: ClosedResult | None, s: Summary) -> dict[str, Any]:
+    """What ``section.md.j2`` prints (shown for every run: a run without closed-loop points says so)."""
+    scale = scale_table(s.scenarios, kv_cache_tokens=s.kv_cache.tokens)
+    return {"s": s, "figures": {"total_throughput": figure_path(s, TOTAL_THROUGHPUT),
+                                "throughput_interactivity": figure_path(s, INTERACTIVITY_FIGURE)},
+            "scale": scale_view(scale) if not scale.empty else None, "interactivity": interactivity_table(s),
+            "pairs": pair_sections(s), "capacity": capacity_table(result)}
+
+
+SECTION = KindSection(result=ClosedResult, template=Path(__file__).with_name("section.md.j2"), context=context,
+                      slot="serving", always=True)
