@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from cardgen.kinds import KINDS, USERS, Kind, kind_of
+from cardgen.kinds import KINDS, USERS, Kind, kind_of, of_kind
 from cardgen.schemas.summary import ScenarioSummary
 
 INTERACTIVITY_FIGURE = "throughput_interactivity.png"  # throughput against interactivity (cardgen.figures.render)
@@ -27,8 +27,8 @@ def sweep_pairs(scenarios: Sequence[ScenarioSummary], kind: str) -> dict[tuple[i
     if sweep is None:
         return {}
     pairs: dict[tuple[int, int], list[ScenarioSummary]] = {}
-    for s in scenarios:
-        if s.kind == kind and sweep.shown(s):
+    for s in of_kind(kind, scenarios):
+        if sweep.shown(s):
             pairs.setdefault((s.prompt_tokens, s.output_tokens), []).append(s)
     return {k: sorted(v, key=sweep.order) for k, v in sorted(pairs.items())}
 

@@ -18,6 +18,7 @@ from cardgen.card.sections.frames import scale_view
 from cardgen.card.sections.point_text import basis_mark, precision_text, steady_text, stop_text
 from cardgen.card.sections.time_budget import PART_LABELS, duration
 from cardgen.card.table import TableView
+from cardgen.kinds import of_kind
 from cardgen.kinds.closed import CLOSED
 from cardgen.kinds.closed.analysis import ClosedResult, scale_table
 from cardgen.kinds.closed.figures import TOTAL_THROUGHPUT, pair_figure_name
@@ -61,14 +62,13 @@ def _not_run(s: Summary, pair: tuple[int, int]) -> list[str]:
     """The closed-loop points of a prompt / output pair that sent no request, grouped by why: "8, 16
     parallel: the server saturated at 4 parallel (KV cache 97% full)"."""
     why: dict[str, list[str]] = {}
-    for x in s.scenarios:
-        if x.kind == CLOSED.name and x.requests == 0 and (x.prompt_tokens, x.output_tokens) == pair:
+    for x in of_kind(CLOSED.name, s.scenarios):
+        if x.requests == 0 and (x.prompt_tokens, x.output_tokens) == pair:
             reason = stop_text(x, s.scenarios).removeprefix("not run").removeprefix(": ")
             why.setdefault(reason, []).append(str(x.parallel))
     lines = [f"{', '.join(counts)} parallel" + (f": {reason}" if reason else "") for reason, counts in why.items()]
     slow = any("slow per request" in reason for reason in why)
-    ran = [x for x in s.scenarios if x.kind == CLOSED.name and x.requests
-           and (x.prompt_tokens, x.output_tokens) == pair]
+    ran = [x for x in of_kind(CLOSED.name, s.scenarios) if x.requests and (x.prompt_tokens, x.output_tokens) == pair]
     budget = s.time_budget.of(min(ran, key=lambda x: x.parallel or 0).scenario) if slow and ran else None
     if budget is not None:
         parts = ", ".join(f"{PART_LABELS[p.part].lower()} {duration(p.seconds)} ({fmt.pct(p.share)})"

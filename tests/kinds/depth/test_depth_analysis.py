@@ -26,7 +26,7 @@ from cardgen.kinds.depth.analysis import (
 )
 from cardgen.kinds.depth.figures import FIGURE, depth_figures, depth_plot
 from cardgen.kinds.depth.section import context
-from cardgen.schemas.summary import Distribution
+from cardgen.schemas.summary import Distribution, Summary
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions
 from cardgen.suite import parse_suite
@@ -124,7 +124,7 @@ def test_a_server_that_computed_the_whole_prompt_is_named_on_the_card(run_dir):
     plot = depth_plot(result)
     assert plot is not None and plot.depths.tolist() == [0, 4096]  # the depth not run is not drawn
     assert np.allclose(plot.curves[0].median, [900.0, 100.0]) and np.isnan(plot.curves[0].engine).all()
-    assert set(depth_figures(result)) == {FIGURE}
+    assert set(depth_figures(result, Summary(model="m"))) == {FIGURE}
     assert depth_plot(DepthSpeeds(points=[result.points[2]])) is None
 
 

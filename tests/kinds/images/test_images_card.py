@@ -14,6 +14,7 @@ from cardgen.kinds.images.analysis import ImageRequests, point_figures
 from cardgen.kinds.images.figures import by_parallel, by_side, images_figures
 from cardgen.kinds.images.schema import ImagesParams
 from cardgen.schemas.records import EngineTimings, RequestRecord
+from cardgen.schemas.summary import Summary
 from cardgen.sim.vision import DEFAULT_VISION
 
 SUITE = """\
@@ -67,7 +68,7 @@ def test_the_figure_has_a_line_per_count_and_throughput_per_cell(built):
     assert [line.label for line in ttft] == ["1 image", "2 images"] and ttft[0].x == (224.0, 448.0)
     assert tokens[1].y == (2 * 729.0, 2 * 5 * 729.0)
     assert len(throughput) == 4 and all(line.x == (1.0, 2.0) for line in throughput)
-    assert set(images_figures(result)) == {"images.png"}
+    assert set(images_figures(result, Summary(model="m"))) == {"images.png"}
 
 
 def _rec(phase: str, *, prompt: int | None, ok: bool = True, warmup: bool = False, sent: float = 0.0,
@@ -95,6 +96,6 @@ def test_a_point_whose_images_were_refused_is_not_run_with_the_servers_words():
     p = point_figures("p", ImagesParams(images=3, side=64, requests=3), 1, "chat", records)
     assert p.not_run == "not run: every image request failed (HTTP 400: At most 2 image(s) may be provided in one prompt.)"
     assert p.image_tokens is None and p.ttft_s.n == 0
-    assert images_figures(ImageRequests(points=[p])) == {}
+    assert images_figures(ImageRequests(points=[p]), Summary(model="m")) == {}
     on_completions = point_figures("p", ImagesParams(images=1, side=64, requests=3), 1, "completions", [])
     assert on_completions.not_run == "not run: images need the chat endpoint"
