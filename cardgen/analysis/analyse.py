@@ -38,7 +38,7 @@ from cardgen.analysis.timebudget import time_budgets
 from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
 from cardgen.engines import kv_unknown, slot_limit
-from cardgen.kinds import GENERATION, INGESTION, gives, kind_of, kinds_giving
+from cardgen.kinds import GENERATION, INGESTION, gives, kinds_giving
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir, torn_line_warning
 from cardgen.schemas.run import RunInfo, point_attempts, record_counts
 from cardgen.schemas.summary import (
@@ -239,9 +239,6 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         else:
             missing.append(f"KV cache capacity not measured ({why})")
 
-    kinds = [kind_of(s) for s in scenarios if s.requests]  # points that sent no request measure nothing
-    if not any(k.rate_driven for k in kinds):
-        missing.append("no open-loop rates: no serving table")
     missing += kind_missing(s.kind for s in scenarios if s.requests)
 
     gpu = info.gpu

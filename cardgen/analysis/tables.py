@@ -1,7 +1,5 @@
 """Tables in the forms readers already know, as pandas DataFrames (pure), and their files (JSON + CSV).
 
-- ``serving``: vLLM's serving table, one row per open-loop rate (req/s, output and total tok/s,
-  TTFT / TPOT / ITL mean, median, p99 in ms).
 - ``fastgen``: DeepSpeed-FastGen's effective throughput (requests/s meeting every SLO) next to throughput, and
   latency percentiles p50 / p90 / p95, per closed-loop point and open-loop rate.
 - ``scenarios``: every per-scenario figure, flat.
@@ -26,34 +24,13 @@ from cardgen.kinds.kind import USERS
 from cardgen.rundir import write_text_atomic
 from cardgen.schemas.summary import Distribution, PointPrecision, ScenarioSummary
 
-TABLE_NAMES = ("serving", "fastgen", "scenarios")
+TABLE_NAMES = ("fastgen", "scenarios")
 COMBINED_JSON = "benchmarking_results.json"
 _DISTRIBUTIONS = ("ttft_s", "e2e_s", "tpot_s", "itl_s", "decode_tok_s", "speed_from_start_tok_s")
 
 
 def _ms(value: float | None) -> float | None:
     return None if value is None else value * 1000
-
-
-def serving_table(scenarios: Sequence[ScenarioSummary], *, gpu: str | None) -> pd.DataFrame:
-    """vLLM's serving table: one row per open-loop scenario."""
-    rows = []
-    for s in scenarios:
-        if not kind_of(s).rate_driven or s.requests == 0:
-            continue
-        row: dict[str, object] = {
-            "Test name": s.scenario, "GPU": gpu or "", "Rate (req/s)": s.rate_label,
-            "Prompt tokens": s.prompt_tokens, "Output tokens": s.output_tokens,
-            "# of req.": s.requests, "Failed": s.failed,
-            "Tput (req/s)": s.req_s, "Output Tput (tok/s)": s.output_tok_s, "Total Tput (tok/s)": s.total_tok_s,
-        }
-        for label, dist in (("TTFT", s.ttft_s), ("TPOT", s.tpot_s), ("ITL", s.itl_s)):
-            row[f"Mean {label} (ms)"] = _ms(dist.mean)
-            row[f"Median {label} (ms)"] = _ms(dist.p50)
-            row[f"P99 {label} (ms)"] = _ms(dist.p99)
-        row["Goodput (req/s)"] = s.goodput_req_s
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def fastgen_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
@@ -97,7 +74,6 @@ def scenarios_table(scenarios: Sequence[ScenarioSummary]) -> pd.DataFrame:
 def build_tables(scenarios: Sequence[ScenarioSummary], *, gpu: str | None) -> dict[str, pd.DataFrame]:
     """Every table by name (see :data:`TABLE_NAMES`); a table with no row is an empty DataFrame."""
     return {
-        "serving": serving_table(scenarios, gpu=gpu),
         "fastgen": fastgen_table(scenarios),
         "scenarios": scenarios_table(scenarios),
     }

@@ -19,7 +19,7 @@ from cardgen.card.sections.calibration import CalibrationView, calibration_view
 from cardgen.card.sections.cost import cost_table
 from cardgen.card.sections.datasets import DatasetSection, dataset_sections, nightly_code, nightly_table
 from cardgen.card.sections.figures import figure_paths
-from cardgen.card.sections.frames import fastgen_view, serving_view
+from cardgen.card.sections.frames import fastgen_view
 from cardgen.card.sections.gpu import gpu_tables, no_telemetry_reason
 from cardgen.card.sections.head import banner, card_front_matter, title
 from cardgen.card.sections.kv_cache import kv_estimates
@@ -61,7 +61,6 @@ class CardContext(TypedDict):
     figures: dict[str, Markup | None]
     main: TableView
     kv_estimates: TableView | None
-    serving: TableView | None
     fastgen: TableView | None
     parameters: TableView
     launch: TableView | None
@@ -107,7 +106,7 @@ def card_context(analysis: Analysis, *, date: str) -> CardContext:
     return CardContext(
         s=s, title=title(s), front_matter=card_front_matter(s), banner=banner(s), card_date=date,
         figures=figure_paths(s), main=main_table(s), kv_estimates=kv_estimates(s.kv_cache),
-        serving=serving_view(t.get("serving")), fastgen=fastgen_view(t.get("fastgen")),
+        fastgen=fastgen_view(t.get("fastgen")),
         parameters=parameters_table(s, analysis.info, date), launch=launch_table(analysis.info), gpu=gpu,
         gpu_per_device=gpu_per_device, gpu_reason=no_telemetry_reason(s.gpu_telemetry),
         server_latency=server_latency, server_tokens=server_tokens, server_points=server_points,

@@ -30,10 +30,11 @@ from cardgen.kinds.kind import part
 from cardgen.schemas.summary import KindResult, Summary
 
 # where on the card a kind's section may go: after the main metrics (with the headlines, before cost), after the
-# cost and calibration sections (the serving loads' own: generation speed, latency), in the KV cache section
+# cost and calibration sections (the serving loads' own: generation speed, latency), under "Serving under load"
+# (before FastGen's table and the latency figures of every serving load), in the KV cache section
 # (after its estimates and the methods that gave none, before its figure), after the workload sections (datasets,
 # replayed traces), or after the batch table
-SLOTS = ("headlines", "serving", "kv", "workloads", "tables")
+SLOTS = ("headlines", "serving", "rates", "kv", "workloads", "tables")
 
 
 @dataclass(frozen=True)

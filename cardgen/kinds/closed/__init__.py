@@ -1,8 +1,10 @@
 """The closed loop: ``parallel`` users, each sending its next request when its last one ends.
 
 This folder owns the kind: its suite entry and its points' params (``schema.py``), its program (``program.py``: what
-a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`) and its traits (here; listed in
-:data:`cardgen.kinds.KINDS`)."""
+a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`), its analysis (``analysis.py``:
+the capacity thresholds, FlexGen's scale table), its part of the card (``section.py``, ``section.md.j2``), its
+figures (``figures.py``), how ``cardgen diff`` resamples it (``diff.py``) and its traits (here; listed in
+:data:`cardgen.kinds.KINDS`: it gives the generation headline, its points keep a steady window)."""
 
 from __future__ import annotations
 

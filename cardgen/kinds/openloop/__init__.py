@@ -1,8 +1,9 @@
 """The open loop: arrivals at a rate, independent of completions, or a trace replayed at its own times.
 
 This folder owns the kind: its suite entry and its points' params (``schema.py``), its program (``program.py``: what
-a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`) and its traits (here; listed in
-:data:`cardgen.kinds.KINDS`)."""
+a point sends and when it stops, in the language of :mod:`cardgen.kinds.program`), its analysis (``analysis.py``:
+vLLM's serving table), its part of the card (``section.py``, ``section.md.j2``) and its traits (here; listed in
+:data:`cardgen.kinds.KINDS`; its ``sweep`` lines its rates up beside other serving loads)."""
 
 from __future__ import annotations
 
@@ -44,4 +45,5 @@ OPEN = Kind[OpenParams](
     replays=lambda p: p.params.replay,
     by_design_row=lambda s: frozenset({"queue"}) if s.all_at_once else frozenset(), diff_rank=1, replayed=True,
     fitted_figures=True, spot_check=2, check_load="rate", shared_spans=trace_spans,
-    expected_requests=lambda p: p.params.num_requests, streams=open_streams)
+    expected_requests=lambda p: p.params.num_requests, streams=open_streams,
+    analysis="cardgen.kinds.openloop.analysis:ANALYSIS", section="cardgen.kinds.openloop.section:SECTION")
