@@ -36,6 +36,7 @@ from cardgen.analysis.speculative import speculative_points, speculative_run
 from cardgen.analysis.tables import build_tables, write_tables
 from cardgen.analysis.timebudget import time_budgets
 from cardgen.analysis.timeseries import server_timeseries
+from cardgen.analysis.workers import slower_warnings, worker_paths
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
 from cardgen.engines import kv_unknown, slot_limit
 from cardgen.kinds import GENERATION, INGESTION, gives, kinds_giving
@@ -275,6 +276,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     if summary.reasoning and point is not None:  # the user waits for the answer: its first token is a headline
         summary.headline.ttfa_s_at_10_parallel_1024_128 = point.ttfa_s.p50
     _price_and_energy(summary, data, every)
+    summary.load_workers = worker_paths(requests)
+    summary.warnings += slower_warnings(summary.load_workers)
     summary.replays = replays(list(points.values()), requests, ts, data.metrics, engine=engine,
                               slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
     tables.update({f"replay-{r.scenario}": window_table(r) for r in summary.replays if r.windows})

@@ -46,7 +46,7 @@ COLUMNS = (
     "adapter", "ttfa_s", "reasoning_tokens", "answer_tokens", "reasoning_tok_s", "answer_tok_s", "reasoning_chunks",
     "reasoning_tokens_source", "cached_tokens", "length_forced",
     "engine_source", "engine_queue_ms", "engine_prompt_n", "engine_prompt_ms", "engine_predicted_n",
-    "engine_predicted_ms", "engine_cache_n", "engine_mean_itl_ms", "extra",
+    "engine_predicted_ms", "engine_cache_n", "engine_mean_itl_ms", "extra", "worker",
 )
 
 _NAN = float("nan")
@@ -81,6 +81,7 @@ def request_row(rec: RequestRecord) -> dict[str, object]:
         "adapter": rec.adapter or "", "length_forced": rec.length_forced is not False, **_reasoning(rec, figures.ttft_s, figures.e2e_s, out),
         "cached_tokens": _num(rec.cached_tokens), **_engine(rec),
         "extra": rec.extra,  # its kind's own fields (a dict, or None): only that kind's analysis reads them
+        "worker": rec.worker,  # the load process that sent it ("local": the master's own)
     }
 
 

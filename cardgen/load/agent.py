@@ -57,9 +57,12 @@ USER_CLASS_NAME = "CardgenUser"  # the master spawns users by class name: every 
 class Agent:
     """Runs this process's share of each point; ``send`` ships what it says (:data:`AgentMessage`)."""
 
-    def __init__(self, *, worker: str, send: Callable[[AgentMessage], None]) -> None:
+    def __init__(self, *, worker: str, send: Callable[[AgentMessage], None], url: str | None = None) -> None:
         self.worker = worker
         self.send = send
+        # the server's URL as this process reaches it (``cardgen worker --url``: another host may reach the server
+        # by another address or path than the master does); None: the Locust environment's, the master's URL
+        self.url = url
         self.setup_msg: Setup | None = None
         self.templates: dict[tuple[str, int], PromptTemplate] = {}
         self.queue: Queue[Assignment | None] = Queue()
@@ -179,7 +182,8 @@ class _PointContext:
         self.t0 = time.time()
         self.issued = 0
         self.said = Said(stop=None)
-        self.base_url = user.host.rstrip("/")
+        # Locust gives a worker's users the master's host with each spawn: a worker's own URL wins
+        self.base_url = (agent.url or user.host).rstrip("/")
         self.headers = dict(self.setup.headers)
         self.target = Target.from_url(self.base_url, self.headers)
         self.report = user.environment.events.request.fire

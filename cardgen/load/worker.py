@@ -101,7 +101,7 @@ def run_worker(*, master_host: str, master_port: int, url: str, name: str = "wor
     def send(message: messages.Message) -> None:
         messages.send(runner, shifted(message, shift_s))
 
-    agent = Agent(worker=name, send=send)
+    agent = Agent(worker=name, send=send, url=url)
 
     def fatal(reason: str) -> None:
         """Tell the master; a worker that cannot even do that leaves, and the master sees it lost."""

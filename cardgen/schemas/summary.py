@@ -34,6 +34,8 @@ Layout (``schema_version`` 3)::
                   ``basis`` is then ``measured`` or ``predicted``
     kinds         {kind name: its KindResult}: the figures a kind's own analysis makes of its points
                   (older files held some at the top level: :data:`MOVED_TO_KINDS`, read into ``kinds``)
+    load_workers  [WorkerPath]: each load worker's TTFT against the other workers' on the same points (a slower
+                  path to the server), where two or more worker processes sent the load
 
 Version 3: a closed-loop point's figures come from its steady requests only (ramp and drain left out and
 counted), its rates over its steady window; every point says why it stopped and how precise it is; records of
@@ -500,6 +502,20 @@ class ReplayResult(Saved):
     windows: list[ReplayWindow] = Field(default_factory=list)
 
 
+class WorkerPath(Saved):
+    """One load worker's path to the server against the other workers' (cardgen.analysis.workers)."""
+
+    worker: str
+    requests: int = 0  # records it sent (failed ones included)
+    compared: int = 0  # its successful requests on points where another worker had one
+    ttft_excess_s: float | None = None  # median of (its TTFT - the quickest other worker's median TTFT, same point)
+    ttft_excess_ci_low: float | None = None
+    ttft_excess_ci_high: float | None = None
+    others_ttft_s: float | None = None  # that reference TTFT's median over the requests compared
+    slower_bar_s: float | None = None  # what the interval must lie above for it to be slower
+    slower: bool = False
+
+
 class KindResult(Saved):
     """A kind's own result (``Summary.kinds[name]``: what its analysis made of its points; each kind subclasses
     it). ``version`` is the kind's own: a kind that changes its result's meaning bumps it, and its section reads
@@ -559,6 +575,8 @@ class Summary(Saved):
     # each kind's own result, by the kind's name (cardgen.analysis.kindparts): a KindResult's fields as JSON, read
     # back by the kind's section with its own result type
     kinds: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # each load worker's path to the server against the others' (two or more worker processes; cardgen.analysis.workers)
+    load_workers: list[WorkerPath] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod

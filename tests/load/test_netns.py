@@ -222,6 +222,42 @@ def test_a_shifted_worker_clock_is_measured_and_taken_off_its_stamps(cluster, wr
     # on one point it did in some runs and not in others, so it is not asserted here
 
 
+DELAY_S = 0.06  # what w3's path adds to each answer
+PROXY_PORT = 9000
+DELAY_PROXY = Path(__file__).with_name("delayproxy.py")
+
+
+def test_a_worker_with_a_slower_path_to_the_server_is_named_on_the_card(cluster, write_suite, tmp_path):
+    """w3 reaches the server through a proxy on its own host that delivers every answer 60 ms late (a longer path):
+    the analysis finds w3's TTFT about 60 ms above the other workers' on the same points and calls its path slower,
+    the card's worker row and its warnings say so, and w1 and w2 are not called slower. Judged on the difference
+    between workers of the same points, never on how long anything took."""
+    suite = write_suite(CLOSED_ONLY)
+    w3 = cluster.workers[2]
+    w3.popen([sys.executable, str(DELAY_PROXY), w3.address, str(PROXY_PORT), cluster.server.address,
+              str(SERVER_PORT), str(DELAY_S)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # the proxy listens
+    master = cluster.build(suite, tmp_path / "run")
+    workers = [cluster.worker(h, f"w{i + 1}", url=f"http://{w3.address}:{PROXY_PORT}" if i == 2 else None)
+               for i, h in enumerate(cluster.workers)]
+    err = finish(master, workers, tmp_path)
+    assert master.returncode == 0, err
+    from cardgen.analysis import analyse, load_run  # the analysis (pandas) only where it is read
+    from cardgen.card.render import render_card
+
+    analysis = analyse(load_run(tmp_path / "run"))
+    paths = {p.worker: p for p in analysis.summary.load_workers}
+    assert set(paths) == {"w1", "w2", "w3"}
+    slow = paths["w3"]
+    assert slow.slower and slow.compared > 0, slow
+    assert 0.7 * DELAY_S < (slow.ttft_excess_s or 0) < 2 * DELAY_S, slow
+    assert not paths["w1"].slower and not paths["w2"].slower, paths
+    assert any(w.startswith("load worker w3 reaches the server by a slower path") for w in analysis.summary.warnings)
+    card = render_card(analysis, date="2026-12-02")
+    (row,) = [line for line in card.splitlines() if line.startswith("| Load worker w3")]
+    assert "a slower path to the server" in row, row
+
+
 KILL_SUITE = ("name: t\nscenarios:\n"
               "- {kind: closed, prompt_tokens: 64, output_tokens: 150, parallel: 6, min_requests: 36, "
               "stop_at_saturation: false}\n")

@@ -5,11 +5,12 @@ from __future__ import annotations
 from cardgen import numbers as fmt
 from cardgen.card.table import TableView
 from cardgen.schemas.run import LoadWorker, RunInfo
-from cardgen.schemas.summary import Summary
+from cardgen.schemas.summary import Summary, WorkerPath
 
 
 def parameters_table(s: Summary, info: RunInfo, date: str) -> TableView:
     o = s.options
+    paths = {p.worker: p for p in s.load_workers}
     rows = [
         ["Model", s.model], ["Served model id", s.served_model or fmt.DASH],
         ["Engine", s.engine or fmt.DASH], ["Engine version", s.engine_version or fmt.DASH],
@@ -21,7 +22,7 @@ def parameters_table(s: Summary, info: RunInfo, date: str) -> TableView:
         ["Load generator processes", (str(info.workers) if info.workers else fmt.DASH)
          + (" (--workers auto)" if info.workers_choice else "")],
         *([f"Load worker {w.name}" + (f" (session {w.session + 1})" if len({x.session for x in info.load_workers}) > 1
-                                       else ""), worker_facts(w)] for w in info.load_workers),
+                                       else ""), worker_facts(w, paths.get(w.name))] for w in info.load_workers),
         ["Run started (UTC)", s.started_at or fmt.DASH], ["Run ended (UTC)", s.ended_at or fmt.DASH],
         ["Run status", s.run_status or fmt.DASH],
         ["Requests (failed)", f"{s.requests_total} ({s.requests_failed})"],
@@ -35,8 +36,9 @@ def parameters_table(s: Summary, info: RunInfo, date: str) -> TableView:
     return TableView(["Parameter", "Value"], rows, ["l", "l"])
 
 
-def worker_facts(w: LoadWorker) -> str:
-    """One load worker in words: where it ran, what it sent, its clock against the master's, and how it ended."""
+def worker_facts(w: LoadWorker, path: WorkerPath | None = None) -> str:
+    """One load worker in words: where it ran, what it sent, its clock against the master's, whether it kept up,
+    its path to the server against the other workers' (``path``: cardgen.analysis.workers) and how it ended."""
     where = " ".join(x for x in (w.host, f"({w.address})" if w.address else None) if x) or fmt.DASH
     parts = [f"host {where}", f"{w.requests} requests" + (f" ({w.lost_requests} lost with it)" if w.lost_requests
                                                           else "")]
@@ -47,6 +49,11 @@ def worker_facts(w: LoadWorker) -> str:
     else:
         parts.append("clock not measured")
     parts.append({True: "kept up", False: "fell behind", None: "not judged"}[w.kept_up])
+    if path is not None and path.ttft_excess_s is not None:
+        low, high = path.ttft_excess_ci_low, path.ttft_excess_ci_high
+        interval = f" ({low * 1e3:+.1f} to {high * 1e3:+.1f})" if low is not None and high is not None else ""
+        parts.append(f"TTFT {path.ttft_excess_s * 1e3:+.1f} ms{interval} against the quickest other "
+                     "worker's on the same points" + (": a slower path to the server" if path.slower else ""))
     if w.lost:
         parts.append(f"lost: {w.lost}")
     return "; ".join(parts)
