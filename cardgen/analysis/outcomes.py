@@ -58,7 +58,7 @@ def silent_summary(outcome: PointOutcome, point: Point | None) -> ScenarioSummar
         endpoint=point.endpoint if point else "completions",
         prompt_tokens=point.prompt_tokens if point else 0, output_tokens=point.output_tokens if point else 0,
         parallel=_parallel(outcome, point), rate_rps=rate if rate is not None and math.isfinite(rate) else None,
-        all_at_once=kind_of(outcome).rate_driven and rate is not None and math.isinf(rate))
+        all_at_once=rate is not None and math.isinf(rate))  # a point's rate is its arrivals'
 
 
 def _parallel(outcome: PointOutcome, point: Point | None) -> int | None:

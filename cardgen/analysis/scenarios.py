@@ -116,7 +116,9 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
     kind = kind_of(str(first["kind"]))
     parallel = rows["parallel"].max() if rows["parallel"].notna().any() else math.nan
     rate = float(first["rate_rps"])
-    all_at_once = kind.rate_driven and (math.isinf(rate) or (math.isnan(rate) and _sent_together(frame)))
+    # sends at scheduled times (an arrival process, whatever the kind) at an infinite rate all leave at once
+    scheduled = bool(frame["scheduled_at"].notna().any())
+    all_at_once = scheduled and (math.isinf(rate) or (math.isnan(rate) and _sent_together(frame)))
     summary = ScenarioSummary(
         scenario=str(first["scenario"]), kind=str(first["kind"]), group=str(first["group"]), endpoint=str(first["endpoint"]),
         prompt_tokens=int(first["prompt_tokens_target"]), output_tokens=int(first["output_tokens_target"]),
@@ -171,7 +173,7 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
     summary.speed_from_start_tok_s = describe(ok["speed_from_start_tok_s"])
     reasoning_figures(summary, ok)
     adapter_figures(summary, ok, rows)
-    if kind.rate_driven:
+    if scheduled:  # how late its scheduled sends left
         summary.send_lag_s = describe(rows["send_lag_s"], ci=False)
     win = window(ts, start, end)
     if not win.empty:

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cardgen.kinds import kind_of
 from cardgen.kinds.entry import SamplingParams
 from cardgen.points import Point
 from cardgen.schemas.run import RunInfo
@@ -55,7 +54,7 @@ def dataset_groups(points: Iterable[Point]) -> list[DatasetGroup]:
     """The run's dataset entries, from the points of the suite it ran (run.json's ``suite_spec``, expanded)."""
     groups: dict[str, list[Point]] = {}
     for point in points:
-        if point.dataset is not None and kind_of(point).rate_driven and not point.replay:
+        if point.dataset is not None and point.rate_rps is not None:  # a dataset's sample at an arrival rate
             groups.setdefault(point.group, []).append(point)
     samples = {g: ps[0].params_as(SamplingParams) for g, ps in groups.items()}
     return [DatasetGroup(group=g, dataset=ps[0].dataset or "", num_requests=samples[g].num_requests,

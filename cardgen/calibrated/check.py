@@ -36,9 +36,11 @@ class Check:
 
 
 def _load(point: Point) -> float:
-    if kind_of(point).rate_driven:
-        return point.rate_rps if point.rate_rps is not None else 0.0
-    return float(point.parallel or 1)
+    """A point's load, to rank a kind's points by: its arrival rate where it has one, its parallel count else; a
+    replayed trace has no load of its own to rank (0)."""
+    if point.rate_rps is not None:
+        return point.rate_rps
+    return 0.0 if point.replay else float(point.parallel or 1)
 
 
 def _interval_width(prediction: Prediction, name: str) -> float:

@@ -98,7 +98,6 @@ class Kind(Generic[P]):
     parallel: str = NO_PARALLEL  # what a point's ``parallel`` is (USERS, LARGEST_GROUP or NO_PARALLEL)
     # how the card words a point's load: ``parallel`` and ``rate`` (the rate in words) are filled in
     load_words: str = "one at a time"
-    rate_driven: bool = False  # its load is an arrival rate (open loop): serving table, send lag, latency figures
     # how its points line up where cardgen compares loads across kinds (None: its points are no serving load):
     # the throughput-latency and latency-percentile figures, cost, energy, FastGen's table, the site's tables
     sweep: Sweep | None = None

@@ -167,7 +167,7 @@ class ScenarioSummary(Saved):
     itl_s: Distribution = Field(default_factory=Distribution)  # pooled gaps between text chunks
     decode_tok_s: Distribution = Field(default_factory=Distribution)
     speed_from_start_tok_s: Distribution = Field(default_factory=Distribution)
-    send_lag_s: Distribution | None = None  # open loop only
+    send_lag_s: Distribution | None = None  # scheduled sends only (an arrival process): sent - scheduled
     kv_usage_max: float | None = None  # fraction 0..1, from the server's gauge during the scenario
     kv_usage_mean: float | None = None
     running_max: float | None = None

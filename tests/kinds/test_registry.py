@@ -63,7 +63,7 @@ def test_an_unknown_kind_is_in_no_view():
     assert kind.longest_request is None and point.longest_request() == 10  # a kind's own rule, else the lengths
     with pytest.raises(ValidationError):  # a point is of a kind this cardgen knows: its params say which
         Point(name="x", group="g", endpoint="completions", timeout_s=1.0, params={"kind": "newer-kind"})
-    assert not (kind.sweep or kind.steady_window or kind.rate_driven or kind.serving_load or kind.headlines)
+    assert not (kind.sweep or kind.steady_window or kind.serving_load or kind.headlines)
     assert kind.diff_rank is None
 
 

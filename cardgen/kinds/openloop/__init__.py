@@ -38,7 +38,7 @@ def open_streams(point: PointView, chunks_s: float) -> int:
 
 OPEN = Kind[OpenParams](
     "open", description="Poisson arrivals at given rates, or a trace replayed at its own times: the serving table",
-    entry=OpenLoop, params=OpenParams, program=OpenProgram, load_words="{rate}", rate_driven=True,
+    entry=OpenLoop, params=OpenParams, program=OpenProgram, load_words="{rate}",
     sweep=Sweep("open loop", "rate", order=lambda s: math.inf if s.all_at_once else (s.rate_rps or 0),
                 label=lambda s: s.rate_label if s.all_at_once else f"{s.rate_label}/s",
                 shown=lambda s: s.requests > s.failed and not s.replay),  # a replay has its own timeline

@@ -34,3 +34,15 @@ def test_a_point_where_everything_failed_is_not_sustained():
                                max_kv_usage=0.95)
     assert c.max_parallel_at_min_speed == 4 and not c.speed_bound_open
     assert c.max_parallel_below_kv_usage is None  # no usage figure at 16: unknown
+
+
+def test_an_older_summary_keeps_its_thresholds_at_the_top_level_and_reads_them_into_the_kinds_result():
+    from cardgen.kinds.closed.analysis import ClosedResult
+    from cardgen.schemas.summary import Summary
+
+    old = {"prompt_tokens": 1024, "output_tokens": 128, "parallel_tested": [1, 4], "min_speed_tok_s": 20.0,
+           "max_parallel_at_min_speed": 4, "speed_bound_open": True, "max_kv_usage": 0.95}
+    s = Summary.model_validate({"model": "m", "capacity": [old]})
+    (c,) = ClosedResult.model_validate(s.kinds["closed"]).capacity
+    assert (c.prompt_tokens, c.max_parallel_at_min_speed, c.speed_bound_open) == (1024, 4, True)
+    assert "capacity" not in s.model_dump()
