@@ -4,7 +4,7 @@ Written by :meth:`cardgen.rundir.RunDir.save_summary`, read by :meth:`~cardgen.r
 refuses a newer ``schema_version``; unknown fields are ignored). Names carry units. A figure the
 run could not measure is ``None`` (``null``), and ``missing`` says why in words.
 
-Layout (``schema_version`` 3)::
+Layout (``schema_version`` 4)::
 
     schema_version, model, served_model, gpu, gpu_count, gpu_driver, engine, engine_version, modelled,
     modelled_by, suite, started_at, ended_at, run_status, cardgen_version,
@@ -41,6 +41,10 @@ Version 3: a closed-loop point's figures come from its steady requests only (ram
 counted), its rates over its steady window; every point says why it stopped and how precise it is; records of
 superseded attempts are counted apart; the batch table and the ingestion fit carry the intervals their stopping
 rules use.
+
+Version 4: the figures a kind's own analysis makes live under ``kinds``, by the kind's name, each with its own
+``version``: the SLO search's ``slo_search`` is ``kinds.slo.searches``, the closed loop's ``capacity`` is
+``kinds.closed.capacity``. Files of versions 1 to 3 still load: their top-level keys are read into ``kinds``.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from pydantic import Field, model_validator
 from cardgen.schemas.calibration import MEASURED, CalibrationReport, PointPrediction
 from cardgen.schemas.saved import Saved
 
-SUMMARY_SCHEMA_VERSION = 3
+SUMMARY_SCHEMA_VERSION = 4
 
 
 class Headline(Saved):
@@ -524,8 +528,8 @@ class KindResult(Saved):
     version: int = 1
 
 
-# top-level keys of summary.json files written before a kind kept its own result (schema_version 3 files may hold
-# either layout): key -> the kind's name in ``kinds`` and the field of its result (version 1) that held the value
+# top-level keys of summary.json files written before a kind kept its own result (schema_version 3 and older; 3
+# files may hold either layout): key -> the kind's name in ``kinds`` and the field of its result (version 1) that held it
 MOVED_TO_KINDS = {"slo_search": ("slo", "searches"), "capacity": ("closed", "capacity")}
 
 

@@ -12,6 +12,7 @@ from cardgen.errors import RenderError
 from cardgen.kinds.closed.analysis import ClosedResult
 from cardgen.rundir import REQUESTS_JSONL, RUN_JSON, SERVER_METRICS_JSONL
 from cardgen.schemas.records import ErrorKind, RequestRecord
+from cardgen.schemas.summary import SUMMARY_SCHEMA_VERSION
 
 pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
 
@@ -55,7 +56,7 @@ def test_summary_json_has_the_required_keys_and_round_trips(small_run, tmp_path)
                                      "decode_tok_s_at_10_parallel_1024_128", "kv_cache_tokens",
                                      "ttfa_s_at_10_parallel_1024_128"}
     assert data["headline"]["ttfa_s_at_10_parallel_1024_128"] is None and data["reasoning"] is False
-    assert data["schema_version"] == 3
+    assert data["schema_version"] == SUMMARY_SCHEMA_VERSION == 4
     assert {s["kind"] for s in data["scenarios"]} == {"closed", "open", "waves", "ingest", "batch"}
     assert Summary.model_validate_json(text) == analysis.summary
     assert "NaN" not in text and "Infinity" not in text
