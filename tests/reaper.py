@@ -2,7 +2,7 @@
 
 A fixture's ``finally`` and ``tests/stages.py``'s stop the servers they start when the session ends in order; they
 cannot when its process is killed outright (SIGKILL, or a SIGTERM nobody handles). A timed-out ``make test`` left
-the session's two vLLM servers (2.7 GB) running for their 45-minute lifetime that way: each engine runs in a
+the session's vLLM servers (about 1.4 GB each) running for their 45-minute lifetime that way: each engine runs in a
 session of its own, so no signal to the tests' process group reaches it, and once its parent is gone no process
 tree leads to it either.
 

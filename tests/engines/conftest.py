@@ -127,6 +127,13 @@ def vllm_features_server(tiny_model: Path, lora_adapters: dict[str, Path],
     yield from _vllm("vllm-features", tiny_model, tmp_path_factory)
 
 
+@pytest.fixture(scope="session")
+def vllm_guidance_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """The tiny model on vLLM with the guidance structured-output backend (``servers.GUIDANCE_ARGS``), for the
+    structured kind's tests; the session's first vLLM server constrains with xgrammar."""
+    yield from _vllm("vllm-guidance", tiny_model, tmp_path_factory)
+
+
 @pytest.fixture
 def fake(monkeypatch):
     """fake_engine.py registered as the engine ``fake``."""

@@ -44,6 +44,9 @@ from engine_helpers import (  # noqa: E402  on the path set above
 
 STRUCTURED_ARGS = ["--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
                    "--enable-auto-tool-choice", "--tool-call-parser", "pythonic"]
+# the other backend vLLM's CPU build constrains with (a backend must be named where whitespace is disabled, so each
+# backend is a server of its own)
+GUIDANCE_ARGS = ["--structured-outputs-config", '{"backend": "guidance", "disable_any_whitespace": true}']
 
 # A last resort: the servers stop with the session that started them however it ends (tests/reaper.py), and this
 # bounds them even where that could not run. make test took 16 min 25 s on a new machine, servers started first.
@@ -69,6 +72,13 @@ def _plain(model: Path) -> list[str]:
     # tool calls (tool_choice "required"; pythonic is the parser this vocabulary starts): the structured kind's
     # tests; requests without a constraint or tools are served as before
     return [*VLLM_ARGS.split(), *added, *STRUCTURED_ARGS]
+
+
+def _guidance(model: Path) -> list[str]:
+    from cardgen.engines import get_adapter
+
+    added, _ = get_adapter("vllm").launch_defaults([], VLLM_ARGS.split())
+    return [*VLLM_ARGS.split(), *added, *GUIDANCE_ARGS]
 
 
 def _features(model: Path) -> list[str]:
@@ -102,7 +112,7 @@ def tiny_vlm(tiny: Path, *form: str) -> Path:
 
 
 RECIPES = {"vllm": Recipe("vllm", _plain), "vllm-features": Recipe("vllm", _features),
-           "vllm-vlm": Recipe("vllm", _vlm, tiny_vlm)}
+           "vllm-vlm": Recipe("vllm", _vlm, tiny_vlm), "vllm-guidance": Recipe("vllm", _guidance)}
 
 
 def lora_adapters(model: Path) -> dict[str, Path]:

@@ -1,6 +1,7 @@
-"""Constrained decoding on the real engines (the structured kind): vLLM's CPU build (xgrammar, JSON schema and tool
-calls with ``tool_choice: "required"``) and llama.cpp (``response_format`` json_schema on chat), each through
-``cardgen build``: both arms measured, the answers judged against their schema, the card's section written."""
+"""Constrained decoding on the real engines (the structured kind): vLLM's CPU build (xgrammar: JSON schema and tool
+calls with ``tool_choice: "required"``; guidance: JSON schema, a server of its own) and llama.cpp
+(``response_format`` json_schema on chat), each through ``cardgen build``: both arms measured, the answers judged
+against their schema, the card's section written."""
 
 from __future__ import annotations
 
@@ -54,6 +55,20 @@ def test_vllm_constrains_json_and_tool_calls_and_they_validate(vllm_server, tmp_
     assert called and all(r["finish_reason"] == "tool_calls" and r["chunk_times"] for r in called)  # no "no text"
     section = _section(out)
     assert "TPOT overhead" in section and "answers made a valid call of a declared tool" in section
+
+
+def test_vllm_constrains_json_with_guidance_and_every_answer_validates(vllm_guidance_server, tmp_path_factory):
+    # the other backend of vLLM's CPU build, on the flat and the nested schema (an array and an enum): both arms
+    # measured at each count, and guidance lets a random model write only what the schema allows
+    suite = SUITE.replace("schemas: [flat, tools]", "schemas: [flat, nested]").replace("parallel: [1, 2]", "parallel: [2]")
+    out, _, _ = build_against(vllm_guidance_server, tmp_path_factory, "structured-guidance", suite)
+    result = _result(out)
+    assert [(p.schema_name, p.parallel) for p in result.points] == [("flat", 2), ("nested", 2)]
+    for p in result.points:
+        assert [(a.arm, a.requests, a.failed) for a in p.arms] == [("constrained", 2, 0), ("free", 2, 0)]
+        assert p.answered == 3 and p.unsupported is None and p.tpot_overhead is not None
+        assert p.parsed == p.valid == p.answered, (p.schema_name, p.parsed, p.valid, p.cut_off)
+    assert "parsed as JSON and validated" in _section(out)
 
 
 def test_llamacpp_constrains_json_on_chat(llama_server, tmp_path):

@@ -38,7 +38,9 @@ def test_a_server_that_does_not_answer_is_not_taken(tmp_path, monkeypatch):
 
 @pytest.mark.engine  # the flag is added where the installed vLLM has it: make install alone has no vLLM
 def test_the_recipes_are_the_fixtures(tmp_path):
-    assert set(servers.RECIPES) == {"vllm", "vllm-features", "vllm-vlm"}
+    assert set(servers.RECIPES) == {"vllm", "vllm-features", "vllm-vlm", "vllm-guidance"}
     assert "--enable-per-request-metrics" in servers.RECIPES["vllm"].args(tmp_path)
+    guidance = servers.RECIPES["vllm-guidance"].args(tmp_path)
+    assert "--enable-per-request-metrics" in guidance and '"backend": "guidance"' in " ".join(guidance)
     vlm = servers.RECIPES["vllm-vlm"]
     assert vlm.model is servers.tiny_vlm and "--limit-mm-per-prompt" in vlm.args(tmp_path)

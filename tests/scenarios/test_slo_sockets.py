@@ -75,7 +75,13 @@ def test_both_clocks_find_the_same_limit_and_replay_the_trace(tmp_path: Path) ->
     assert low <= 2 and high >= 3, search["answer"]
     assert all(probe["met"] is None for probe in between), search["probes"]
     assert (low, high) == (2, 3) or between, search["answer"]
-    assert summary["price_per_gpu_hour"] == 3.0 and search["usd_per_million_tokens"] > 0
+    assert summary["price_per_gpu_hour"] == 3.0
+    # the search's cost is the throughput's at its low end: none where no load met the SLO (a fresh-clone run's
+    # probe at 2 spent its budget undecided again and left (None, 4), with no cost to state)
+    if search["low"] is not None:
+        assert search["usd_per_million_tokens"] > 0, search
+    else:
+        assert search["usd_per_million_tokens"] is None, search
     (replay,) = summary["replays"]
     assert replay["requests"] == 40 and replay["failed"] == 0
     own_lag_s = load_run(tmp_path / "real").info.loadgen.loop_lag_p95_s or 0.0
