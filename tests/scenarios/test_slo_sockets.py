@@ -2,12 +2,14 @@
 load engine against the real-time virtual server, which the same suite also runs in virtual time.
 
 - The SLO search's oracle: a server with 2 slots (``max_num_seqs``) whose steps take 2 ms + 0.2 ms a request,
-  under a closed loop of 64-token answers (about 0.15 s each). Up to 2 users never wait for a slot: TTFT is the
+  under a closed loop of 128-token answers (about 0.3 s each). Up to 2 users never wait for a slot: TTFT is the
   rest of the step under way and a prefill step, a few ms. From 3 users on, a request waits for a slot: in step
   (as users that end together send together) one request in 3 waits a whole answer; out of step, every request
-  waits for the next of the 2 answers running to end, up to 75 ms. Either way far more than 10 % of the requests
-  wait far past 30 ms, so the highest concurrency with TTFT p90 within 30 ms is 2, by a wide margin of time and
-  of share. Both clocks find 2 and 3, in four probes (8, 4, 2, 3) of 20 to 80 requests: about 15 s.
+  waits for the next of the 2 answers running to end, up to 150 ms. Either way far more than 10 % of the requests
+  wait far past 60 ms, so the highest concurrency with TTFT p90 within 60 ms is 2, by a wide margin of time and
+  of share on both sides: a busy machine (make test's untimed stage beside this one) has put the p90 at 2 users
+  near 30 ms, which a 30 ms limit left undecided. Both clocks find 2 and 3, in four probes (8, 4, 2, 3) of 20 to
+  80 requests.
 - The Mooncake sample, replayed 8 times faster, leaves at the trace's offsets (send lag stated below) and its
   shared blocks, written as prompt texts by the load engine and tokenized by the server, hit the server's prefix
   cache about as often as the virtual driver's block hashes do.
@@ -36,8 +38,8 @@ FIXED = {"prefill_tok_s": 1e9, "step_overhead_s": 0.002, "per_seq_s": 0.0002, "k
          "block_size": 16, "max_num_seqs": 2, "max_num_batched_tokens": 65536}
 SUITE = """name: slo-and-replay
 scenarios:
-  - {kind: slo, load: parallel, prompt_tokens: 1, output_tokens: 64, slo: {ttft_p90_s: 0.030}, start: 8,
-     min_requests: 20, max_requests: 1000}
+  - {kind: slo, load: parallel, prompt_tokens: 1, output_tokens: 128, slo: {ttft_p90_s: 0.060}, start: 8,
+     min_requests: 20, max_requests: 400}
   - {kind: open, name: prod, dataset: mooncake-sample, speedup: 8, max_requests: 40}
 """
 # the load engine's timed sends on a shared 2-core machine (bench_client measures them): the median request leaves
