@@ -130,3 +130,36 @@ def test_a_card_from_the_requests_alone(hf_server: HfServe, tmp_path: Path) -> N
     assert ("## Where the time goes\n\nNot available: queue, prompt compute, other server time and network could not "
             "be told apart: the engine gives no account of its own time (no per-request timings in its responses, no "
             "queue, prefill or TTFT histogram in /metrics).") in card
+
+
+STRUCTURED_SUITE = """\
+name: generic-structured
+endpoint: chat
+timeout_s: 120
+scenarios:
+  - {kind: structured, schemas: [flat, tools], prompt_tokens: 32, output_tokens: 24, parallel: [1], rounds: 1}
+"""
+
+
+def test_the_structured_kind_through_the_generic_path(hf_server: HfServe, tmp_path: Path) -> None:
+    # the structured kind on a server that is neither vLLM nor llama.cpp: transformers serve takes response_format
+    # and tools and answers as if they were not there (a random model's text: no JSON, no call). The build ends
+    # with both arms measured, every answer judged, and the card says the server seems to ignore the constraint
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(STRUCTURED_SUITE)
+    run = tmp_path / "run"
+    done = cardgen("build", hf_server.served_model, "--url", hf_server.url, "--suite", str(suite), "--out", str(run),
+                   "--quiet", timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    result = json.loads((run / "summary.json").read_text())["kinds"]["structured"]
+    card = (run / "README.md").read_text()
+    section = card.split("## Structured output and tool calls")[1].split("\n## ")[0]
+    print(section)  # what this server made of the fields, for the report (pytest -rP)
+    assert result["backend"] is None and "Structured-output backend: not said by the server." in section
+    assert [p["schema_name"] for p in result["points"]] == ["flat", "tools"]
+    for p in result["points"]:
+        assert [(a["arm"], a["requests"], a["failed"]) for a in p["arms"]] == [("constrained", 1, 0), ("free", 1, 0)]
+        assert p["unsupported"] is None and p["answered"] == 2 and p["valid"] == 0 and p["cut_off"] == 0
+        assert p["ignored"] is not None and p["ignored"] in section, p
+        assert ("began as JSON" if p["schema_name"] == "flat" else "made a tool call") in p["ignored"]

@@ -35,6 +35,7 @@ from cardgen.analysis.kindparts import KindAnalysis, KindRun
 from cardgen.analysis.stats import bootstrap_medians, describe, finite
 from cardgen.kinds.structured.program import ARMS, CONSTRAINED, FREE
 from cardgen.kinds.structured.schema import StructuredParams
+from cardgen.kinds.structured.schemas import TOOLS
 from cardgen.outcome import RequestFigures
 from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import RunInfo
@@ -89,6 +90,9 @@ class StructuredPoint(Saved):
     tools_called: dict[str, int] = Field(default_factory=dict)  # tool name -> calls (tool sets)
     failures: list[Failure] = Field(default_factory=list)
     unsupported: str | None = None  # "not supported by this server: ..." where every constrained request failed
+    # where every constrained answer came back with nothing of the constraint's shape (a text answer, no JSON, no
+    # tool call): the server took the fields and answered as if unconstrained, in words
+    ignored: str | None = None
 
 
 class StructuredOutputs(KindResult):
@@ -224,7 +228,16 @@ def point_result(point: Any, recs: list[RequestRecord], *, modelled: bool) -> St
         valid_share=valid / len(answered) if answered and not modelled else None,
         valid_ci=wilson(valid, len(answered)) if not modelled else None, validity_modelled=modelled,
         tools_called=tools, failures=failures if not modelled else [],
-        unsupported=_unsupported(every_constrained, warm[FREE] + by_arm[FREE]))
+        unsupported=_unsupported(every_constrained, warm[FREE] + by_arm[FREE]),
+        ignored=None if modelled else _ignored(params.mode, answered))
+
+
+def _ignored(mode: str, answered: list[dict[str, Any]]) -> str | None:
+    if not answered or not all(e.get("unshaped") for e in answered):
+        return None
+    shape = "made a tool call" if mode == TOOLS else "began as JSON"
+    return (f"The server seems to ignore the constraint: none of the {len(answered)} constrained answers {shape} "
+            "(it took the fields and answered as if unconstrained).")
 
 
 def analyse(run: KindRun) -> StructuredOutputs | None:

@@ -158,12 +158,22 @@ def _problem(value: Any, schema: Any) -> str | None:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """One constrained answer, judged: whether it parsed as JSON (a tool call: that it made one, of a declared tool,
-    whose arguments parse), whether it validated, why not (the first problem), and the tool it called."""
+    whose arguments parse), whether it validated, why not (the first problem), the tool it called, and whether it
+    has the constraint's shape at all (``shaped``: a JSON text begins as a JSON value, or only whitespace came, as a
+    grammar allows; a tool answer made a call): an answer that does not is one no constraint shaped."""
 
     parsed: bool
     valid: bool
     problem: str | None = None
     tool: str | None = None
+    shaped: bool = True
+
+
+def begins_as_json(text: str) -> bool:
+    """Whether ``text`` could be the start of a JSON value (or holds only whitespace): what a grammar made of a
+    JSON schema lets a model write, even one cut off before it closed."""
+    s = text.strip()
+    return not s or s[0] in '{["-0123456789' or s.startswith(("true", "false", "null"))
 
 
 def judge_json(text: str, schema: Any) -> Verdict:
@@ -171,7 +181,8 @@ def judge_json(text: str, schema: Any) -> Verdict:
     try:
         value = json.loads(text)
     except ValueError as exc:
-        return Verdict(parsed=False, valid=False, problem=f"not JSON: {str(exc).splitlines()[0]}"[:200])
+        return Verdict(parsed=False, valid=False, problem=f"not JSON: {str(exc).splitlines()[0]}"[:200],
+                       shaped=begins_as_json(text))
     problem = _problem(value, schema)
     return Verdict(parsed=True, valid=problem is None, problem=problem)
 
@@ -180,7 +191,7 @@ def judge_tools(calls: tuple[dict[str, str], ...], text: str, tools: Any) -> Ver
     """An answer that had to call one of ``tools``: its calls (each ``{"name", "arguments"}``, the arguments as
     text); every call must name a declared tool with arguments valid against its parameters."""
     if not calls:
-        return Verdict(parsed=False, valid=False,
+        return Verdict(parsed=False, valid=False, shaped=False,
                        problem="no tool call" + (f" (a text answer of {len(text)} characters)" if text else ""))
     declared = {t["function"]["name"]: t["function"].get("parameters", {"type": "object"}) for t in tools}
     for call in calls:

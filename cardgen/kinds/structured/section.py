@@ -27,6 +27,7 @@ class PointSection(TypedDict):
     valid: str
     warmup: str
     unsupported: str | None
+    ignored: str | None
     failures: list[str]
 
 
@@ -69,7 +70,7 @@ def point_section(p: StructuredPoint) -> PointSection:
     return PointSection(scenario=p.scenario, schema_name=p.schema_name, what=what, parallel=p.parallel,
                         rounds=p.rounds, table=table, ttft=overhead_text(p.ttft_overhead, p.ttft_overhead_ci),
                         tpot=overhead_text(p.tpot_overhead, p.tpot_overhead_ci), valid=valid_text(p),
-                        warmup=warmup, unsupported=p.unsupported, failures=failures)
+                        warmup=warmup, unsupported=p.unsupported, ignored=p.ignored, failures=failures)
 
 
 def context(result: StructuredOutputs, s: Summary) -> dict[str, Any] | None:

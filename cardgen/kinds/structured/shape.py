@@ -57,7 +57,9 @@ class StructuredShape:
         verdict = judge_tools(answer.tool_calls, answer.text, value) if params.mode == TOOLS \
             else judge_json(answer.text, value)
         out: dict[str, Any] = {"answered": True, "parsed": verdict.parsed, "valid": verdict.valid}
-        if not verdict.parsed and answer.finish_reason == "length":  # max_tokens ended it before the JSON closed
+        if not verdict.shaped:  # nothing of the constraint's shape: a text answer, as if unconstrained
+            out["unshaped"] = True
+        elif not verdict.parsed and answer.finish_reason == "length":  # max_tokens ended it before the JSON closed
             out["cut_off"] = True
         if verdict.tool is not None:
             out["tool"] = verdict.tool

@@ -95,3 +95,27 @@ def test_a_server_that_refuses_the_fields_is_not_supported_and_nothing_crashes()
     assert p.ttft_overhead is None  # no steady rounds: nothing to compare
     words = point_section(p)
     assert words["valid"] == "no constrained answer came back" and words["ttft"].startswith("not measured")
+
+
+def test_a_server_that_answers_without_the_constraint_is_said_to_ignore_it():
+    point = Point(name="s", group="g", endpoint="chat", timeout_s=10.0, prompt_tokens=8, output_tokens=4,
+                  parallel=1, params=replace(StructuredParams(), schema="flat", rounds=1))
+
+    def rec(phase: str, extra: dict, *, warmup: bool = False) -> RequestRecord:
+        return RequestRecord(scenario="s", kind="structured", prompt_tokens_target=8, output_tokens_target=4,
+                             sent_at=0.0, first_token_at=0.1, end_at=0.2, chunk_times=[0.1, 0.15, 0.2],
+                             output_tokens=3, status=200, phase=phase, warmup=warmup, repeat=None if warmup else 0,
+                             extra=extra)
+
+    text = {"constrained": True, "answered": True, "parsed": False, "valid": False, "unshaped": True,
+            "problem": "not JSON: Expecting value", "answer": "devGet bro"}
+    recs = [rec("constrained", text, warmup=True), rec("free", {"constrained": False}, warmup=True),
+            rec("constrained", text), rec("free", {"constrained": False})]
+    p = point_result(point, recs, modelled=False)
+    assert p is not None and p.unsupported is None and p.cut_off == 0
+    assert p.ignored == ("The server seems to ignore the constraint: none of the 2 constrained answers began as "
+                         "JSON (it took the fields and answered as if unconstrained).")
+    assert point_section(p)["ignored"] == p.ignored
+    shaped = {**text, "unshaped": False}  # one answer that began as JSON: no such words
+    again = point_result(point, [*recs, rec("constrained", shaped)], modelled=False)
+    assert again is not None and again.ignored is None

@@ -138,3 +138,13 @@ def test_an_answer_max_tokens_ended_before_its_json_closed_is_cut_off_not_just_i
     assert cut["parsed"] is False and cut["cut_off"] is True
     wrong = SHAPE.read(point(), C, Answer(status=200, text='{"name": "ab', finish_reason="stop"))
     assert wrong["parsed"] is False and "cut_off" not in wrong
+
+
+def test_a_text_answer_is_unshaped_not_cut_off_and_whitespace_or_a_json_start_is_not():
+    text = SHAPE.read(point(), C, Answer(status=200, text="devGet broGet bro", finish_reason="length"))
+    assert text["unshaped"] is True and "cut_off" not in text and text["parsed"] is False
+    for start in ('{"name": "ab', "  \n ", '["a', "-1", "null,"):
+        read = SHAPE.read(point(), C, Answer(status=200, text=start, finish_reason="length"))
+        assert "unshaped" not in read, start
+    no_call = SHAPE.read(point("tools"), C, Answer(status=200, text="hello", finish_reason="length"))
+    assert no_call["unshaped"] is True and "cut_off" not in no_call
