@@ -46,8 +46,8 @@ def meets_slo(frame: pd.DataFrame, *, slo_ttft_s: float, slo_tpot_s: float) -> p
 
 
 def _sent_together(frame: pd.DataFrame) -> bool:
-    """An open-loop point without a recorded rate (inf is written as null by some JSON writers) was "all at
-    once" when every request was scheduled (or, lacking that, sent) within 10 ms."""
+    """A point of scheduled sends without a recorded rate (inf is written as null by some JSON writers) was "all
+    at once" when every request was scheduled (or, lacking that, sent) within 10 ms."""
     times = frame["scheduled_at"] if frame["scheduled_at"].notna().all() else frame["sent_at"]
     return bool(times.max() - times.min() <= 0.01)
 

@@ -528,8 +528,9 @@ class KindResult(Saved):
     version: int = 1
 
 
-# top-level keys of summary.json files written before a kind kept its own result (schema_version 3 and older; 3
-# files may hold either layout): key -> the kind's name in ``kinds`` and the field of its result (version 1) that held it
+# top-level keys of summary.json files written before a kind kept its own result (schema_version 3 and older; a
+# version 3 file may hold either layout): key -> the kind's name in ``kinds`` and the field of its result (version
+# 1) that held the value
 MOVED_TO_KINDS = {"slo_search": ("slo", "searches"), "capacity": ("closed", "capacity")}
 
 

@@ -64,21 +64,23 @@ class Recipe:
     model: Callable[[Path], Path] | None = None
 
 
-def _plain(model: Path) -> list[str]:
-    from cardgen.engines import get_adapter
-
-    added, _ = get_adapter("vllm").launch_defaults([], VLLM_ARGS.split())  # as --launch vllm: per-request metrics
-    # structured outputs (xgrammar, no free whitespace: a random model would write whitespace until max_tokens) and
-    # tool calls (tool_choice "required"; pythonic is the parser this vocabulary starts): the structured kind's
-    # tests; requests without a constraint or tools are served as before
-    return [*VLLM_ARGS.split(), *added, *STRUCTURED_ARGS]
-
-
-def _guidance(model: Path) -> list[str]:
+def _launched(*extra: str) -> list[str]:
+    """The session's vLLM arguments as ``--launch vllm`` completes them (per-request metrics), then ``extra``."""
     from cardgen.engines import get_adapter
 
     added, _ = get_adapter("vllm").launch_defaults([], VLLM_ARGS.split())
-    return [*VLLM_ARGS.split(), *added, *GUIDANCE_ARGS]
+    return [*VLLM_ARGS.split(), *added, *extra]
+
+
+def _plain(model: Path) -> list[str]:
+    # structured outputs (xgrammar, no free whitespace: a random model would write whitespace until max_tokens) and
+    # tool calls (tool_choice "required"; pythonic is the parser this vocabulary starts): the structured kind's
+    # tests; requests without a constraint or tools are served as before
+    return _launched(*STRUCTURED_ARGS)
+
+
+def _guidance(model: Path) -> list[str]:
+    return _launched(*GUIDANCE_ARGS)
 
 
 def _features(model: Path) -> list[str]:
