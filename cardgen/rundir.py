@@ -27,7 +27,7 @@ import tempfile
 import time
 import unicodedata
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 
 from cardgen.errors import CardgenError, NewerSchemaError, RunFileError, UsageError
 from cardgen.schemas.bootstrap import BOOTSTRAP_SCHEMA_VERSION, BootstrapDigests
-from cardgen.schemas.records import MetricSample, RecordSharer, RequestRecord, ScrapeSharer
+from cardgen.schemas.records import MetricSample, RecordSharer, RequestRecord, ScrapeSharer, decode_line
 from cardgen.schemas.run import COMPLETE, DIED, INTERRUPTED, RUN_SCHEMA_VERSION, RUNNING, STALE, RunInfo
 from cardgen.schemas.summary import SUMMARY_SCHEMA_VERSION, Summary
 
@@ -66,6 +66,7 @@ _START_SLACK_S = 1.0
 
 _SLUG_BAD = re.compile(r"[^a-z0-9._-]+")
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def slugify(name: str, *, max_len: int = 80) -> str:
@@ -141,34 +142,40 @@ def read_jsonl(path: Path, model: type[M] | None, *, torn: dict[str, int] | None
     """Yield ``model`` objects (plain dicts with ``None``) from a JSON-lines file. A torn last line (a crash
     mid-write) is left out, and its length in bytes is put in ``torn`` under the file's name: a reader says
     what it left out (:func:`torn_line_warning`)."""
+    for data in read_jsonl_with(path, decode_line, torn=torn):
+        yield data if model is None else model.model_validate(data)
+
+
+def read_jsonl_with(path: Path, decode: Callable[[bytes], T], *, torn: dict[str, int] | None = None) -> Iterator[T]:
+    """Yield each line of a JSON-lines file as ``decode`` reads it (its bytes; :class:`json.JSONDecodeError` where
+    it is not JSON). A torn last line is left out, as :func:`read_jsonl` leaves it."""
     path = Path(path)
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:
         for line, near_end in _pieces(fh):
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
+                yield decode(line)
             except json.JSONDecodeError:
                 if near_end:  # only the last line can be torn
                     if torn is not None:
-                        torn[path.name] = len(line.encode("utf-8"))
+                        torn[path.name] = len(line)
                     continue
                 raise
-            yield data if model is None else model.model_validate(data)
 
 
-def _pieces(fh: Iterable[str]) -> Iterator[tuple[str, bool]]:
-    """The file's text split at each newline, read a line at a time (a large file is never held whole), each
+def _pieces(fh: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """The file's bytes split at each newline, read a line at a time (a large file is never held whole), each
     piece with whether it is one of the last two (the last line, or the empty piece after it)."""
-    ahead: deque[str] = deque()
+    ahead: deque[bytes] = deque()
     ended = True  # the text so far ends with a newline (an empty text too): an empty piece follows
     for raw in fh:
-        ended = raw.endswith("\n")
+        ended = raw.endswith(b"\n")
         ahead.append(raw[:-1] if ended else raw)
         if len(ahead) > 2:
             yield ahead.popleft(), False
     if ended:
-        ahead.append("")
+        ahead.append(b"")
     while len(ahead) > 2:
         yield ahead.popleft(), False
     for piece in ahead:
@@ -390,9 +397,8 @@ class RunDir:
         checked by :meth:`load_run_info`."""
         path = self.path / name
         try:
-            if model is MetricSample:  # a long run's scrapes: what each shares with the last, held once
-                read = ScrapeSharer().read
-                return [read(data) for data in read_jsonl(path, None, torn=self.torn)]
+            if model is MetricSample:  # a long run's scrapes: what each shares with the last, read and held once
+                return list(read_jsonl_with(path, ScrapeSharer().read_line, torn=self.torn))
             if model is RequestRecord:  # a long run's records: each one's chunk times in one array
                 keep = RecordSharer().share
                 return [keep(rec) for rec in read_jsonl(path, model, torn=self.torn)]

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -232,16 +232,24 @@ def judge(values: Mapping[str, Sequence[float]], targets: Sequence[Target], *, r
 # --- one request's latencies -----------------------------------------------------------------------------------
 
 
-def latencies(r: Outcome) -> dict[str, list[float]]:
-    """What one request contributes to each metric: its figures (:class:`cardgen.outcome.RequestFigures`, the
-    card's), TTFT, TPOT and E2E, and its gaps between text chunks (ITL); a figure it cannot give (a one-token
+def latencies(r: Outcome, metrics: Collection[str] = METRICS) -> dict[str, list[float]]:
+    """What one request contributes to each of ``metrics``: its figures (:class:`cardgen.outcome.RequestFigures`,
+    the card's), TTFT, TPOT and E2E, and its gaps between text chunks (ITL); a figure it cannot give (a one-token
     answer's TPOT) it leaves out. On top of those figures, the SLO's own rule: a failed request, or one whose
     TTFT or E2E is unknown, missed every target, so it contributes inf to each (one gap for ITL)."""
     figures = RequestFigures.of(r)
     if not figures.ok or math.isnan(figures.ttft_s) or math.isnan(figures.e2e_s):
-        return {"ttft": [math.inf], "tpot": [math.inf], "e2e": [math.inf], "itl": [math.inf]}
-    return {"ttft": [figures.ttft_s], "e2e": [figures.e2e_s],
-            "tpot": [] if math.isnan(figures.tpot_s) else [figures.tpot_s], "itl": list(figures.itl_s)}
+        return {m: [math.inf] for m in METRICS if m in metrics}
+    out: dict[str, list[float]] = {}
+    if "ttft" in metrics:
+        out["ttft"] = [figures.ttft_s]
+    if "e2e" in metrics:
+        out["e2e"] = [figures.e2e_s]
+    if "tpot" in metrics:
+        out["tpot"] = [] if math.isnan(figures.tpot_s) else [figures.tpot_s]
+    if "itl" in metrics:  # a request's every gap: kept only where a target needs them
+        out["itl"] = list(figures.itl_s)
+    return {m: out[m] for m in METRICS if m in out}
 
 
 @dataclass
@@ -264,8 +272,11 @@ class ProbeJudge:
     verdict: Verdict | None = None
     sizes: list[int] = field(init=False, default_factory=list)  # the looks before the last (look_sizes)
 
+    metrics: frozenset[str] = field(init=False, default=frozenset())  # what the targets judge (all a record keeps)
+
     def __post_init__(self) -> None:
         self.sizes = look_sizes(self.min_requests, self.cap)
+        self.metrics = frozenset(t.metric for t in self.targets)
 
     @property
     def decided(self) -> bool:
@@ -279,7 +290,7 @@ class ProbeJudge:
     def add(self, order: int, record: Outcome, *, warmup: bool = False, late: bool = False) -> Verdict | None:
         """Take the record of send ``order`` (``warmup``: not judged; ``late``: it left after its time); the
         verdict once the probe should stop sending (decided, or too close to tell; None before)."""
-        self.ended[order] = ({} if warmup else latencies(record), warmup, late)
+        self.ended[order] = ({} if warmup else latencies(record, self.metrics), warmup, late)
         while self.prefix in self.ended:
             values, skipped, was_late = self.ended.pop(self.prefix)
             if not skipped:

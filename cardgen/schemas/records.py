@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from typing import Any
 
+import msgspec
 import numpy as np
 from pydantic import ConfigDict, Field, field_serializer, model_validator
 
@@ -254,18 +255,53 @@ def _as_json(obj: Any) -> Any:
 
 
 class ScrapeSharer:
-    """Scrapes as they are read, in order (:meth:`read`: a line of ``server_metrics.jsonl`` as parsed), holding
-    what they share once: a sample (``{"labels", "value"}``) equal to the previous scrape's of the same name and
-    place is that one's object, a name whose samples are all equal is its list, equal labels are one dict, and a
-    sample not shared is an :class:`Entry`. A long run's scrapes differ from the last one in a third of their
-    values (a counter that moved, a histogram bucket that filled): held this way they take a fraction of the
-    memory, with the same contents, and what equals the last scrape is compared whole, not sample by sample.
-    The shared objects are read-only: nothing changes a scrape once read."""
+    """Scrapes as they are read, in order (:meth:`read_line`: a line of ``server_metrics.jsonl``; :meth:`read`: one
+    as parsed), holding what they share once: a sample (``{"labels", "value"}``) equal to the previous scrape's of
+    the same name and place is that one's object, a name whose samples are all equal is its list, equal labels are
+    one dict, and a sample not shared is an :class:`Entry`. A long run's scrapes differ from the last one in a
+    third of their values (a counter that moved, a histogram bucket that filled): held this way they take a
+    fraction of the memory, with the same contents. A line is parsed name by name, and a name written exactly as
+    the last scrape wrote it is not parsed again. The shared objects are read-only: nothing changes a scrape once
+    read."""
 
     def __init__(self) -> None:
         self._raw: dict[str, Any] = {}  # the last scrape's samples as parsed
         self._last: dict[str, list[Any]] = {}  # ... and as held
+        self._text: dict[str, bytes] = {}  # ... and as written (read_line)
         self._labels: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+
+    def read_line(self, line: bytes) -> MetricSample:
+        """The scrape written as ``line`` (see :meth:`read`; :class:`json.JSONDecodeError` where it is no JSON)."""
+        try:
+            top = _SCRAPE(line)
+        except msgspec.DecodeError:  # no object, no object of samples, or what msgspec does not read (NaN)
+            return self.read(decode_line(line))
+        names = top.samples
+        if names is msgspec.UNSET:
+            return self.read(decode_line(line))
+        raw, last, text = self._raw, self._last, self._text
+        parsed: dict[str, Any] = {}
+        held: dict[str, list[Any]] = {}
+        texts: dict[str, bytes] = {}
+        for name, part in names.items():
+            written = texts[name] = bytes(part)
+            old = last.get(name)
+            if old is not None and text.get(name) == written:
+                parsed[name], held[name] = raw[name], old
+                continue
+            try:
+                entries = parsed[name] = _DECODE(written)
+            except msgspec.DecodeError:
+                return self.read(decode_line(line))
+            row = self._held(name, entries)
+            if row is None:
+                return self.read(decode_line(line))
+            held[name] = row
+        rest = {"t": top.t, "t_end": top.t_end, "error": top.error}
+        sample = MetricSample.model_validate({k: v for k, v in rest.items() if v is not msgspec.UNSET})
+        sample.__dict__["samples"] = held
+        self._raw, self._last, self._text = parsed, held, texts
+        return sample
 
     def read(self, data: Any) -> MetricSample:
         """The scrape ``data`` (a parsed line) with what it shares with the last one shared. What does not fit
@@ -275,31 +311,44 @@ class ScrapeSharer:
             return MetricSample.model_validate(data)
         held: dict[str, list[Any]] = {}
         for name, entries in samples.items():
-            raw, old = self._raw.get(name), self._last.get(name)
-            if old is not None and entries == raw:  # all of them as the last scrape had them
+            old = self._last.get(name)
+            if old is not None and entries == self._raw.get(name):  # all of them as the last scrape had them
                 held[name] = old
                 continue
-            if not isinstance(entries, list):
+            row = self._held(name, entries)
+            if row is None:
                 return MetricSample.model_validate(data)
-            # the last scrape's samples of the name, as parsed and as held, where they were as many
-            parsed, kept = (raw, old) if old is not None and isinstance(raw, list) and len(raw) == len(entries) \
-                else ([], [])
-            row: list[Any] = []
-            for i, entry in enumerate(entries):
-                if i < len(parsed) and entry == parsed[i]:
-                    row.append(kept[i])
-                elif type(entry) is not dict:
-                    return MetricSample.model_validate(data)
-                elif len(entry) == 2 and "labels" in entry and "value" in entry:
-                    labels = entry["labels"]
-                    row.append(Entry(self._label(labels) if type(labels) is dict else labels, entry["value"]))
-                else:  # not a sample as cardgen writes them: kept as it was read
-                    row.append(entry)
             held[name] = row
         sample = MetricSample.model_validate({k: v for k, v in data.items() if k != "samples"})
         sample.__dict__["samples"] = held
-        self._raw, self._last = samples, held
+        self._raw, self._last, self._text = samples, held, {}
         return sample
+
+    def _held(self, name: str, entries: Any) -> list[Any] | None:
+        """The samples ``entries`` of ``name`` as held, sharing what equals the last scrape's at the same place;
+        None where they are not a list of samples (the schema decides)."""
+        if not isinstance(entries, list):
+            return None
+        raw, old = self._raw.get(name), self._last.get(name)
+        # the last scrape's samples of the name, as parsed and as held, where they were as many
+        parsed, kept = (raw, old) if old is not None and isinstance(raw, list) and len(raw) == len(entries) \
+            else ([], [])
+        row: list[Any] = []
+        for i, entry in enumerate(entries):
+            if i < len(parsed) and entry == parsed[i]:
+                row.append(kept[i])
+            elif type(entry) is not dict:
+                return None
+            elif len(entry) == 2 and "labels" in entry and "value" in entry:
+                labels = entry["labels"]
+                if i < len(kept) and type(before := kept[i]) is Entry and before.labels == labels:
+                    labels = before.labels  # the common case: a value moved, its labels did not
+                elif type(labels) is dict:
+                    labels = self._label(labels)
+                row.append(Entry(labels, entry["value"]))
+            else:  # not a sample as cardgen writes them: kept as it was read
+                row.append(entry)
+        return row
 
     def _label(self, labels: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -307,6 +356,30 @@ class ScrapeSharer:
             return self._labels.setdefault(key, labels)
         except TypeError:  # a label value that cannot be a key: kept as it is
             return labels
+
+
+class _Scrape(msgspec.Struct):
+    """A line of ``server_metrics.jsonl`` as :meth:`ScrapeSharer.read_line` first reads it: each name's samples
+    left as written (unknown fields ignored, as :class:`MetricSample` ignores them; the schema checks the rest)."""
+
+    t: Any = msgspec.UNSET
+    t_end: Any = msgspec.UNSET
+    error: Any = msgspec.UNSET
+    samples: dict[str, msgspec.Raw] | msgspec.UnsetType = msgspec.UNSET
+
+
+_SCRAPE = msgspec.json.Decoder(_Scrape).decode
+_DECODE = msgspec.json.Decoder().decode
+
+
+def decode_line(line: bytes) -> Any:
+    """One JSON value from a line of a JSON-lines file: msgspec's decoder (two to four times Python's on a long
+    run's files, the same values), Python's where msgspec refuses what Python reads (``NaN``, which a scrape of
+    a real server may hold). Raises :class:`json.JSONDecodeError` where neither reads it."""
+    try:
+        return _DECODE(line)
+    except msgspec.DecodeError:
+        return json.loads(line)
 
 
 class LoadgenSample(Saved):

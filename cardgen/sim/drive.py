@@ -194,6 +194,12 @@ class _Jitter:
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         return self.perf.step_time_s(prefill, decode) * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
 
+    def uniform_decode_s(self, seqs: int, context: int) -> float | None:
+        """``perf``'s time of a step that only decodes (None where it has none), jittered as a step is."""
+        uniform = getattr(self.perf, "uniform_decode_s", None)
+        base = uniform(seqs, context) if uniform is not None else None
+        return None if base is None else base * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
+
     @property
     def vision(self) -> Any:
         """The vision encoder ``perf`` models a request's images with (None: it models none)."""
@@ -227,7 +233,7 @@ class _Clock:
         self.next_scrape = options.start_unix
         self.scrapes: list[MetricSample] = []
         self.readings: list[Reading] = []  # every scrape's gauges, for the saturation rule
-        self.on_step: Callable[[], None] | None = None  # called as each step starts (while watched)
+        self.on_step: Callable[[float], None] | None = None  # told the KV usage as each step starts (while watched)
         self.delivered: Callable[[VirtualRequest], None] = lambda served: None
 
     def at(self, t: float, action: Callable[[], None]) -> None:
@@ -241,10 +247,13 @@ class _Clock:
         while not done():
             t_event = self.events[0][0] if self.events else math.inf
             if srv.in_flight is None and srv.has_work and not blocked and t_event > srv.now:
+                # the steps that only decode before the next event or scrape, at once (the same as one by one)
+                if srv.decode_run(min(t_event, self.next_scrape), self.on_step):
+                    continue
                 if srv.start_step() is None:
                     blocked = True
                 elif self.on_step is not None:
-                    self.on_step()
+                    self.on_step(srv.scheduler.kv_usage)
                 continue
             t_step = srv.in_flight.end_s if srv.in_flight is not None else math.inf
             t = min(t_event, t_step)
@@ -338,10 +347,11 @@ class _PointRun:
     def now(self) -> float:
         return self.clock_now - self.t0
 
-    def reading(self) -> None:
-        """The server as a step starts while it is watched."""
+    def reading(self, usage: float) -> None:
+        """The server as a step starts while it is watched (its KV usage then: the rest does not change while
+        steps only decode)."""
         sched = self.interpreter.clock.server.scheduler
-        self.share.watch.reading(preemptions=sched.num_preemptions, waiting=len(sched.waiting), usage=sched.kv_usage)
+        self.share.watch.reading(preemptions=sched.num_preemptions, waiting=len(sched.waiting), usage=usage)
 
 
 class VirtualInterpreter:

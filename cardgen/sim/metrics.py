@@ -151,6 +151,14 @@ class Histogram:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.sum += value
 
+    def observe_many(self, value: float, n: int) -> None:
+        """:meth:`observe` ``value`` ``n`` times (the sum added to one at a time, as ``n`` calls add it)."""
+        self.counts[bisect_left(self.bounds, value)] += n
+        total = self.sum
+        for _ in range(n):
+            total += value
+        self.sum = total
+
     @property
     def count(self) -> int:
         return sum(self.counts)
@@ -230,6 +238,16 @@ class SimMetrics:
             self.itl.observe(seq.gap_s)
         if seq.finished:
             self.observe_finished(seq)
+
+    def observe_decode_run(self, last_token_s: float, ends: Sequence[float], seqs: int) -> None:
+        """Steps that each gave one token to ``seqs`` sequences whose tokens before came at ``last_token_s``, ended at
+        ``ends`` (:meth:`cardgen.sim.virtual.VirtualServer.decode_run`): each step's gap observed once per sequence,
+        as :meth:`observe_token` observes them one by one."""
+        itl = self.itl
+        last = last_token_s
+        for end in ends:
+            itl.observe_many(end - last, seqs)
+            last = end
 
     def count_fault(self, kind: str) -> None:
         self.faults[kind] = self.faults.get(kind, 0) + 1

@@ -326,15 +326,24 @@ class RooflinePerf:
             p = n * c + n * (n + 1) / 2
             pairs += p if p < n * window else n * window
             cached += c if c < window else window
-        seqs = len(work)
+        extra_bytes = extra_flops = 0.0
+        if self.lora_rank:
+            adapters = {w.adapter for w in work if w.adapter is not None}
+            extra_bytes = len(adapters) * self._lora_bytes
+            extra_flops = sum(w.new_tokens for w in work if w.adapter is not None) * self._lora_flops_per_token
+        return self._priced(tokens, len(work), pairs, cached, extra_bytes, extra_flops)
+
+    def _priced(self, tokens: int, seqs: int, pairs: float, cached: float, extra_bytes: float = 0.0,
+                extra_flops: float = 0.0) -> StepCost:
+        """A step's cost from its sums: ``tokens`` computed by ``seqs`` sequences, ``pairs`` (query, key) pairs of
+        attention, ``cached`` KV tokens read, and what adapters add."""
         a, tp = self.arch, self.tp
         flops = (tokens * self._linear_flops + seqs * self._head_flops + self._attn_flops_per_pair * pairs) / tp
         kv = self.kv_bytes_per_token_per_gpu
         nbytes = self._weight_read_bytes(tokens) + (cached + tokens) * kv
         if self.lora_rank:
-            adapters = {w.adapter for w in work if w.adapter is not None}
-            nbytes += len(adapters) * self._lora_bytes
-            flops += sum(w.new_tokens for w in work if w.adapter is not None) * self._lora_flops_per_token
+            nbytes += extra_bytes
+            flops += extra_flops
         comm = 2 * a.layers * self.gpu.allreduce_s(tokens * a.hidden * a.dtype_bytes, tp) if tp > 1 else 0.0
         e = self.engine
         return StepCost(
@@ -349,6 +358,17 @@ class RooflinePerf:
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         """Seconds of one engine step; never below :meth:`roofline_s`."""
         return self.cost(prefill, decode).total_s
+
+    def uniform_decode_s(self, seqs: int, context: int) -> float | None:
+        """Seconds of a step that decodes one token for each of ``seqs`` sequences (no adapter) holding ``context``
+        tokens in all: ``step_time_s([], [SeqWork(1, c) for each c])`` to the last bit, from the two sums (every
+        term :meth:`cost` adds is a whole number below 2**53, so their order does not change the sum). None with
+        a sliding window (a term is cut to it) or where the sums are too large to be exact."""
+        if self._window != math.inf or context + seqs >= 2**53:
+            return None
+        if seqs < 1:
+            return 0.0
+        return self._priced(seqs, seqs, float(context + seqs), context).total_s
 
     def encode_time_s(self, flops: float) -> float:
         """Seconds the vision encoder takes for ``flops`` (one GPU at the profile's compute efficiency: an encoder

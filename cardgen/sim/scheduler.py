@@ -131,6 +131,19 @@ class Step:
         return "prefill" if self.prefill else "decode"
 
 
+@dataclass(slots=True)
+class DecodeRun:
+    """Decode steps applied at once (:meth:`Scheduler.decode_run`): each ended at ``ends[i]`` with ``free[i]`` KV
+    blocks left free, and gave one token to each of ``seqs`` (whose tokens before them came at ``last_token_s``);
+    ``in_flight``: the step after them, planned, where it ends past the run's horizon."""
+
+    seqs: list[Seq]
+    last_token_s: float
+    ends: list[float] = field(default_factory=list)
+    free: list[int] = field(default_factory=list)
+    in_flight: Step | None = None
+
+
 def block_hashes(token_ids: Sequence[object], block_size: int) -> tuple[int, ...]:
     """The chain hashes of the full blocks of ``token_ids``: block ``i``'s hash covers every token up to its end,
     so two prompts share a hash only where they share the whole prefix (as vLLM hashes blocks)."""
@@ -167,6 +180,7 @@ class Scheduler:
         self._in_flight: Step | None = None
         # counters, for /metrics
         self.num_steps = 0
+        self.decode_run_steps = 0  # of those, applied in runs of decode steps (decode_run)
         self.num_preemptions = 0
         self.prompt_tokens_total = 0  # counted once per request, at its first token
         self.generation_tokens_total = 0
@@ -234,6 +248,17 @@ class Scheduler:
     # --- steps -----------------------------------------------------------------------------------------
     def next_step(self, now_s: float = 0.0) -> Step | None:
         """Plan the next step starting at ``now_s``; None when there is nothing to do."""
+        step = self._plan(now_s)
+        if step is None:
+            return None
+        step.duration_s = self._price(step)
+        self._in_flight = step
+        self.num_steps += 1
+        return step
+
+    def _plan(self, now_s: float) -> Step | None:
+        """What the next step starting at ``now_s`` computes (admissions, KV growth and preemptions applied), not
+        yet timed; None when there is nothing to do."""
         if self._in_flight is not None:
             raise RuntimeError("finish_step() the step in flight before planning the next one")
         step = Step(start_s=now_s, duration_s=0.0)
@@ -247,25 +272,117 @@ class Scheduler:
                 self._schedule_running(step, self.max_num_batched_tokens)
         if not step.prefill and not step.decode:
             return None
+        return step
+
+    def _price(self, step: Step) -> float:
+        """Seconds the modelled GPU takes for ``step``."""
         prefill_work = [
             SeqWork(n, s.computed - n, s.adapter) for s, n in zip(step.prefill, step.prefill_tokens, strict=True)
         ]
         verify = 1 + self.lookahead
         decode_work = [SeqWork(verify, s.computed - 1, s.adapter) for s in step.decode]
-        step.duration_s = float(self.perf.step_time_s(prefill_work, decode_work))
+        duration = float(self.perf.step_time_s(prefill_work, decode_work))
         slowest = max((s.decode_factor for s in step.decode), default=1.0) if self.slowed else 1.0
         if slowest != 1.0:
-            step.duration_s += (slowest - 1.0) * float(self.perf.step_time_s([], decode_work))
+            duration += (slowest - 1.0) * float(self.perf.step_time_s([], decode_work))
         for s in step.prefill:
             if s.encode_flops and s.encode_s is None:
                 s.encode_s = self._encode_s(s.encode_flops)
-                step.duration_s += s.encode_s
+                duration += s.encode_s
         if self.spec is not None and self.spec.method != "ngram" and decode_work:
             draft = getattr(self.perf, "draft_time_s", None)
-            step.duration_s += float(draft(decode_work, self.spec.tokens)) if draft is not None else 0.0
-        self._in_flight = step
-        self.num_steps += 1
-        return step
+            duration += float(draft(decode_work, self.spec.tokens)) if draft is not None else 0.0
+        return duration
+
+    def decode_run(self, now_s: float, horizon_s: float) -> DecodeRun | None:
+        """The steps from ``now_s`` on that end before ``horizon_s``, applied at once, while the batch only decodes
+        and nothing else can change: what :meth:`next_step` and :meth:`finish_step` would do step by step, to the
+        last bit, for a small part of their cost (a long run spends most of its steps so).
+
+        Such a step decodes one token for each running sequence and nothing more: nothing waits that could be
+        admitted, every running sequence has its prompt computed and emitted its last token at the same time, none
+        finishes in it, none has drafts, an adapter or a slower decode, none has prompt blocks still to cache, and
+        its new KV blocks are free (no preemption). Its time comes from the performance model's
+        ``uniform_decode_s(seqs, context)`` (a model without it has no such steps). None where not even one step
+        is such a step; otherwise the steps applied (perhaps none) and, where the next such step ends at or after
+        ``horizon_s``, that step planned and timed as :meth:`next_step` leaves it (in flight)."""
+        uniform = getattr(self.perf, "uniform_decode_s", None)
+        running = self.running
+        if (uniform is None or self._in_flight is not None or not running or self.spec is not None
+                or (self.waiting and len(running) < self.max_num_seqs) or len(running) > self.max_num_batched_tokens
+                or (self.max_loras is not None and any(s.adapter is not None for s in running))):
+            return None
+        bs = self.block_size
+        last = running[0].last_token_s
+        room = None  # the fewest tokens a sequence may still gain
+        residues = [0] * bs  # sequences by their KV tokens modulo the block size: when each needs a new block
+        context = 0
+        caching = self.prefix_caching
+        for s in running:
+            if (not s.prefilled or s.last_token_s != last or s.decode_factor != 1.0 or s.adapter is not None
+                    or s.blocks + len(s.pinned) != -(-s.computed // bs)
+                    or (caching and s.block_hashes
+                        and len(s.pinned) < min(s.prompt_tokens // bs, len(s.block_hashes)))):
+                return None
+            gain = s.max_tokens - s.output_tokens if s.stop_at is None \
+                else min(s.max_tokens, s.stop_at) - s.output_tokens
+            room = gain if room is None or gain < room else room
+            residues[s.computed % bs] += 1
+            context += s.computed
+        if last is None or room is None or room < 2:
+            return None
+        seqs = len(running)
+        free = self.free_blocks
+        run = DecodeRun(seqs=running, last_token_s=last)
+        t = now_s
+        while len(run.ends) < room - 1:  # the step that finishes a sequence goes the general way
+            k = len(run.ends)
+            need = residues[-k % bs]  # those whose next token starts a block
+            if need > free:
+                break  # the general way preempts
+            duration = uniform(seqs, context + seqs * k)
+            if duration is None:
+                return None if k == 0 else self._apply(run, free)
+            end = t + duration
+            if not end < horizon_s:
+                self._apply(run, free)
+                step = self._plan(t)
+                assert step is not None and not step.prefill and len(step.decode) == seqs and not step.preempted
+                step.duration_s = duration
+                self._in_flight = step
+                self.num_steps += 1
+                run.in_flight = step
+                return run
+            free -= need
+            t = end
+            run.ends.append(end)
+            run.free.append(free)
+        return self._apply(run, free)
+
+    def _apply(self, run: DecodeRun, free: int) -> DecodeRun:
+        """The decode steps of ``run`` done: every sequence ``len(run.ends)`` tokens further, the KV blocks they took
+        taken."""
+        k = len(run.ends)
+        if not k:
+            return run
+        bs = self.block_size
+        end = run.ends[-1]
+        gap = end - (run.ends[-2] if k > 1 else run.last_token_s)
+        for s in run.seqs:
+            c = s.computed
+            s.blocks += -(-(c + k) // bs) - -(-c // bs)
+            s.computed = c + k
+            s.output_tokens += k
+            s.last_token_s = end
+            s.gap_s = gap
+            s.emitted = 1
+        self.free_blocks = free
+        if self.evictable > self.free_blocks:
+            self._evict()
+        self.num_steps += k
+        self.decode_run_steps += k
+        self.generation_tokens_total += k * len(run.seqs)
+        return run
 
     def _encode_s(self, flops: float) -> float:
         """Seconds the modelled GPU takes for ``flops`` of encoder work (the performance model's

@@ -18,6 +18,7 @@ answers the n-th arrival at once, as ``--faults`` does. Clients are not modelled
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,6 +215,43 @@ class VirtualServer:
         if self.keep_finished:
             self.finished.extend(done)
         return done
+
+    def decode_run(self, horizon: float, each: Callable[[float], None] | None = None) -> bool:
+        """Steps that only decode, from ``now`` to before ``horizon``, applied at once
+        (:meth:`cardgen.sim.scheduler.Scheduler.decode_run`: the same tokens, times and metrics as step by step);
+        ``each(kv_usage)`` is told of each as it starts. True when the step after them is left in flight (it
+        ends at or after ``horizon``); False when the next step is to be started as usual."""
+        if self.in_flight is not None:
+            raise RuntimeError("finish_step() the step in flight first")
+        sched = self.scheduler
+        run = sched.decode_run(self.now, horizon)
+        if run is None:
+            return False
+        ends = run.ends
+        if ends:
+            total = sched.total_blocks
+            usages = [(total - free) / total for free in run.free]  # as kv_usage reads after each step's growth
+            if each is not None:
+                for usage in usages:
+                    each(usage)
+            ones = [1] * len(ends)
+            for seq in run.seqs:
+                served = seq.ctx
+                served.times += ends
+                served.counts += ones
+            if self.metrics is not None:
+                self.metrics.observe_decode_run(run.last_token_s, ends, len(run.seqs))
+            self.max_kv_usage = max(self.max_kv_usage, *usages)
+            if self.trace is not None:
+                running, waiting = len(sched.running), len(sched.waiting)
+                self.trace.extend(KvSample(t, usage, running, waiting) for t, usage in zip(ends, usages, strict=True))
+            self.now = ends[-1]
+        if run.in_flight is None:
+            return False
+        self.in_flight = run.in_flight
+        if each is not None:
+            each(sched.kv_usage)
+        return True
 
     def step(self, *, not_before: float | None = None) -> list[VirtualRequest]:
         """Run one step (starting at ``not_before`` if later than now); return the requests it finished."""

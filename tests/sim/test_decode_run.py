@@ -1,0 +1,122 @@
+"""Steps that only decode, applied at once (``Scheduler.decode_run``), give what the same steps one by one give: the
+same records, scrapes, counters and KV peaks to the last bit, under every condition that ends a run of them
+(arrivals, scrapes, a finishing request, a new KV block that is not free, a full batch with a queue, prefix-cached
+prompts, a watched point, jittered steps). Each case is driven twice, once with a performance model that offers no
+uniform decode time (so every step goes the general way), and the runs are compared whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cardgen.points import Point, expand
+from cardgen.schemas.records import metric_line
+from cardgen.sim.config import SimConfig, build_perf
+from cardgen.sim.drive import Drive, DriveOptions, drive
+from cardgen.sim.perf import FixedPerf, PerfModel, SeqWork
+from cardgen.sim.scheduler import Scheduler, Seq
+from cardgen.suite import parse_suite
+
+
+class StepByStep:
+    """``perf`` without ``uniform_decode_s``: no decode run can be taken."""
+
+    def __init__(self, perf: PerfModel) -> None:
+        self.perf = perf
+        self.kv_capacity_tokens, self.block_size = perf.kv_capacity_tokens, perf.block_size
+        self.max_num_seqs, self.max_num_batched_tokens = perf.max_num_seqs, perf.max_num_batched_tokens
+
+    def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
+        return self.perf.step_time_s(prefill, decode)
+
+    def describe(self) -> dict[str, object]:
+        return self.perf.describe()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "uniform_decode_s":
+            raise AttributeError(name)
+        return getattr(self.perf, name)
+
+
+def points(yaml: str) -> list[Point]:
+    return expand(parse_suite(f"name: t\nscenarios:\n{yaml}", source="test suite"))
+
+
+def both(pts: list[Point], config: SimConfig, perf: PerfModel, options: DriveOptions) -> tuple[Drive, Drive]:
+    return (drive(pts, config, perf=perf, options=options),
+            drive(pts, config, perf=StepByStep(perf), options=options))
+
+
+def assert_same(fast: Drive, slow: Drive) -> None:
+    assert [d.record.model_dump_json() for d in fast.requests] == [d.record.model_dump_json() for d in slow.requests]
+    assert [metric_line(s) for s in fast.scrapes] == [metric_line(s) for s in slow.scrapes]
+    assert [p.outcome() for p in fast.points] == [p.outcome() for p in slow.points]
+    a, b = fast.server.scheduler, slow.server.scheduler
+    for counter in ("num_steps", "num_preemptions", "prompt_tokens_total", "generation_tokens_total",
+                    "prefix_queries", "prefix_hits", "cache_evictions", "free_blocks", "evictable"):
+        assert getattr(a, counter) == getattr(b, counter), counter
+    assert a.finished_total == b.finished_total
+    assert fast.server.max_kv_usage == slow.server.max_kv_usage
+    assert b.decode_run_steps == 0  # the general way only
+
+
+JITTERY = DriveOptions(network_s=0.001, read_jitter_s=0.0002, step_jitter=0.05, seed=3, scrape_interval_s=0.25)
+SMALL_KV = FixedPerf(prefill_tok_s=8000.0, step_overhead_s=0.008, per_seq_s=0.0004, kv_capacity_tokens=2048,
+                     max_num_seqs=16)
+
+CASES = {
+    # the watched closed loop at three sizes: steps interrupted by arrivals, scrapes and requests that finish
+    "closed": ("  - kind: closed\n    prompt_tokens: [256]\n    output_tokens: [64]\n    parallel: [1, 8, 32]\n"
+               "    min_requests: 40\n", SimConfig(model="CodeLlama-7b", gpu="A100-80GB")),
+    # Poisson arrivals: a queue that empties and fills
+    "open": ("  - kind: open\n    prompt_tokens: 512\n    output_tokens: 96\n    rates: [4, 40]\n"
+             "    num_requests: 60\n", SimConfig(model="CodeLlama-7b", gpu="A100-80GB")),
+    # chunked prefill, and a trace's prompts that share blocks in the prefix cache, replayed at its own times
+    "chunked, shared blocks": ("  - kind: open\n    dataset: mooncake-sample\n    max_requests: 80\n",
+                               SimConfig(model="CodeLlama-7b", gpu="A100-80GB", chunked_prefill=True)),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_driven_run_is_the_same_with_decode_runs_as_step_by_step(case: str) -> None:
+    yaml, config = CASES[case]
+    fast, slow = both(points(yaml), config, build_perf(config), JITTERY)
+    assert_same(fast, slow)
+    sched = fast.server.scheduler
+    assert sched.decode_run_steps > sched.num_steps / 4  # runs were taken, and a good share of the steps
+
+
+def test_kv_pressure_preemption_and_a_full_batch_with_a_queue_end_runs_as_the_general_way_would() -> None:
+    """A KV cache of 128 blocks for 16 sequences of up to 320 tokens: runs end where a new block is not free
+    (the general way preempts), and while 16 run and more wait."""
+    pts = points("  - kind: closed\n    prompt_tokens: [192]\n    output_tokens: [128]\n    parallel: [24]\n"
+                 "    min_requests: 48\n")
+    config = SimConfig(model="m", perf="fixed")
+    fast, slow = both(pts, config, SMALL_KV, JITTERY)
+    assert_same(fast, slow)
+    assert fast.server.scheduler.num_preemptions > 0
+    assert fast.server.scheduler.decode_run_steps > 0
+
+
+def test_a_decode_run_stops_before_the_step_that_finishes_a_sequence_and_leaves_the_one_past_its_horizon_planned():
+    sched = Scheduler(FixedPerf(step_overhead_s=0.01, per_seq_s=0.0), prefix_caching=False)
+    a, b = Seq(100, 10), Seq(100, 4)
+    sched.add(a), sched.add(b)
+    step = sched.next_step(0.0)  # the prefill: both get their first token at 0.01 + 200 / 20000 = 0.02
+    assert step is not None and sched.finish_step(step) == [a, b]
+    run = sched.decode_run(step.end_s, horizon_s=10.0)
+    assert run is not None and run.in_flight is None
+    assert len(run.ends) == 2  # b has 3 tokens to go: the third finishes it, so it is left to the general way
+    assert (a.output_tokens, b.output_tokens) == (3, 3) and a.computed == b.computed == 102
+    assert run.ends == pytest.approx([0.03, 0.04])
+    assert sched.decode_run(run.ends[-1], horizon_s=10.0) is None  # b's last token: not such a step
+    last = sched.next_step(0.04)
+    assert last is not None and sched.finish_step(last) == [a, b] and b.finish_reason == "length"
+    run = sched.decode_run(last.end_s, horizon_s=last.end_s + 0.025)  # a alone: 2 steps before the horizon
+    assert run is not None and len(run.ends) == 2
+    assert run.in_flight is not None and run.in_flight.decode == [a]  # the third is planned, in flight
+    assert run.in_flight.end_s >= last.end_s + 0.025
+    with pytest.raises(RuntimeError):
+        sched.next_step(run.in_flight.start_s)
+    assert sched.finish_step(run.in_flight) == [a] and a.output_tokens == 7
