@@ -135,6 +135,14 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
         n_out = int(out) if np.isfinite(out) else 0
         if len(times) == 0:
             continue
+        if len(times) > 1 and times[0] > t0 and times[-1] <= t1:  # the common case, at a fifth of the cost:
+            step = np.diff(times)
+            if step.min() >= 0:  # in order, so every chunk is inside: what the general way below finds
+                output += n_out
+                gaps.append(step)
+                gap_span += float(step.sum())
+                gap_tokens += max(n_out - 1, 0)
+                continue
         in_chunks = inside(times)
         if in_chunks.all():
             output += n_out

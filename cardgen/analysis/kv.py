@@ -95,7 +95,8 @@ def resident_tokens(t: float, *, prompt_tokens: float, output_tokens: float, fir
         return math.nan
     if len(chunk_times) <= 1:
         return prompt_tokens + output_tokens
-    arrived = int(np.searchsorted(chunk_times, t, side="right"))
+    times = chunk_times if type(chunk_times) is np.ndarray else np.asarray(chunk_times, dtype=float)
+    arrived = int(times.searchsorted(t, side="right"))
     return prompt_tokens + 1 + (output_tokens - 1) * (max(arrived, 1) - 1) / (len(chunk_times) - 1)
 
 

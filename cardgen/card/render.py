@@ -49,7 +49,7 @@ def render_run(run_dir: Path, *, options: RenderOptions | None = None) -> Path:
     data = load_run(run_dir)
     date = card_date(data.info)
     analysis = analyse(data, options=options)
-    analysis.summary.figures = write_figures(analysis, run_dir)
+    # each figure's bootstrap distribution, for comparisons (cardgen diff, site), computed while the PNGs are drawn
+    analysis.summary.figures = write_figures(analysis, run_dir, meanwhile=lambda: write_digests(analysis, run_dir))
     write_analysis(analysis, run_dir)
-    write_digests(analysis, run_dir)  # each figure's bootstrap distribution, for comparisons (cardgen diff, site)
     return RunDir(run_dir).write_text(CARD_MD, render_card(analysis, date=date))

@@ -115,14 +115,16 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
     return out
 
 
-def write_figures(analysis: Analysis, run_dir: Path, *, processes: int | None = None) -> list[str]:
+def write_figures(analysis: Analysis, run_dir: Path, *, processes: int | None = None,
+                  meanwhile: Callable[[], None] | None = None) -> list[str]:
     """Draw every figure into ``run_dir/figures/``; returns the paths relative to ``run_dir``, in drawing order.
 
     Each PNG is drawn to a temporary name and moved over the old one in one step, and the PNGs this analysis no
     longer draws are removed only once every new one is written: a drawing that fails leaves the previous
     figures as they were, never a card whose images are gone. The figures are drawn by ``processes`` processes
     at once (default: one per core this process may use, on Linux, where a forked process inherits the drawing
-    functions; each PNG's bytes are the same however many draw them)."""
+    functions; each PNG's bytes are the same however many draw them); ``meanwhile()`` runs here while they draw
+    (after them when one process draws)."""
     out_dir = Path(run_dir) / FIGURES_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -132,7 +134,7 @@ def write_figures(analysis: Analysis, run_dir: Path, *, processes: int | None = 
         makers = build_figures(analysis)
         jobs = [(make, out_dir / f"{name}.tmp") for name, make in makers.items()]
         try:
-            _draw_all(jobs, _processes(processes, len(jobs)))
+            _draw_all(jobs, _processes(processes, len(jobs)), meanwhile or (lambda: None))
             for name in makers:
                 os.replace(out_dir / f"{name}.tmp", out_dir / name)
                 written.append(f"{FIGURES_DIR}/{name}")
@@ -163,16 +165,19 @@ def _draw_job(i: int) -> None:
     _save(make(), path)
 
 
-def _draw_all(jobs: list[tuple[Callable[[], Figure], Path]], processes: int) -> None:
-    """Draw each job's figure to its path, ``processes`` at a time."""
+def _draw_all(jobs: list[tuple[Callable[[], Figure], Path]], processes: int, meanwhile: Callable[[], None]) -> None:
+    """Draw each job's figure to its path, ``processes`` at a time, running ``meanwhile()`` as they draw."""
     if processes < 2:
         for make, path in jobs:
             _save(make(), path)
+        meanwhile()
         return
     global _JOBS
     _JOBS = jobs
     try:
         with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
-            list(pool.map(_draw_job, range(len(jobs))))
+            drawn = pool.map(_draw_job, range(len(jobs)))
+            meanwhile()
+            list(drawn)
     finally:
         _JOBS = []

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from cardgen.errors import UsageError
 from cardgen.sim.catalog import Architecture, find_model, list_models, load_model_config, read_data, resolve
@@ -193,9 +193,10 @@ class MemoryPlan:
         return d
 
 
-@dataclass(frozen=True, slots=True)
-class StepCost:
-    """The parts of one step's time, in seconds, and the work behind them (per GPU)."""
+class StepCost(NamedTuple):
+    """The parts of one step's time, in seconds, and the work behind them (per GPU). A named tuple: one is made
+    per modelled step (millions in a long run), and a tuple is made several times faster than a frozen
+    dataclass."""
 
     flops: float
     bytes: float

@@ -30,7 +30,7 @@ scenarios:
 
 def test_pngs_written_and_byte_identical(tmp_path):
     analysis = analyse(synthetic_run(suite=SUITE)[0])
-    first = write_figures(analysis, tmp_path)
+    first = write_figures(analysis, tmp_path, processes=1)
     expected = {FIGURE_NAMES[k] for k in ("ingestion", "timeline", "throughput_latency", "latency_percentiles",
                                           "throughput_interactivity", "time_budget")} | {TOTAL_THROUGHPUT, pair_figure_name((256, 16))}
     assert {name.split("/", 1)[1] for name in first} == expected
@@ -39,13 +39,16 @@ def test_pngs_written_and_byte_identical(tmp_path):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert b"Matplotlib" not in (tmp_path / name).read_bytes()  # no version (or date) in the metadata
     (tmp_path / "figures" / "stale.png").write_bytes(b"old")
-    second = write_figures(analysis, tmp_path)
+    second = write_figures(analysis, tmp_path, processes=3)  # drawn by forked processes: the same bytes
     assert second == first
     assert {n: hashlib.sha256((tmp_path / n).read_bytes()).hexdigest() for n in second} == digest
     assert not (tmp_path / "figures" / "stale.png").exists()
 
 
-def test_a_failed_drawing_leaves_the_previous_figures(tmp_path, monkeypatch):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_failed_drawing_leaves_the_previous_figures(tmp_path, monkeypatch, processes):
+    """A drawing that fails (in this process, or in one of those drawing at once) fails the whole: the figures
+    before are left as they were, and no temporary file."""
     analysis = analyse(synthetic_run(suite=SUITE)[0])
     first = write_figures(analysis, tmp_path)
     before = {n: (tmp_path / n).read_bytes() for n in first}
@@ -60,11 +63,13 @@ def test_a_failed_drawing_leaves_the_previous_figures(tmp_path, monkeypatch):
 
     real = render._save
     monkeypatch.setattr(render, "_save", failing)
-    with pytest.raises(RuntimeError):
-        write_figures(analysis, tmp_path)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        write_figures(analysis, tmp_path, processes=processes)
     assert {n: (tmp_path / n).read_bytes() for n in first} == before  # every figure still there, whole
     assert (tmp_path / "figures" / "stale.png").exists()  # nothing removed before every new figure is drawn
-    assert not list((tmp_path / "figures").glob("*.tmp")) and all(c.name.endswith(".png.tmp") for c in calls)
+    assert not list((tmp_path / "figures").glob("*.tmp"))
+    assert len(calls) == (3 if processes == 1 else 0)  # (a forked process counts its own)
+    assert all(c.name.endswith(".png.tmp") for c in calls)
 
 
 def test_draw_lines_onto_given_axes():

@@ -44,6 +44,29 @@ def test_scrapes_read_back_share_what_repeats_and_hold_the_same_contents(tmp_pat
     assert read[2].value("vllm:num_requests_running") == 3.0
 
 
+def test_scrapes_read_name_by_name_hold_what_python_reads_nan_and_other_spellings_included(tmp_path):
+    """A line is parsed name by name (msgspec), and a name written as the last scrape wrote it is that scrape's
+    list; what msgspec does not read (NaN, which a real server's scrape may hold) is read as Python reads it, and
+    the same values spelled otherwise (spaces, 1.00) are the same contents."""
+    first, nan = scrape(1.0, 2.0, [0.0, 1.0, 1.0]), scrape(1.5, float("nan"), [0.0, 1.0, 1.0])
+    spaced = json.dumps(scrape(2.0, 2.0, [0.0, 1.0, 1.0]), indent=None, separators=(" , ", " : "))
+    lines = [json.dumps(first), json.dumps(nan), spaced.replace('"value" : 1.0', '"value" : 1.00'), json.dumps(first),
+             '{"t": 3.0, "sam']
+    (tmp_path / SERVER_METRICS_JSONL).write_text("\n".join(lines))
+    rd = RunDir(tmp_path)
+    read = rd.load_jsonl(SERVER_METRICS_JSONL, MetricSample)
+    assert len(read) == 4 and rd.torn == {SERVER_METRICS_JSONL: len(lines[-1])}  # the torn last line left out
+    want = [first, nan, scrape(2.0, 2.0, [0.0, 1.0, 1.0]), first]
+    for got, line in zip(read, want, strict=True):
+        assert metric_line(got) == metric_line(MetricSample.model_validate(line))
+    assert read[1].value("vllm:num_requests_running") != read[1].value("vllm:num_requests_running")  # NaN
+    a, b, c, d = (m.samples for m in read)
+    assert b["vllm:cache_config_info"] is a["vllm:cache_config_info"]  # written as before: the same list
+    # spelled otherwise: parsed, and each equal sample still the one held before
+    assert c["vllm:cache_config_info"][0] is d["vllm:cache_config_info"][0] is a["vllm:cache_config_info"][0]
+    assert d["vllm:time_to_first_token_seconds_bucket"][1] is a["vllm:time_to_first_token_seconds_bucket"][1]
+
+
 @pytest.mark.parametrize("bad", [{"vllm:x": [3.0]}, {"vllm:x": {"labels": {}, "value": 1}}])
 def test_a_scrape_that_does_not_fit_the_schema_is_a_one_line_error(tmp_path, bad):
     good = scrape(1.0, 2.0, [0.0, 1.0, 1.0])
