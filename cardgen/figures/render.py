@@ -116,7 +116,7 @@ def build_figures(analysis: Analysis) -> dict[str, Callable[[], Figure]]:
 
 
 def write_figures(analysis: Analysis, run_dir: Path, *, processes: int | None = None,
-                  meanwhile: Callable[[], None] | None = None) -> list[str]:
+                  meanwhile: Callable[[], object] | None = None) -> list[str]:
     """Draw every figure into ``run_dir/figures/``; returns the paths relative to ``run_dir``, in drawing order.
 
     Each PNG is drawn to a temporary name and moved over the old one in one step, and the PNGs this analysis no
@@ -165,7 +165,7 @@ def _draw_job(i: int) -> None:
     _save(make(), path)
 
 
-def _draw_all(jobs: list[tuple[Callable[[], Figure], Path]], processes: int, meanwhile: Callable[[], None]) -> None:
+def _draw_all(jobs: list[tuple[Callable[[], Figure], Path]], processes: int, meanwhile: Callable[[], object]) -> None:
     """Draw each job's figure to its path, ``processes`` at a time, running ``meanwhile()`` as they draw."""
     if processes < 2:
         for make, path in jobs:
