@@ -100,6 +100,17 @@ def resident_tokens(t: float, *, prompt_tokens: float, output_tokens: float, fir
     return prompt_tokens + 1 + (output_tokens - 1) * (max(arrived, 1) - 1) / (len(chunk_times) - 1)
 
 
+def _resident(t: float, prompt: np.ndarray, output: np.ndarray, first: np.ndarray, chunks: np.ndarray,
+              arrived: np.ndarray) -> np.ndarray:
+    """:func:`resident_tokens` of many requests at once (``chunks``: how many chunks each had, ``arrived``: how
+    many by ``t``), the same operations in the same order on each, so the same values to the last bit."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        interpolated = prompt + 1 + (output - 1) * (np.maximum(arrived, 1) - 1) / (chunks - 1)
+    tokens = np.where(chunks <= 1, prompt + output, interpolated)
+    tokens = np.where(np.isfinite(output), tokens, np.nan)
+    return np.where(~np.isfinite(first) | (t < first), prompt, tokens)
+
+
 def usage_ratios(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None) -> np.ndarray:
     """Resident tokens / usage fraction at every scrape that qualifies (see the module docstring)."""
     if ts.empty or ts["kv_usage"].isna().all() or requests.empty:
@@ -110,7 +121,8 @@ def usage_ratios(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | 
     prompt = live["prompt_tokens"].fillna(live["prompt_tokens_target"].astype(float)).to_numpy(dtype=float)
     output = live["output_tokens"].to_numpy(dtype=float)
     first = live["first_token_at"].to_numpy(dtype=float)
-    chunks = list(live["chunk_times"])
+    chunks = [c if type(c) is np.ndarray else np.asarray(c, dtype=float) for c in live["chunk_times"]]
+    counts = np.array([len(c) for c in chunks], dtype=np.int64)
     # the requests in flight at a scrape were sent within the longest request's time before it: only those are
     # looked at (in their order in the frame, as a scan of every request would find them)
     by_send = np.argsort(sent, kind="stable")
@@ -126,8 +138,8 @@ def usage_ratios(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | 
         inflight = np.sort(near[sample.t < end[near]])
         if len(inflight) == 0 or (math.isfinite(sample.running) and sample.running != len(inflight)):
             continue
-        tokens = np.array([resident_tokens(sample.t, prompt_tokens=prompt[i], output_tokens=output[i],
-                                           first_token_at=first[i], chunk_times=chunks[i]) for i in inflight])
+        arrived = np.array([chunks[i].searchsorted(sample.t, side="right") for i in inflight], dtype=np.int64)
+        tokens = _resident(sample.t, prompt[inflight], output[inflight], first[inflight], counts[inflight], arrived)
         if not np.isfinite(tokens).all():
             continue
         ratios.append(float(np.sum(round_up(tokens, block_size))) / u)

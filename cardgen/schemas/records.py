@@ -260,13 +260,12 @@ class ScrapeSharer:
     the same name and place is that one's object, a name whose samples are all equal is its list, equal labels are
     one dict, and a sample not shared is an :class:`Entry`. A long run's scrapes differ from the last one in a
     third of their values (a counter that moved, a histogram bucket that filled): held this way they take a
-    fraction of the memory, with the same contents. A line is parsed name by name, and a name written exactly as
-    the last scrape wrote it is not parsed again. The shared objects are read-only: nothing changes a scrape once
-    read."""
+    fraction of the memory, with the same contents. A line is parsed name by name: a name written exactly as the
+    last scrape wrote it is not parsed again, and one whose values alone moved is read at C speed. The shared
+    objects are read-only: nothing changes a scrape once read."""
 
     def __init__(self) -> None:
-        self._raw: dict[str, Any] = {}  # the last scrape's samples as parsed
-        self._last: dict[str, list[Any]] = {}  # ... and as held
+        self._last: dict[str, list[Any]] = {}  # the last scrape's samples as held
         self._text: dict[str, bytes] = {}  # ... and as written (read_line)
         self._labels: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
 
@@ -279,28 +278,28 @@ class ScrapeSharer:
         names = top.samples
         if names is msgspec.UNSET:
             return self.read(decode_line(line))
-        raw, last, text = self._raw, self._last, self._text
-        parsed: dict[str, Any] = {}
+        last, text = self._last, self._text
         held: dict[str, list[Any]] = {}
         texts: dict[str, bytes] = {}
         for name, part in names.items():
             written = texts[name] = bytes(part)
             old = last.get(name)
             if old is not None and text.get(name) == written:
-                parsed[name], held[name] = raw[name], old
+                held[name] = old
                 continue
-            try:
-                entries = parsed[name] = _DECODE(written)
-            except msgspec.DecodeError:
-                return self.read(decode_line(line))
-            row = self._held(name, entries)
+            row = self._moved(written, old) if old else None
             if row is None:
-                return self.read(decode_line(line))
+                try:
+                    row = self._held(_DECODE(written), old)
+                except msgspec.DecodeError:
+                    row = None
+                if row is None:
+                    return self.read(decode_line(line))
             held[name] = row
         rest = {"t": top.t, "t_end": top.t_end, "error": top.error}
         sample = MetricSample.model_validate({k: v for k, v in rest.items() if v is not msgspec.UNSET})
         sample.__dict__["samples"] = held
-        self._raw, self._last, self._text = parsed, held, texts
+        self._last, self._text = held, texts
         return sample
 
     def read(self, data: Any) -> MetricSample:
@@ -311,44 +310,51 @@ class ScrapeSharer:
             return MetricSample.model_validate(data)
         held: dict[str, list[Any]] = {}
         for name, entries in samples.items():
-            old = self._last.get(name)
-            if old is not None and entries == self._raw.get(name):  # all of them as the last scrape had them
-                held[name] = old
-                continue
-            row = self._held(name, entries)
+            row = self._held(entries, self._last.get(name))
             if row is None:
                 return MetricSample.model_validate(data)
             held[name] = row
         sample = MetricSample.model_validate({k: v for k, v in data.items() if k != "samples"})
         sample.__dict__["samples"] = held
-        self._raw, self._last, self._text = samples, held, {}
+        self._last, self._text = held, {}
         return sample
 
-    def _held(self, name: str, entries: Any) -> list[Any] | None:
-        """The samples ``entries`` of ``name`` as held, sharing what equals the last scrape's at the same place;
-        None where they are not a list of samples (the schema decides)."""
+    @staticmethod
+    def _moved(written: bytes, old: list[Any]) -> list[Any] | None:
+        """The samples ``written`` as held where they are the last scrape's (``old``) with only values moved: the
+        labels as they were, in the same places (the common case, read without a dict per sample); None where
+        they are not."""
+        try:
+            now = _SAMPLES(written)
+        except msgspec.DecodeError:
+            return None
+        if len(now) != len(old) or any(type(e) is not Entry for e in old) \
+                or [s.labels for s in now] != [e.labels for e in old]:
+            return None
+        row = [e if s.value == e.value else Entry(e.labels, s.value) for s, e in zip(now, old, strict=True)]
+        return old if all(a is b for a, b in zip(row, old, strict=True)) else row
+
+    def _held(self, entries: Any, old: list[Any] | None) -> list[Any] | None:
+        """The samples ``entries`` (as parsed) as held, sharing what equals the last scrape's at the same place
+        (``old``, where it had as many); None where they are not a list of samples (the schema decides)."""
         if not isinstance(entries, list):
             return None
-        raw, old = self._raw.get(name), self._last.get(name)
-        # the last scrape's samples of the name, as parsed and as held, where they were as many
-        parsed, kept = (raw, old) if old is not None and isinstance(raw, list) and len(raw) == len(entries) \
-            else ([], [])
+        kept = old if old is not None and len(old) == len(entries) else ()
         row: list[Any] = []
         for i, entry in enumerate(entries):
-            if i < len(parsed) and entry == parsed[i]:
-                row.append(kept[i])
-            elif type(entry) is not dict:
+            before = kept[i] if kept else None
+            if type(entry) is not dict:
                 return None
-            elif len(entry) == 2 and "labels" in entry and "value" in entry:
-                labels = entry["labels"]
-                if i < len(kept) and type(before := kept[i]) is Entry and before.labels == labels:
-                    labels = before.labels  # the common case: a value moved, its labels did not
-                elif type(labels) is dict:
-                    labels = self._label(labels)
-                row.append(Entry(labels, entry["value"]))
+            if len(entry) == 2 and "labels" in entry and "value" in entry:
+                labels, value = entry["labels"], entry["value"]
+                if type(before) is Entry and before.labels == labels:  # a value moved, its labels did not
+                    row.append(before if before.value == value else Entry(before.labels, value))
+                    continue
+                row.append(Entry(self._label(labels) if type(labels) is dict else labels, value))
             else:  # not a sample as cardgen writes them: kept as it was read
-                row.append(entry)
-        return row
+                row.append(before if before is not None and type(before) is not Entry and entry == before
+                           else entry)
+        return old if kept and all(a is b for a, b in zip(row, kept, strict=True)) else row
 
     def _label(self, labels: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -368,7 +374,15 @@ class _Scrape(msgspec.Struct):
     samples: dict[str, msgspec.Raw] | msgspec.UnsetType = msgspec.UNSET
 
 
+class _Sample(msgspec.Struct, forbid_unknown_fields=True):
+    """One sample as cardgen writes it: ``{"labels": {...}, "value": v}`` and nothing else."""
+
+    labels: dict[str, Any]
+    value: Any
+
+
 _SCRAPE = msgspec.json.Decoder(_Scrape).decode
+_SAMPLES = msgspec.json.Decoder(list[_Sample]).decode
 _DECODE = msgspec.json.Decoder().decode
 
 

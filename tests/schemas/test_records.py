@@ -67,6 +67,25 @@ def test_scrapes_read_name_by_name_hold_what_python_reads_nan_and_other_spelling
     assert d["vllm:time_to_first_token_seconds_bucket"][1] is a["vllm:time_to_first_token_seconds_bucket"][1]
 
 
+def test_scrapes_whose_labels_change_or_whose_samples_carry_more_are_held_as_read(tmp_path):
+    """Only values moving is the fast way; new labels in a place, and a sample with more than labels and value
+    (not as cardgen writes them), are read the general way, and hold what the line says."""
+    base = scrape(1.0, 2.0, [0.0, 1.0, 1.0])
+    relabelled = scrape(1.5, 2.0, [0.0, 1.0, 2.0])
+    relabelled["samples"]["vllm:num_requests_running"][0]["labels"] = {"engine": "1", "model_name": "m"}
+    extra = scrape(2.0, 2.0, [0.0, 1.0, 2.0])
+    extra["samples"]["vllm:cache_config_info"][0]["note"] = "more"
+    again = {**extra, "t": 2.5}
+    lines = [base, relabelled, extra, again]
+    (tmp_path / SERVER_METRICS_JSONL).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    read = RunDir(tmp_path).load_jsonl(SERVER_METRICS_JSONL, MetricSample)
+    assert [json.loads(metric_line(m)) for m in read] == lines
+    a, b, c, d = (m.samples for m in read)
+    assert b["vllm:num_requests_running"][0]["labels"]["engine"] == "1"
+    assert b["vllm:time_to_first_token_seconds_bucket"][0] is a["vllm:time_to_first_token_seconds_bucket"][0]
+    assert type(c["vllm:cache_config_info"][0]) is dict and d["vllm:cache_config_info"] is c["vllm:cache_config_info"]
+
+
 @pytest.mark.parametrize("bad", [{"vllm:x": [3.0]}, {"vllm:x": {"labels": {}, "value": 1}}])
 def test_a_scrape_that_does_not_fit_the_schema_is_a_one_line_error(tmp_path, bad):
     good = scrape(1.0, 2.0, [0.0, 1.0, 1.0])
