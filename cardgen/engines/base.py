@@ -17,7 +17,7 @@ from cardgen.errors import UsageError
 from cardgen.points import Point
 from cardgen.promtext import parse_metrics
 
-Samples = dict[str, list[dict[str, Any]]]
+Samples = Mapping[str, list[Any]]  # a dict, or a scrape read back (its samples made when asked for)
 
 @dataclass(frozen=True)
 class Fetch:
@@ -36,7 +36,7 @@ def samples_of(sample: Any) -> Samples:
     if isinstance(sample, str):
         return parse_metrics(sample)
     inner = getattr(sample, "samples", None)
-    if isinstance(inner, dict):
+    if isinstance(inner, Mapping):  # a dict, or a scrape read back (cardgen.schemas.records.Samples)
         return inner
     if isinstance(sample, Mapping):
         if isinstance(sample.get("samples"), Mapping):

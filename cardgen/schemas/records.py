@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from array import array
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from typing import Any
@@ -251,6 +252,8 @@ class Entry(Mapping[str, Any]):
 def _as_json(obj: Any) -> Any:
     if isinstance(obj, Entry):
         return {"labels": obj.labels, "value": obj.value}
+    if isinstance(obj, Samples):
+        return dict(obj)
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
@@ -268,6 +271,7 @@ class ScrapeSharer:
         self._last: dict[str, list[Any]] = {}  # the last scrape's samples as held
         self._text: dict[str, bytes] = {}  # ... and as written (read_line)
         self._labels: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+        self._columns = _Columns()  # where the scrapes' values are kept
 
     def read_line(self, line: bytes) -> MetricSample:
         """The scrape written as ``line`` (see :meth:`read`; :class:`json.JSONDecodeError` where it is no JSON)."""
@@ -281,6 +285,7 @@ class ScrapeSharer:
         last, text = self._last, self._text
         held: dict[str, list[Any]] = {}
         texts: dict[str, bytes] = {}
+        relabelled: set[str] = set()  # names whose labels may not be the last scrape's
         for name, part in names.items():
             written = texts[name] = bytes(part)
             old = last.get(name)
@@ -289,6 +294,7 @@ class ScrapeSharer:
                 continue
             row = self._moved(written, old) if old else None
             if row is None:
+                relabelled.add(name)
                 try:
                     row = self._held(_DECODE(written), old)
                 except msgspec.DecodeError:
@@ -298,7 +304,7 @@ class ScrapeSharer:
             held[name] = row
         rest = {"t": top.t, "t_end": top.t_end, "error": top.error}
         sample = MetricSample.model_validate({k: v for k, v in rest.items() if v is not msgspec.UNSET})
-        sample.__dict__["samples"] = held
+        sample.__dict__["samples"] = self._columns.add(held, relabelled)
         self._last, self._text = held, texts
         return sample
 
@@ -315,7 +321,7 @@ class ScrapeSharer:
                 return MetricSample.model_validate(data)
             held[name] = row
         sample = MetricSample.model_validate({k: v for k, v in data.items() if k != "samples"})
-        sample.__dict__["samples"] = held
+        sample.__dict__["samples"] = self._columns.add(held, set(held))
         self._last, self._text = held, {}
         return sample
 
@@ -362,6 +368,88 @@ class ScrapeSharer:
             return self._labels.setdefault(key, labels)
         except TypeError:  # a label value that cannot be a key: kept as it is
             return labels
+
+
+class _Segment:
+    """The values of one name over consecutive scrapes that gave it the same labels in the same places: a row of
+    ``len(labels)`` float64 values per scrape from scrape ``start`` on (8 bytes a value)."""
+
+    __slots__ = ("labels", "start", "values", "width")
+
+    def __init__(self, labels: list[Any], start: int) -> None:
+        self.labels, self.start, self.width = labels, start, len(labels)
+        self.values = array("d")
+
+
+class _Columns:
+    """The scrapes read so far, a column of values per sample (:class:`_Segment`), each scrape a :class:`Samples`
+    view of its row: a long run's scrapes in a tenth of the memory their samples take as objects."""
+
+    def __init__(self) -> None:
+        self.count = 0  # scrapes added
+        self.current: dict[str, _Segment] = {}  # each name's segment, as the last scrape left it
+        self.layout: dict[str, _Segment | None] = {}  # the last scrape's names: their segments (None: held as read)
+
+    def add(self, held: dict[str, list[Any]], relabelled: set[str]) -> Samples:
+        """The scrape whose samples are ``held`` (each name's list, as :class:`ScrapeSharer` holds it; the names in
+        ``relabelled`` may have other labels than the last scrape's, the others have the same) as a view of its
+        row, what fits columns kept there and the rest as it is."""
+        row = self.count
+        self.count += 1
+        current = self.current
+        layout: dict[str, _Segment | None] = {}
+        kept: dict[str, list[Any]] = {}
+        for name, entries in held.items():
+            values = [e.value for e in entries] if all(type(e) is Entry for e in entries) else None
+            if values is None or not all(type(v) is float for v in values):
+                kept[name] = entries
+                layout[name] = None
+                current.pop(name, None)
+                continue
+            segment = current.get(name)
+            if segment is None or segment.start + len(segment.values) // max(segment.width, 1) != row \
+                    or (name in relabelled and [e.labels for e in entries] != segment.labels):
+                segment = current[name] = _Segment([e.labels for e in entries], row)
+            segment.values.extend(values)
+            layout[name] = segment
+        for name in list(current):
+            if name not in held:
+                del current[name]
+        if layout == self.layout:  # the same segments: one layout for every scrape between changes
+            layout = self.layout
+        self.layout = layout
+        return Samples(layout, row, kept or None)
+
+
+class Samples(Mapping[str, list[Any]]):
+    """One scrape's samples as a reader holds them (:class:`ScrapeSharer`): ``{name: [sample, ...]}`` read-only,
+    each name's samples made (as :class:`Entry`) from its row of values when asked for."""
+
+    __slots__ = ("_kept", "_layout", "_row")
+
+    def __init__(self, layout: dict[str, _Segment | None], row: int, kept: dict[str, list[Any]] | None) -> None:
+        self._layout, self._row, self._kept = layout, row, kept
+
+    def __getitem__(self, name: str) -> list[Any]:
+        segment = self._layout[name]
+        if segment is None:
+            assert self._kept is not None
+            return self._kept[name]
+        w = segment.width
+        i = (self._row - segment.start) * w
+        return [Entry(labels, value) for labels, value in zip(segment.labels, segment.values[i:i + w], strict=True)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._layout)
+
+    def __len__(self) -> int:
+        return len(self._layout)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._layout
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 class _Scrape(msgspec.Struct):

@@ -31,8 +31,11 @@ def test_scrapes_read_back_share_what_repeats_and_hold_the_same_contents(tmp_pat
     read = RunDir(tmp_path).load_jsonl(SERVER_METRICS_JSONL, MetricSample)
     assert [json.loads(metric_line(m)) for m in read] == lines  # written again as they were
     a, b, c = (m.samples for m in read)
-    assert b["vllm:time_to_first_token_seconds_bucket"] is a["vllm:time_to_first_token_seconds_bucket"]  # unchanged
-    assert c["vllm:cache_config_info"] is a["vllm:cache_config_info"]
+    def same_labels(x, y, name):  # the labels of each place are one dict, however many scrapes hold them
+        return all(p["labels"] is q["labels"] for p, q in zip(x[name], y[name], strict=True))
+
+    assert b["vllm:time_to_first_token_seconds_bucket"] == a["vllm:time_to_first_token_seconds_bucket"]
+    assert same_labels(b, a, "vllm:time_to_first_token_seconds_bucket") and same_labels(c, a, "vllm:cache_config_info")
     bucket = c["vllm:time_to_first_token_seconds_bucket"][0]
     assert isinstance(bucket, Entry) and bucket["value"] == bucket.get("value") == 1.0 and dict(bucket) == {
         "labels": {"engine": "0", "model_name": "m", "le": "0.1"}, "value": 1.0}
@@ -61,10 +64,11 @@ def test_scrapes_read_name_by_name_hold_what_python_reads_nan_and_other_spelling
         assert metric_line(got) == metric_line(MetricSample.model_validate(line))
     assert read[1].value("vllm:num_requests_running") != read[1].value("vllm:num_requests_running")  # NaN
     a, b, c, d = (m.samples for m in read)
-    assert b["vllm:cache_config_info"] is a["vllm:cache_config_info"]  # written as before: the same list
-    # spelled otherwise: parsed, and each equal sample still the one held before
-    assert c["vllm:cache_config_info"][0] is d["vllm:cache_config_info"][0] is a["vllm:cache_config_info"][0]
-    assert d["vllm:time_to_first_token_seconds_bucket"][1] is a["vllm:time_to_first_token_seconds_bucket"][1]
+    # written as before, or spelled otherwise: the same contents, the labels of each place one dict
+    name = "vllm:cache_config_info"
+    assert b[name][0]["labels"] is c[name][0]["labels"] is d[name][0]["labels"] is a[name][0]["labels"]
+    name = "vllm:time_to_first_token_seconds_bucket"
+    assert d[name] == a[name] and d[name][1]["labels"] is a[name][1]["labels"]
 
 
 def test_scrapes_whose_labels_change_or_whose_samples_carry_more_are_held_as_read(tmp_path):
@@ -82,7 +86,8 @@ def test_scrapes_whose_labels_change_or_whose_samples_carry_more_are_held_as_rea
     assert [json.loads(metric_line(m)) for m in read] == lines
     a, b, c, d = (m.samples for m in read)
     assert b["vllm:num_requests_running"][0]["labels"]["engine"] == "1"
-    assert b["vllm:time_to_first_token_seconds_bucket"][0] is a["vllm:time_to_first_token_seconds_bucket"][0]
+    name = "vllm:time_to_first_token_seconds_bucket"
+    assert b[name][0] == a[name][0] and b[name][0]["labels"] is a[name][0]["labels"]
     assert type(c["vllm:cache_config_info"][0]) is dict and d["vllm:cache_config_info"] is c["vllm:cache_config_info"]
 
 
