@@ -249,7 +249,7 @@ def latencies(r: Outcome, metrics: Collection[str] = METRICS) -> dict[str, list[
         out["tpot"] = [] if math.isnan(figures.tpot_s) else [figures.tpot_s]
     if "itl" in metrics:  # a request's every gap: kept only where a target needs them
         out["itl"] = list(figures.itl_s)
-    return {m: out[m] for m in METRICS if m in out}
+    return out
 
 
 @dataclass

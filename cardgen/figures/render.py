@@ -4,11 +4,8 @@ the metadata), so the same analysis gives the same bytes."""
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
-import sys
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,7 @@ from cardgen.figures.kindparts import kind_figures, new_figure
 from cardgen.figures.names import FIGURE_NAMES, replay_figure_name
 from cardgen.figures.replay import ReplayTimeline, draw_replay, replay_timeline
 from cardgen.figures.timebudget import budget_bars, draw_budget
+from cardgen.forked import forked_map
 from cardgen.rundir import FIGURES_DIR
 
 DPI = 100
@@ -121,10 +119,9 @@ def write_figures(analysis: Analysis, run_dir: Path, *, processes: int | None = 
 
     Each PNG is drawn to a temporary name and moved over the old one in one step, and the PNGs this analysis no
     longer draws are removed only once every new one is written: a drawing that fails leaves the previous
-    figures as they were, never a card whose images are gone. The figures are drawn by ``processes`` processes
-    at once (default: one per core this process may use, on Linux, where a forked process inherits the drawing
-    functions; each PNG's bytes are the same however many draw them); ``meanwhile()`` runs here while they draw
-    (after them when one process draws)."""
+    figures as they were, never a card whose images are gone. The figures are drawn by ``processes`` forked
+    processes at once (default: one per core this process may use; each PNG's bytes are the same however many
+    draw them); ``meanwhile()`` runs here while they draw (after them when this process draws them)."""
     out_dir = Path(run_dir) / FIGURES_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -134,7 +131,7 @@ def write_figures(analysis: Analysis, run_dir: Path, *, processes: int | None = 
         makers = build_figures(analysis)
         jobs = [(make, out_dir / f"{name}.tmp") for name, make in makers.items()]
         try:
-            _draw_all(jobs, _processes(processes, len(jobs)), meanwhile or (lambda: None))
+            _draw_all(jobs, processes, meanwhile)
             for name in makers:
                 os.replace(out_dir / f"{name}.tmp", out_dir / name)
                 written.append(f"{FIGURES_DIR}/{name}")
@@ -148,15 +145,7 @@ def write_figures(analysis: Analysis, run_dir: Path, *, processes: int | None = 
     return written
 
 
-def _processes(asked: int | None, jobs: int) -> int:
-    if asked is None:
-        if not sys.platform.startswith("linux"):
-            return 1
-        asked = len(os.sched_getaffinity(0))
-    return max(1, min(asked, jobs))
-
-
-#: the figures a pool of forked processes draws (set before the pool forks: a drawing function is not picklable)
+#: the figures the forked processes draw (set before they fork: a drawing function is not picklable)
 _JOBS: list[tuple[Callable[[], Figure], Path]] = []
 
 
@@ -165,19 +154,12 @@ def _draw_job(i: int) -> None:
     _save(make(), path)
 
 
-def _draw_all(jobs: list[tuple[Callable[[], Figure], Path]], processes: int, meanwhile: Callable[[], object]) -> None:
-    """Draw each job's figure to its path, ``processes`` at a time, running ``meanwhile()`` as they draw."""
-    if processes < 2:
-        for make, path in jobs:
-            _save(make(), path)
-        meanwhile()
-        return
-    global _JOBS
-    _JOBS = jobs
+def _draw_all(jobs: list[tuple[Callable[[], Figure], Path]], processes: int | None,
+              meanwhile: Callable[[], object] | None) -> None:
+    """Draw each job's figure to its path on ``processes`` forked processes (:func:`cardgen.forked.forked_map`),
+    running ``meanwhile()`` as they draw."""
+    _JOBS[:] = jobs
     try:
-        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
-            drawn = pool.map(_draw_job, range(len(jobs)))
-            meanwhile()
-            list(drawn)
+        forked_map(_draw_job, range(len(jobs)), workers=processes, meanwhile=meanwhile)
     finally:
-        _JOBS = []
+        _JOBS.clear()

@@ -259,13 +259,11 @@ def _as_json(obj: Any) -> Any:
 
 class ScrapeSharer:
     """Scrapes as they are read, in order (:meth:`read_line`: a line of ``server_metrics.jsonl``; :meth:`read`: one
-    as parsed), holding what they share once: a sample (``{"labels", "value"}``) equal to the previous scrape's of
-    the same name and place is that one's object, a name whose samples are all equal is its list, equal labels are
-    one dict, and a sample not shared is an :class:`Entry`. A long run's scrapes differ from the last one in a
-    third of their values (a counter that moved, a histogram bucket that filled): held this way they take a
-    fraction of the memory, with the same contents. A line is parsed name by name: a name written exactly as the
-    last scrape wrote it is not parsed again, and one whose values alone moved is read at C speed. The shared
-    objects are read-only: nothing changes a scrape once read."""
+    as parsed), each held as a :class:`Samples` view of the run's columns of values (:class:`_Columns`), with the
+    same contents: the labels of a place are one dict for every scrape that has them, and a name whose labels stay
+    in place takes 8 bytes a value. A line is parsed name by name, against the last scrape's samples (as
+    :class:`Entry` objects, the only scrape kept as objects): a name written exactly as the last scrape wrote it is
+    not parsed again, and one whose values alone moved is read at C speed. Nothing changes a scrape once read."""
 
     def __init__(self) -> None:
         self._last: dict[str, list[Any]] = {}  # the last scrape's samples as held
@@ -337,8 +335,7 @@ class ScrapeSharer:
         if len(now) != len(old) or any(type(e) is not Entry for e in old) \
                 or [s.labels for s in now] != [e.labels for e in old]:
             return None
-        row = [e if s.value == e.value else Entry(e.labels, s.value) for s, e in zip(now, old, strict=True)]
-        return old if all(a is b for a, b in zip(row, old, strict=True)) else row
+        return [e if s.value == e.value else Entry(e.labels, s.value) for s, e in zip(now, old, strict=True)]
 
     def _held(self, entries: Any, old: list[Any] | None) -> list[Any] | None:
         """The samples ``entries`` (as parsed) as held, sharing what equals the last scrape's at the same place
@@ -360,7 +357,7 @@ class ScrapeSharer:
             else:  # not a sample as cardgen writes them: kept as it was read
                 row.append(before if before is not None and type(before) is not Entry and entry == before
                            else entry)
-        return old if kept and all(a is b for a, b in zip(row, kept, strict=True)) else row
+        return row
 
     def _label(self, labels: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -406,9 +403,9 @@ class _Columns:
                 layout[name] = None
                 current.pop(name, None)
                 continue
+            # a name in ``current`` was held the same way in the last scrape (else it left): its rows run on
             segment = current.get(name)
-            if segment is None or segment.start + len(segment.values) // max(segment.width, 1) != row \
-                    or (name in relabelled and [e.labels for e in entries] != segment.labels):
+            if segment is None or (name in relabelled and [e.labels for e in entries] != segment.labels):
                 segment = current[name] = _Segment([e.labels for e in entries], row)
             segment.values.extend(values)
             layout[name] = segment

@@ -191,14 +191,18 @@ class _Jitter:
         self.max_num_seqs = perf.max_num_seqs
         self.max_num_batched_tokens = perf.max_num_batched_tokens
 
+    def _factor(self) -> float:
+        """The next step's duration relative to the model's (one draw)."""
+        return max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
+
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
-        return self.perf.step_time_s(prefill, decode) * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
+        return self.perf.step_time_s(prefill, decode) * self._factor()
 
     def uniform_decode_s(self, seqs: int, context: int) -> float | None:
         """``perf``'s time of a step that only decodes (None where it has none), jittered as a step is."""
         uniform = getattr(self.perf, "uniform_decode_s", None)
         base = uniform(seqs, context) if uniform is not None else None
-        return None if base is None else base * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
+        return None if base is None else base * self._factor()
 
     @property
     def vision(self) -> Any:
@@ -210,7 +214,7 @@ class _Jitter:
         encode = getattr(self.perf, "encode_time_s", None)
         if encode is None:
             raise ValueError(f"the performance model ({type(self.perf).__name__}) does not model an encoder's work")
-        return float(encode(flops)) * max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
+        return float(encode(flops)) * self._factor()
 
     def draft_time_s(self, decode: list[SeqWork], tokens: int) -> float:
         """A draft head's time, as ``perf`` models it (none when it models none: drafts cost nothing)."""

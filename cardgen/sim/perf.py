@@ -76,7 +76,7 @@ class FixedPerf:
     def uniform_decode_s(self, seqs: int, context: int) -> float:
         """:meth:`step_time_s` of a step that decodes one token for each of ``seqs`` sequences and prefills nothing
         (``context``, the tokens they hold, does not change it)."""
-        return self.step_overhead_s + self.per_seq_s * seqs + 0 / self.prefill_tok_s
+        return self.step_overhead_s + self.per_seq_s * seqs
 
     def encode_time_s(self, flops: float) -> float:
         """Seconds of encoder work (a request's images) of ``flops``."""

@@ -309,8 +309,7 @@ class Scheduler:
         uniform = getattr(self.perf, "uniform_decode_s", None)
         running = self.running
         if (uniform is None or self._in_flight is not None or not running or self.spec is not None
-                or (self.waiting and len(running) < self.max_num_seqs) or len(running) > self.max_num_batched_tokens
-                or (self.max_loras is not None and any(s.adapter is not None for s in running))):
+                or (self.waiting and len(running) < self.max_num_seqs) or len(running) > self.max_num_batched_tokens):
             return None
         bs = self.block_size
         last = running[0].last_token_s

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import multiprocessing
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cardgen import __version__
+from cardgen.forked import forked_map
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -115,14 +113,10 @@ def page_body(source: str) -> str:
 
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int | None = None) -> list[R]:
-    """``[fn(item) for item in items]`` on ``workers`` forked processes (default: one per core), in order. Forked,
-    so ``fn`` reaches what the parent set up before (the site plan) without pickling it; in this process where
-    fork is not available or there is too little to share."""
-    workers = workers or os.cpu_count() or 1
-    if workers < 2 or len(items) < _POOL_MIN_ITEMS or "fork" not in multiprocessing.get_all_start_methods():
-        return [fn(item) for item in items]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(fn, items, chunksize=max(1, len(items) // (workers * 8))))
+    """``[fn(item) for item in items]`` on ``workers`` forked processes (default: one per core), in order
+    (:func:`cardgen.forked.forked_map`): ``fn`` reaches what the parent set up before (the site plan) without
+    pickling it; in this process where fork is not available or there are too few pages to share."""
+    return forked_map(fn, items, workers=workers, min_items=_POOL_MIN_ITEMS)
 
 
 class PageRenderPlugin:

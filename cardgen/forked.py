@@ -1,0 +1,40 @@
+"""Work spread over forked processes: one function mapped over items on every core, in order (the site's pages,
+a card's figures). Forked, so the function reaches what the parent set up before (a site plan, drawing functions)
+without pickling it; only the items and the results cross."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system says it, else every core)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def forked_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int | None = None, min_items: int = 2,
+               meanwhile: Callable[[], object] | None = None) -> list[R]:
+    """``[fn(item) for item in items]`` on ``workers`` forked processes (default: :func:`cores`), in order; in this
+    process where fork is not available, one worker is asked for, or there are fewer than ``min_items`` (too
+    little to be worth starting processes for). ``meanwhile()`` runs in this process while they work (after the
+    items where this process does them itself)."""
+    workers = workers or cores()
+    if workers < 2 or len(items) < max(min_items, 2) or "fork" not in multiprocessing.get_all_start_methods():
+        out = [fn(item) for item in items]
+        if meanwhile is not None:
+            meanwhile()
+        return out
+    with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=multiprocessing.get_context("fork")) \
+            as pool:
+        results = pool.map(fn, items, chunksize=max(1, len(items) // (workers * 8)))
+        if meanwhile is not None:
+            meanwhile()
+        return list(results)
