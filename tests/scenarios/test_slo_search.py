@@ -35,11 +35,13 @@ from cardgen.kinds.slosearch.loadsearch import (
     flat_range,
     monotone_curve,
 )
+from cardgen.kinds.slosearch.program import answer_words
 from cardgen.kinds.slosearch.section import flat_text
 from cardgen.points import expand
 from cardgen.sim.config import SimConfig
 from cardgen.sim.drive import DriveOptions, drive
 from cardgen.sim.perf import FixedPerf
+from cardgen.slo import Target
 from cardgen.suite import parse_suite
 
 pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make test-fast
@@ -102,6 +104,25 @@ def test_the_budget_caps_every_probe_and_the_search():
         caps.append(plan.cap)
         search.report(Probed(plan.load, None, requests=plan.cap, cap=plan.cap, ratio=1.0))
     assert caps[0] == PROBE_REQUESTS and sum(caps) <= 20_000 and search.spent <= 20_000
+
+
+def test_a_search_stopped_by_its_budget_says_so():
+    # the sockets test's oracle on a busy box: 8 and 4 miss at once, and 2 spends what is left to be told met
+    search = LoadSearch(start=8, lowest=1, highest=64, resolution=0.05, whole=True, budget=400, min_requests=20)
+    for met in (False, False, True):
+        plan = search.next_probe()
+        spent = plan.cap if met else 20
+        search.report(Probed(plan.load, met, requests=spent, cap=plan.cap, ratio=0.9 if met else 3.0))
+    assert search.next_probe() is None and (search.low, search.high) == (2, 4) and not search.untold
+    assert search.out_of_budget
+    said = answer_words(search, "parallel", (Target("ttft", 90, 0.06),))
+    assert said == ("highest concurrency within SLO (TTFT p90 ≤ 60 ms) between 2 and 4 parallel; its budget of 400 "
+                    "requests ran out before a probe could narrow it (3 probes)")
+    # with the budget to spare it probes 3 and ends one apart, as it should, not out of budget
+    search = LoadSearch(start=8, lowest=1, highest=64, resolution=0.05, whole=True, budget=400, min_requests=20)
+    _walk(search, lambda x: x <= 2)
+    assert (search.low, search.high) == (2, 3) and not search.out_of_budget
+    assert "budget" not in answer_words(search, "parallel", (Target("ttft", 90, 0.06),))
 
 
 def test_the_crossing_is_a_weighted_line_through_the_probes_near_the_threshold():

@@ -207,6 +207,12 @@ class LoadSearch:
         low, high = self.low, self.high
         return sorted(u for u in self.undecided if (low is None or u > low) and (high is None or u < high))
 
+    @property
+    def out_of_budget(self) -> bool:
+        """Whether the search stopped for its budget: it would probe again, but what is left of ``max_requests``
+        is less than a probe's least."""
+        return self._choose() is not None and self._plan() is None
+
     def crossing(self) -> tuple[float, float] | None:
         """The limit's estimate from every probe's percentile (:func:`crossing`), kept within ``low`` and
         ``high``."""

@@ -106,6 +106,8 @@ def answer_words(search: LoadSearch, load: str, targets: tuple[Target, ...]) -> 
         untold = search.untold
         if untold:
             said += f"; at {', '.join(f'{x:g}' for x in untold)} {u} the probe could not tell"
+    if search.out_of_budget:
+        said += f"; its budget of {search.budget} requests ran out before a probe could narrow it"
     n = len(search.probes)
     return f"{said} ({n} probe{'s' if n != 1 else ''})"
 
@@ -236,5 +238,6 @@ class SloProgram(Program):
 
     def _done(self) -> list[Command]:
         search = self.search
-        stop = (STOP_PRECISION if search.bracketed else STOP_MAX_REQUESTS if search.untold else STOP_COMPLETE)
+        stop = (STOP_PRECISION if search.bracketed
+                else STOP_MAX_REQUESTS if search.untold or search.out_of_budget else STOP_COMPLETE)
         return self.finish(stop, answer_words(search, self.params.load, self.targets))
