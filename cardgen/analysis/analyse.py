@@ -246,7 +246,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     gpu_name = _name(gpu.name)
     tables = build_tables(scenarios, gpu=gpu_name)
     tok_s = ingestion.fit.tok_s if ingestion else None
-    svc = server_vs_client(data.metrics, every, scenarios, engine=engine)
+    windows = every_window(data.metrics, every, scenarios, engine=engine)
+    svc = server_vs_client(data.metrics, every, scenarios, engine=engine, windows=windows)
     summary = Summary(
         model=info.model, served_model=info.server.served_model, gpu=gpu_name,
         gpu_count=gpu.count, gpu_driver=gpu.driver or None,
@@ -266,8 +267,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
         scenarios=scenarios,
         gpu_telemetry=gpu_telemetry(info, data.gpu_metrics, every),
         server_vs_client=svc,
-        time_budget=time_budgets(requests, every_window(data.metrics, every, scenarios, engine=engine), scenarios,
-                                 engine=engine),
+        time_budget=time_budgets(requests, windows, scenarios, engine=engine),
         options=asdict(options),
         tables=[], figures=[], missing=missing, warnings=_warnings(data, requests),
         reasoning=reasons(requests), speculative=speculative_run(data.metrics, engine=engine),

@@ -20,7 +20,7 @@ names, then those older versions used); an engine whose adapter names none has n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,18 +128,22 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
     touching = (sends <= t1) & (ends > t0)
     ok = requests[ok_mask]
     started_ok = inside(first[ok_mask])
-    gaps, gap_tokens, gap_span, output, partial = [], 0.0, 0.0, 0, False
+    gap_tokens, gap_span, output, partial = 0.0, 0.0, 0, False
     near = requests[ok_mask & touching]  # only these can have a chunk inside the window
-    for times, out in zip(near["chunk_times"], near["output_tokens"], strict=True):
-        times = np.asarray(times, dtype=float)
+    chunks = [np.asarray(times, dtype=float) for times in near["chunk_times"]]
+    # every gap inside the window, written into its place of one array (a long run's whole window holds tens of
+    # millions: no list of pieces, no second copy)
+    gaps = np.empty(sum(max(len(times) - 1, 0) for times in chunks))
+    at = 0
+    for times, out in zip(chunks, near["output_tokens"], strict=True):
         n_out = int(out) if np.isfinite(out) else 0
         if len(times) == 0:
             continue
         if len(times) > 1 and times[0] > t0 and times[-1] <= t1:  # the common case, at a fifth of the cost:
-            step = np.diff(times)
+            step = np.subtract(times[1:], times[:-1], out=gaps[at:at + len(times) - 1])
             if step.min() >= 0:  # in order, so every chunk is inside: what the general way below finds
                 output += n_out
-                gaps.append(step)
+                at += len(step)
                 gap_span += float(step.sum())
                 gap_tokens += max(n_out - 1, 0)
                 continue
@@ -153,14 +157,16 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
             step = np.diff(times)
             later = in_chunks[1:]
             if later.any():
-                gaps.append(step[later])
-                gap_span += float(step[later].sum())
+                kept = step[later]
+                gaps[at:at + len(kept)] = kept
+                at += len(kept)
+                gap_span += float(kept.sum())
                 gap_tokens += max(n_out - 1, 0) if later.all() else float(later.sum())
     prompts = ok["prompt_tokens"].to_numpy(dtype=float)[started_ok]
     return _ClientSide(
         ttft=finite(ok["ttft_s"].to_numpy(dtype=float)[started_ok]),
         e2e=finite(ok["e2e_s"].to_numpy(dtype=float)[ended[ok_mask]]),
-        gaps=np.concatenate(gaps) if gaps else np.empty(0), gap_tokens=gap_tokens, gap_span_s=gap_span,
+        gaps=gaps[:at], gap_tokens=gap_tokens, gap_span_s=gap_span,
         prompt_tokens=int(np.nansum(prompts)), output_tokens=output, approximate_tokens=partial,
         requests=int((ended & ok_mask).sum()), failed=int((ended & ~ok_mask).sum()),
         straddling=int((touching & ~wholly).sum()))
@@ -174,12 +180,12 @@ def _client(role: str, c: _ClientSide) -> tuple[int, float | None, float | None,
     if role == "itl":
         if c.gap_tokens <= 0 or len(c.gaps) == 0:
             return int(c.gap_tokens), None, None, None, None
-        _, p50, p90 = _stats(c.gaps)
+        p50, p90 = np.percentile(c.gaps, [50, 90], overwrite_input=True)  # the window's own array: no copy
         note = None
         if len(c.gaps) != int(c.gap_tokens):
             note = (f"p50 and p90 over {len(c.gaps):,} gaps between text chunks for {int(c.gap_tokens):,} tokens: "
                     "some chunks carried several tokens")
-        return int(c.gap_tokens), c.gap_span_s / c.gap_tokens, p50, p90, note
+        return int(c.gap_tokens), c.gap_span_s / c.gap_tokens, float(p50), float(p90), note
     return 0, None, None, None, None
 
 
@@ -219,8 +225,9 @@ def _window(scope: str, before: tuple[float, MetricSample], after: tuple[float, 
 
 
 def server_vs_client(metrics: Sequence[MetricSample], requests: pd.DataFrame, scenarios: Sequence[ScenarioSummary],
-                     *, engine: str | None) -> ServerVsClient:
-    """The comparison for the whole run and for every closed-loop point the scrapes bracket."""
+                     *, engine: str | None, windows: Mapping[str, CrossCheckWindow] | None = None) -> ServerVsClient:
+    """The comparison for the whole run and for every closed-loop point the scrapes bracket (taken from
+    ``windows``, :func:`every_window`'s, when given: a long run's windows are computed once)."""
     scrapes = _scrapes(metrics)
     if not scrapes:
         return ServerVsClient(reason=f"{SERVER_METRICS_JSONL} is missing or holds no successful scrape")
@@ -234,8 +241,13 @@ def server_vs_client(metrics: Sequence[MetricSample], requests: pd.DataFrame, sc
                                      "counter")
     if len(scrapes) < 2:
         return ServerVsClient(reason="only one successful scrape of /metrics: no increase to compare")
-    run = _window("run", scrapes[0], scrapes[-1], requests, names)
-    points = list(point_windows(scrapes, requests, [s for s in scenarios if kind_of(s).steady_window], names).values())
+    steady = [s for s in scenarios if kind_of(s).steady_window]
+    if windows:
+        run = windows["run"]
+        points = [windows[s.scenario] for s in steady if s.scenario in windows]
+    else:
+        run = _window("run", scrapes[0], scrapes[-1], requests, names)
+        points = list(point_windows(scrapes, requests, steady, names).values())
     return ServerVsClient(available=True, run=run, points=points)
 
 

@@ -28,6 +28,7 @@ server's ``/tokenize`` of the reasoning text); chunks are never counted as token
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 
@@ -115,17 +116,30 @@ def _reasoning(rec: RequestRecord, ttft: float, e2e: float, out: float) -> dict[
             "reasoning_tokens_source": rec.reasoning_tokens_source or ""}
 
 
+FRAME_PIECE = 8192  # records made into columns at a time: a long run's values are never all Python objects at once
+
+
 def request_frame(records: Iterable[RequestRecord]) -> pd.DataFrame:
     """Every record as a row of :data:`COLUMNS`, in send order (ties keep file order)."""
-    columns: dict[str, list[object]] = {c: [] for c in COLUMNS}  # built by column: a long run's rows are never
-    for rec in records:  # held as dicts all at once (2 KB a row), only their values
+    them = iter(records)
+    pieces = []
+    while piece := list(itertools.islice(them, FRAME_PIECE)):
+        pieces.append(_frame_piece(piece))
+    if not pieces:
+        return pd.DataFrame({c: [] for c in COLUMNS}, columns=list(COLUMNS)).astype(
+            {"ok": bool, "warmup": bool, "attempt": int})
+    df = pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
+    return df.sort_values("sent_at", kind="stable").reset_index(drop=True)
+
+
+def _frame_piece(records: Iterable[RequestRecord]) -> pd.DataFrame:
+    """Some records as rows of :data:`COLUMNS`, in file order."""
+    columns: dict[str, list[object]] = {c: [] for c in COLUMNS}  # built by column: rows are never held as dicts
+    for rec in records:  # all at once (2 KB a row), only their values
         row = request_row(rec)
         for name, values in columns.items():
             values.append(row[name])
-    df = pd.DataFrame(columns, columns=list(COLUMNS))
-    if df.empty:
-        return df.astype({"ok": bool, "warmup": bool, "attempt": int})
-    return df.sort_values("sent_at", kind="stable").reset_index(drop=True)
+    return pd.DataFrame(columns, columns=list(COLUMNS))
 
 
 def chunk_gaps(frame: pd.DataFrame) -> np.ndarray:

@@ -168,7 +168,7 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
     summary.ttft_s = describe(ok["ttft_s"])
     summary.e2e_s = describe(ok["e2e_s"])
     summary.tpot_s = describe(ok["tpot_s"])
-    summary.itl_s = describe(chunk_gaps(ok))
+    summary.itl_s = describe(chunk_gaps(ok), own=True)
     summary.decode_tok_s = describe(ok["decode_tok_s"])
     summary.speed_from_start_tok_s = describe(ok["speed_from_start_tok_s"])
     reasoning_figures(summary, ok)

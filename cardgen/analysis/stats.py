@@ -69,19 +69,23 @@ def _median_ci_of_sorted(x: np.ndarray, *, level: float = 0.95,
     return float(lo), float(hi)
 
 
-def describe(values: Iterable[float] | np.ndarray, *, ci: bool = True) -> Distribution:
-    """Count, mean, min, max, p25/p50/p75/p90/p95/p99 and (``ci``) a bootstrap 95 % interval on the median."""
+def describe(values: Iterable[float] | np.ndarray, *, ci: bool = True, own: bool = False) -> Distribution:
+    """Count, mean, min, max, p25/p50/p75/p90/p95/p99 and (``ci``) a bootstrap 95 % interval on the median.
+    ``own``: ``values`` is an array nothing else reads, reordered in place (a long run's pooled chunk gaps: no
+    copy of them)."""
     x = finite(values)
     if len(x) == 0:
         return Distribution(n=0)
-    ordered = x.copy()  # the one copy: partitioned for the percentiles, then sorted for the interval
+    mean = float(x.mean())  # before any reordering: the same sum
+    # partitioned for the percentiles, then sorted for the interval: the one copy, or none when it is ours
+    ordered = x if own else x.copy()
     pct = np.percentile(ordered, PERCENTILES, overwrite_input=True)
     interval = None
     if ci:
         ordered.sort()
         interval = _median_ci_of_sorted(ordered)
     return Distribution(
-        n=len(x), mean=float(x.mean()), min=float(x.min()), max=float(x.max()),
+        n=len(x), mean=mean, min=float(x.min()), max=float(x.max()),
         **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct, strict=True)},
         p50_ci_low=interval[0] if interval else None, p50_ci_high=interval[1] if interval else None,
     )

@@ -52,3 +52,20 @@ def test_frame_sorted_by_send_time_and_gaps_pooled():
 def test_empty_frame_has_columns():
     frame = request_frame([])
     assert frame.empty and "ttft_s" in frame.columns
+
+
+def test_a_frame_made_in_pieces_is_the_frame_made_at_once(monkeypatch):
+    import cardgen.analysis.requests as requests_module
+
+    records = [rec(sent_at=100.0 + (i * 7) % 11, scheduled_at=99.0 + i if i % 2 else None, repeat=i % 3 or None,
+                   phase="warm" if i % 4 else None, extra={"i": i} if i % 5 == 0 else None)
+               for i in range(11)]
+    records += [rec(sent_at=104.0, error="HTTP 500", error_kind=ErrorKind.HTTP_STATUS, first_token_at=None,
+                    chunk_times=[], output_tokens=None)]
+    whole = request_frame(records)
+    monkeypatch.setattr(requests_module, "FRAME_PIECE", 5)  # three pieces: 5, 5 and 2 records
+    pieces = request_frame(records)
+    assert list(pieces.dtypes) == list(whole.dtypes)
+    assert pieces.drop(columns=["chunk_times"]).equals(whole.drop(columns=["chunk_times"]))
+    assert all(np.array_equal(a, b) for a, b in zip(pieces["chunk_times"], whole["chunk_times"], strict=True))
+    assert list(pieces["sent_at"]) == sorted(r.sent_at for r in records)
