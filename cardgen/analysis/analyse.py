@@ -161,7 +161,7 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     missing: list[str] = []
     every = request_frame(data.requests)  # superseded records included: what the server served
     counted = counted_mask(every, info.points)
-    requests = every[counted].reset_index(drop=True)
+    requests = every if counted.all() else every[counted].reset_index(drop=True)  # no copy when all count
     superseded = every.loc[~counted, "scenario"].value_counts().to_dict() if len(every) else {}
     ts = server_timeseries(data.metrics, engine=engine)
     if requests.empty:

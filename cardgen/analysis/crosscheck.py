@@ -126,16 +126,15 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
     ended = inside(ends)
     wholly = (sends > t0) & (ends <= t1)
     touching = (sends <= t1) & (ends > t0)
-    ok = requests[ok_mask]
     started_ok = inside(first[ok_mask])
     gap_tokens, gap_span, output, partial = 0.0, 0.0, 0, False
-    near = requests[ok_mask & touching]  # only these can have a chunk inside the window
-    chunks = [np.asarray(times, dtype=float) for times in near["chunk_times"]]
+    near = ok_mask & touching  # only these can have a chunk inside the window (their columns, not a frame's copy)
+    chunks = [np.asarray(times, dtype=float) for times in requests["chunk_times"].to_numpy()[near]]
     # every gap inside the window, written into its place of one array (a long run's whole window holds tens of
     # millions: no list of pieces, no second copy)
     gaps = np.empty(sum(max(len(times) - 1, 0) for times in chunks))
     at = 0
-    for times, out in zip(chunks, near["output_tokens"], strict=True):
+    for times, out in zip(chunks, requests["output_tokens"].to_numpy(dtype=float)[near], strict=True):
         n_out = int(out) if np.isfinite(out) else 0
         if len(times) == 0:
             continue
@@ -162,10 +161,14 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
                 at += len(kept)
                 gap_span += float(kept.sum())
                 gap_tokens += max(n_out - 1, 0) if later.all() else float(later.sum())
-    prompts = ok["prompt_tokens"].to_numpy(dtype=float)[started_ok]
+    def of_ok(column: str) -> np.ndarray:  # the successful requests' values (no copy of the frame)
+        values: np.ndarray = requests[column].to_numpy(dtype=float)[ok_mask]
+        return values
+
+    prompts = of_ok("prompt_tokens")[started_ok]
     return _ClientSide(
-        ttft=finite(ok["ttft_s"].to_numpy(dtype=float)[started_ok]),
-        e2e=finite(ok["e2e_s"].to_numpy(dtype=float)[ended[ok_mask]]),
+        ttft=finite(of_ok("ttft_s")[started_ok]),
+        e2e=finite(of_ok("e2e_s")[ended[ok_mask]]),
         gaps=gaps[:at], gap_tokens=gap_tokens, gap_span_s=gap_span,
         prompt_tokens=int(np.nansum(prompts)), output_tokens=output, approximate_tokens=partial,
         requests=int((ended & ok_mask).sum()), failed=int((ended & ~ok_mask).sum()),
