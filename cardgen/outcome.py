@@ -154,7 +154,7 @@ class RequestFigures:
                    chunk_times=frozen_times(chunk_times))
 
 
-def chunk_gaps_s(chunk_times: Sequence[float], *, out: np.ndarray | None = None) -> np.ndarray:
+def chunk_gaps_s(chunk_times: Sequence[float] | np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
     """The gaps between consecutive text chunks' arrivals (a request's ITL, seconds; the analysis pools them
     from its frame's arrays, each request's written into its place of one array: ``out``, of one less than its
     chunks)."""

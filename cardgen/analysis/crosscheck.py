@@ -30,6 +30,7 @@ import pandas as pd
 from cardgen.analysis.stats import finite
 from cardgen.engines import counter, histogram, histogram_delta, histogram_quantile, metric_candidates
 from cardgen.kinds import kind_of
+from cardgen.outcome import chunk_gaps_s
 from cardgen.rundir import SERVER_METRICS_JSONL
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.summary import (
@@ -139,7 +140,7 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
         if len(times) == 0:
             continue
         if len(times) > 1 and times[0] > t0 and times[-1] <= t1:  # the common case, at a fifth of the cost:
-            step = np.subtract(times[1:], times[:-1], out=gaps[at:at + len(times) - 1])
+            step = chunk_gaps_s(times, out=gaps[at:at + len(times) - 1])
             if step.min() >= 0:  # in order, so every chunk is inside: what the general way below finds
                 output += n_out
                 at += len(step)
@@ -229,8 +230,8 @@ def _window(scope: str, before: tuple[float, MetricSample], after: tuple[float, 
 
 def server_vs_client(metrics: Sequence[MetricSample], requests: pd.DataFrame, scenarios: Sequence[ScenarioSummary],
                      *, engine: str | None, windows: Mapping[str, CrossCheckWindow] | None = None) -> ServerVsClient:
-    """The comparison for the whole run and for every closed-loop point the scrapes bracket (taken from
-    ``windows``, :func:`every_window`'s, when given: a long run's windows are computed once)."""
+    """The comparison for the whole run and for every closed-loop point the scrapes bracket: their windows
+    among :func:`every_window`'s (``windows``, computed here unless given: a long run's are computed once)."""
     scrapes = _scrapes(metrics)
     if not scrapes:
         return ServerVsClient(reason=f"{SERVER_METRICS_JSONL} is missing or holds no successful scrape")
@@ -244,14 +245,10 @@ def server_vs_client(metrics: Sequence[MetricSample], requests: pd.DataFrame, sc
                                      "counter")
     if len(scrapes) < 2:
         return ServerVsClient(reason="only one successful scrape of /metrics: no increase to compare")
-    steady = [s for s in scenarios if kind_of(s).steady_window]
-    if windows:
-        run = windows["run"]
-        points = [windows[s.scenario] for s in steady if s.scenario in windows]
-    else:
-        run = _window("run", scrapes[0], scrapes[-1], requests, names)
-        points = list(point_windows(scrapes, requests, steady, names).values())
-    return ServerVsClient(available=True, run=run, points=points)
+    if windows is None:
+        windows = every_window(metrics, requests, scenarios, engine=engine)
+    points = [windows[s.scenario] for s in scenarios if kind_of(s).steady_window and s.scenario in windows]
+    return ServerVsClient(available=True, run=windows["run"], points=points)
 
 
 def point_windows(scrapes: list[tuple[float, MetricSample]], requests: pd.DataFrame,

@@ -126,8 +126,7 @@ def request_frame(records: Iterable[RequestRecord]) -> pd.DataFrame:
     while piece := list(itertools.islice(them, FRAME_PIECE)):
         pieces.append(_frame_piece(piece))
     if not pieces:
-        return pd.DataFrame({c: [] for c in COLUMNS}, columns=list(COLUMNS)).astype(
-            {"ok": bool, "warmup": bool, "attempt": int})
+        return _frame_piece([]).astype({"ok": bool, "warmup": bool, "attempt": int})
     df = pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
     return df.sort_values("sent_at", kind="stable").reset_index(drop=True)
 
