@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
@@ -32,9 +33,22 @@ def forked_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int | None 
         if meanwhile is not None:
             meanwhile()
         return out
+    _settle_greenlets()
     with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=multiprocessing.get_context("fork")) \
             as pool:
         results = pool.map(fn, items, chunksize=max(1, len(items) // (workers * 8)))
         if meanwhile is not None:
             meanwhile()
         return list(results)
+
+
+def _settle_greenlets() -> None:
+    """Under gevent's monkey patching (a measured run's process), let the greenlets that are due run before forking:
+    a thread started and not yet run (matplotlib's font-cache Timer, the first time it builds its cache on a machine)
+    would otherwise run in every child, where ``threading`` no longer knows it, and print a traceback there."""
+    if "gevent" not in sys.modules:
+        return
+    from gevent import idle, monkey  # noqa: PLC0415  only where gevent is loaded already (a measured run)
+
+    if monkey.is_module_patched("threading"):
+        idle()
