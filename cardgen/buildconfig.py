@@ -151,6 +151,7 @@ class LoadOptions(_Part):
     scrape_interval_s: float = 0.5
     gpu_metrics_url: str | None = None
     run_saturated: bool = False  # run the parallel counts a saturated point would skip
+    low_latency: bool = False  # hold the load generator's CPUs out of idle while it sends (cardgen.load.wake)
 
     @field_serializer("workers")
     def _as_text(self, workers: int | str | None) -> str | None:

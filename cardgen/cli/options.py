@@ -37,6 +37,11 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
                      help="Address the Locust master binds." + as_run),
         click.option("--master-port", type=int, default=None if resumed else 0,
                      help="Port the Locust master binds (0 = any free port)." + as_run),
+        click.option("--low-latency/--no-low-latency", default=None if resumed else False,
+                     help="Hold this machine's CPUs (and each load worker's) out of their idle states while the load "
+                          "runs (/dev/cpu_dma_latency at 0 us, as cyclictest does; needs root), so that sends leave "
+                          "on time where waking an idle CPU is slow (virtual machines: 1-3 ms). It is the whole "
+                          "machine's: a server on it runs so too." + as_run),
         click.option("--engine", help="With a server: its engine (vllm, sglang, tgi, llamacpp, openai) instead of "
                      "detecting it, or an engine profile (vllm-0.6 ...) that also sets its cost plan's. Without: the "
                      "virtual server's engine profile (vllm, vllm-0.6, vllm-0.4, sglang, tgi; default vllm)."),
@@ -62,7 +67,8 @@ def server_options(*, workers_default: int | None) -> Callable[[F], F]:
 
 
 AS_THE_RUN_DID = {"remote_workers": "remote_workers", "master_bind": "master_bind", "master_port": "master_port",
-                  "scrape_interval": "scrape_interval_s", "gpu_metrics_url": "gpu_metrics_url"}
+                  "scrape_interval": "scrape_interval_s", "gpu_metrics_url": "gpu_metrics_url",
+                  "low_latency": "low_latency"}
 
 
 def as_the_run_did(params: Mapping[str, Any], saved: LoadOptions | None) -> dict[str, Any]:
@@ -79,7 +85,7 @@ def parse_load(params: Mapping[str, Any], *, workers: int | Literal["auto"] | No
     return LoadOptions(workers=workers, remote_workers=params["remote_workers"],
                        master_bind=params["master_bind"], master_port=params["master_port"],
                        scrape_interval_s=params["scrape_interval"], gpu_metrics_url=params["gpu_metrics_url"],
-                       run_saturated=params["run_saturated"])
+                       run_saturated=params["run_saturated"], low_latency=params["low_latency"])
 
 
 def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url: str | None, workers: int | str,
@@ -101,7 +107,7 @@ def check_server_options(*, url: str | None, launch: str | None, gpu_metrics_url
 
 
 REAL_TIME_OPTIONS = frozenset({"url", "api_key", "workers", "remote_workers", "master_bind", "master_port",
-                               "engine_args", "gpu_metrics_url", "scrape_interval"})
+                               "engine_args", "gpu_metrics_url", "scrape_interval", "low_latency"})
 
 
 def parse_gpus(gpu: str) -> list[str]:

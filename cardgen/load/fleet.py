@@ -36,6 +36,7 @@ class _Member:
     in_flight: int = 0  # at its last sample
     last_sample_t: float | None = None
     lost: str | None = None
+    cpus_awake: str | None = None  # what --low-latency came to on its host (None: not asked)
 
     @property
     def label(self) -> str:
@@ -116,5 +117,5 @@ class Fleet:
                 name=m.name, host=m.host, address=m.address, requests=m.requests, lost_requests=m.lost_requests,
                 clock_offset_s=c.offset_s if c else None, clock_uncertainty_s=c.uncertainty_s if c else None,
                 clock_round_trip_s=c.round_trip_s if c else None, clock_applied_s=c.applied_s if c else 0.0,
-                kept_up=kept_up, client=words, lost=m.lost))
+                kept_up=kept_up, client=words, lost=m.lost, cpus_awake=m.cpus_awake))
         return out

@@ -50,6 +50,7 @@ class Setup(Message):
     # a dataset sample's key (Point.dataset_key) -> each request's prompt template (cardgen.datasets.resolve)
     dataset_texts: dict[str, list[str]] = Field(default_factory=dict)
     nonce: int  # makes request ids unique across runs (defeats prefix caching)
+    low_latency: bool = False  # hold the agent's CPUs out of idle while it sends (cardgen.load.wake)
     # the fields agreed with the server (cardgen.load.dialect): those forcing the output length, and those an
     # ingestion sweep's requests add
     length_fields: list[str] = Field(default_factory=lambda: ["min_tokens", "ignore_eos"])
@@ -110,6 +111,7 @@ class Reached(Message):
 
     worker: str
     error: str | None = None
+    cpus_awake: str | None = None  # what ``Setup.low_latency`` came to on its host (cardgen.load.wake; None: not asked)
 
 
 class Ready(Message):

@@ -59,6 +59,7 @@ from cardgen.load.messages import (
 )
 from cardgen.load.scraper import ScrapeLog
 from cardgen.load.sink import RecordSink, fault_from_env
+from cardgen.load.wake import CpusAwake
 from cardgen.outcome import Outcome
 from cardgen.points import Point
 from cardgen.recorder import Recorder
@@ -104,6 +105,7 @@ class RunOutcome:
     points: list[PointOutcome] = field(default_factory=list)  # as given to ``on_point_end``
     worker_errors: list[str] = field(default_factory=list)  # local workers that ended badly: code, last line, log
     workers: list[LoadWorker] = field(default_factory=list)  # each worker process: run.json ``load_workers``
+    cpus_awake: str | None = None  # what --low-latency came to in this process, when it ran the load itself
 
 
 def freeze_heap() -> None:
@@ -314,6 +316,8 @@ def run_local(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
     env.events.request.add_listener(sink.on_request)
     runner = env.create_local_runner()
     outcome = RunOutcome()
+    awake = CpusAwake(plan.load.low_latency).open()
+    outcome.cpus_awake = awake.words
     stop.install()
     try:
         agent.setup(plan.setup.model_copy(update={"index": 0, "parts": 1}))
@@ -330,6 +334,7 @@ def run_local(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
                     stop=stop)
     finally:
         agent.stop()
+        awake.close()
         stop.uninstall()
         gevent.spawn(runner.quit).join(timeout=10)
         outcome.fatal = stop.fatal
@@ -384,6 +389,7 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
 
     def on_reached(msg: Reached, node: str) -> None:
         reached[node] = msg.error
+        fleet.member(node).cpus_awake = msg.cpus_awake
 
     def on_ready(msg: Ready, node: str) -> None:
         ready.add(node)
@@ -465,7 +471,8 @@ def run_distributed(plan: LoadPlan, recorder: Recorder) -> RunOutcome:
         for i, cid in enumerate(clients):
             # remote workers keep the name they were started with
             name = None if plan.load.remote_workers else f"worker-{i}"
-            messages.send(runner, plan.setup.model_copy(update={"index": i, "parts": n, "name": name}),
+            messages.send(runner, plan.setup.model_copy(update={"index": i, "parts": n, "name": name,
+                                                                "low_latency": plan.load.low_latency}),
                           client_id=cid)
         # before any load: every worker says whether it reaches the server, and one that cannot is named
         reach_by = time.time() + WORKER_CONNECT_TIMEOUT_S

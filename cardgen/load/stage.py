@@ -48,6 +48,7 @@ from cardgen.load.heartbeat import Heartbeat
 from cardgen.load.messages import Setup
 from cardgen.load.progress import PlanSource, PointProgress
 from cardgen.load.runner import LoadPlan, RunOutcome, run_plan
+from cardgen.load.wake import not_held_warnings
 from cardgen.load.scraper import Scraper
 from cardgen.load.telemetry import gpu_telemetry, metrics_available
 from cardgen.load.dialect import agree
@@ -352,6 +353,7 @@ def execute(prepared: Prepared) -> Executed:
 
 # -- finish --------------------------------------------------------------------------------------------------
 
+
 def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     """Write the final run.json (status, tallies, the load generator's percentiles, warnings), print the tally,
     and raise when the run failed: what cut it short, a record that could not be written (with the number on
@@ -365,6 +367,11 @@ def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     info.loadgen, loadgen_warnings = loadgen_report(recorder, info.points)  # type: ignore[assignment]  # validate_assignment converts the dict
     info.warnings.extend(loadgen_warnings)
     info.warnings.extend(outcome.worker_errors if outcome is not None else ())
+    if outcome is not None:
+        info.loadgen.cpus_awake = outcome.cpus_awake
+        info.warnings.extend(not_held_warnings([("this machine", outcome.cpus_awake),
+                                                *((f"load worker {w.name}'s host", w.cpus_awake)
+                                                  for w in outcome.workers)]))
     if outcome is not None and outcome.workers:  # a resumed run's workers follow the earlier sessions'
         session = max((w.session for w in info.load_workers), default=-1) + 1
         info.load_workers = [*info.load_workers, *(w.model_copy(update={"session": session}) for w in outcome.workers)]

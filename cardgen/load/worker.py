@@ -7,7 +7,8 @@ shipped, so the run stops and fails instead of going on without it.
 
 Before the load it answers the master's clock pings (``cardgen.load.clocks``) and, once set up, says whether it
 reaches the server (``Reached``: a TCP connection to the URL's host and port), so that a worker that cannot is
-named before any point starts. ``CARDGEN_CLOCK_SHIFT_S`` (a test seam) moves every stamp it gives by that much.
+named before any point starts, and, where the master asked (``--low-latency``), whether it holds its host's CPUs
+awake (``cardgen.load.wake``). ``CARDGEN_CLOCK_SHIFT_S`` (a test seam) moves every stamp it gives by that much.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from cardgen.load.messages import (
 )
 from cardgen.load.runner import freeze_heap
 from cardgen.load.sink import RecordSink, fault_from_env
+from cardgen.load.wake import CpusAwake
 
 log = logging.getLogger("cardgen.load")
 
@@ -102,6 +104,7 @@ def run_worker(*, master_host: str, master_port: int, url: str, name: str = "wor
         messages.send(runner, shifted(message, shift_s))
 
     agent = Agent(worker=name, send=send, url=url)
+    awake = CpusAwake(False)  # the master's Setup says whether to hold this host's CPUs awake (--low-latency)
 
     def fatal(reason: str) -> None:
         """Tell the master; a worker that cannot even do that leaves, and the master sees it lost."""
@@ -122,9 +125,12 @@ def run_worker(*, master_host: str, master_port: int, url: str, name: str = "wor
                        sent_unix=clocks.now(shift_s)))
 
     def on_setup(msg: Setup, node: str) -> None:
+        nonlocal awake
         agent.setup(msg)
         freeze_heap()
-        send(Reached(worker=agent.worker, error=reach(url)))
+        if msg.low_latency and not awake.held:
+            awake = CpusAwake(True).open()
+        send(Reached(worker=agent.worker, error=reach(url), cpus_awake=awake.words))
 
     def on_point(msg: Assignment, node: str) -> None:
         agent.assign(msg)
@@ -137,8 +143,11 @@ def run_worker(*, master_host: str, master_port: int, url: str, name: str = "wor
     messages.listen(runner, Assignment, on_point, on_error=fatal)
     messages.listen(runner, StopPoint, on_stop_point, on_error=fatal)
     send(Listening(worker=name, host=socket.gethostname(), address=own_address(master_host, master_port)))  # only now: a Setup that came before its handler would be dropped
-    runner.greenlet.join()
-    agent.stop()
+    try:
+        runner.greenlet.join()
+        agent.stop()
+    finally:
+        awake.close()
 
 
 def main(argv: list[str] | None = None) -> None:

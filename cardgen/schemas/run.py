@@ -164,6 +164,7 @@ class LoadWorker(Saved):
     kept_up: bool | None = None  # cardgen.load.workers.client_verdict over its own samples and send lags
     client: str | None = None  # the figures behind ``kept_up``
     lost: str | None = None  # why and when the master lost it (None: it stayed to the end of its session)
+    cpus_awake: str | None = None  # what ``--low-latency`` came to on its host (cardgen.load.wake; None: not asked)
 
 
 class SchedulerDescription(Described):
@@ -244,6 +245,9 @@ class LoadgenReport(Described):
     cpu_percent_p50: float | None = None
     cpu_percent_max: float | None = None
     samples: int = 0
+    # what ``--low-latency`` came to where the load ran in cardgen's own process (cardgen.load.wake; None: not
+    # asked, or the load ran in worker processes, each of which says it in ``load_workers``)
+    cpus_awake: str | None = None
 
 
 class PriceDescription(Saved):

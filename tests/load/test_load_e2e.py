@@ -22,6 +22,14 @@ pytestmark = pytest.mark.slow  # processes, servers or whole runs: not in make t
 # own stamps, faults on the wire, worker processes, Ctrl-C, the scraper's period
 
 
+def this_machines_hold() -> str | None:
+    """What ``--low-latency`` comes to on this machine, as a load process here says it."""
+    from cardgen.load.wake import CpusAwake
+
+    with CpusAwake(True) as awake:
+        return awake.words
+
+
 def timing_errors(records: list[dict], stamps: list[dict]) -> np.ndarray:
     """Client arrival time minus the server's own send stamp, for every text chunk of every request."""
     by_id = {s["id"]: s for s in stamps}
@@ -38,7 +46,8 @@ def test_per_chunk_timing_error_at_10_parallel_streams(tmp_path, write_suite):
     suite = write_suite("name: t\nscenarios:\n- {kind: closed, prompt_tokens: 64, output_tokens: 64, parallel: 10, "
                         "min_requests: 40}\n")
     with sim_server(tmp_path) as (sim, stamps_path):
-        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"))
+        proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"),
+                     "--low-latency")
     assert proc.returncode == 0, proc.stderr
     records = read_records(tmp_path / "run")
     stamps = read_stamps(stamps_path)
@@ -59,6 +68,7 @@ def test_per_chunk_timing_error_at_10_parallel_streams(tmp_path, write_suite):
                                       f"generator's own loop lag p99 {own_lag_s * 1e3:.2f} ms)")
     assert run["status"] == "complete" and run["requests_total"] == len(records) and run["requests_failed"] == 0
     assert run["server"]["engine"] == "cardgen-sim" and run["server"]["tokenizer"].startswith("server /tokenize")
+    assert run["loadgen"]["cpus_awake"] == this_machines_hold()  # --low-latency: what this machine allows
 
 
 @pytest.mark.wire
@@ -98,8 +108,11 @@ def test_two_workers_account_for_every_request(tmp_path, write_suite):
         "- {kind: ingest, min_prompt_tokens: 16, max_prompt_tokens: 256, points: 4}\n")
     with sim_server(tmp_path) as (sim, stamps_path):
         proc = build("test-model", "--url", sim.url, "--suite", str(suite), "--out", str(tmp_path / "run"),
-                     "--workers", "2")
+                     "--workers", "2", "--low-latency")
     assert proc.returncode == 0, proc.stderr
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["loadgen"]["cpus_awake"] is None  # the master sent nothing: each worker held its host's CPUs
+    assert [w["cpus_awake"] for w in run["load_workers"]] == [this_machines_hold()] * 2
     records = read_records(tmp_path / "run")
     stamps = read_stamps(stamps_path)
     assert len(records) == len(stamps)  # records = requests sent

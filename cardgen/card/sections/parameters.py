@@ -21,6 +21,7 @@ def parameters_table(s: Summary, info: RunInfo, date: str) -> TableView:
         ["Prompt sizing", info.server.tokenizer],
         ["Load generator processes", (str(info.workers) if info.workers else fmt.DASH)
          + (" (--workers auto)" if info.workers_choice else "")],
+        *([["Load generator CPUs (--low-latency)", info.loadgen.cpus_awake]] if info.loadgen.cpus_awake else []),
         *([f"Load worker {w.name}" + (f" (session {w.session + 1})" if len({x.session for x in info.load_workers}) > 1
                                        else ""), worker_facts(w, paths.get(w.name))] for w in info.load_workers),
         ["Run started (UTC)", s.started_at or fmt.DASH], ["Run ended (UTC)", s.ended_at or fmt.DASH],
@@ -54,6 +55,8 @@ def worker_facts(w: LoadWorker, path: WorkerPath | None = None) -> str:
         interval = f" ({low * 1e3:+.1f} to {high * 1e3:+.1f})" if low is not None and high is not None else ""
         parts.append(f"TTFT {path.ttft_excess_s * 1e3:+.1f} ms{interval} against the quickest other "
                      "worker's on the same points" + (": a slower path to the server" if path.slower else ""))
+    if w.cpus_awake:
+        parts.append(f"CPUs {w.cpus_awake} (--low-latency)")
     if w.lost:
         parts.append(f"lost: {w.lost}")
     return "; ".join(parts)

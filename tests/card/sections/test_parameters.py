@@ -1,9 +1,10 @@
-"""The parameters table's lines for each load worker (cardgen.card.sections.parameters.worker_facts)."""
+"""The parameters table (cardgen.card.sections.parameters): the load generator, each load worker."""
 
 from __future__ import annotations
 
-from cardgen.card.sections.parameters import worker_facts
-from cardgen.schemas.run import LoadWorker
+from cardgen.card.sections.parameters import parameters_table, worker_facts
+from cardgen.schemas.run import LoadgenReport, LoadWorker, RunInfo, ServerInfo
+from cardgen.schemas.summary import Summary
 
 
 def test_a_worker_is_said_with_its_host_requests_clock_and_whether_it_kept_up():
@@ -22,3 +23,24 @@ def test_a_lost_worker_says_what_became_of_it():
     assert "not told apart from 0" in said and "not judged" in said
     assert said.endswith("lost: it stopped answering the master's heartbeats, during point closed-p6 (attempt 0)")
     assert worker_facts(LoadWorker(name="w")) == "host —; 0 requests; clock not measured; not judged"
+
+
+def test_a_worker_asked_to_hold_its_cpus_awake_says_what_came_of_it():
+    held = LoadWorker(name="w", host="h", requests=3, kept_up=True,
+                      cpus_awake="held awake: /dev/cpu_dma_latency at 0 us while the load ran")
+    assert worker_facts(held).endswith("; kept up; CPUs held awake: /dev/cpu_dma_latency at 0 us while the load ran "
+                                       "(--low-latency)")
+    refused = held.model_copy(update={"cpus_awake": "not held awake: /dev/cpu_dma_latency could not be opened "
+                                                    "(it needs root)"})
+    assert "CPUs not held awake: /dev/cpu_dma_latency could not be opened (it needs root) (--low-latency)" in \
+        worker_facts(refused)
+
+
+def test_the_load_generators_own_cpus_are_a_row_only_when_asked_to_hold_them():
+    info = RunInfo(model="m", server=ServerInfo(url="http://127.0.0.1:8000"), cardgen_version="0", command=["build"],
+                   suite="t", started_at="2026-12-03T00:00:00Z", started_unix=0.0)
+    rows = {row[0]: row[1] for row in parameters_table(Summary(model="m"), info, "2026-12-03").rows}
+    assert "Load generator CPUs (--low-latency)" not in rows
+    info.loadgen = LoadgenReport(cpus_awake="held awake: /dev/cpu_dma_latency at 0 us while the load ran")
+    rows = {row[0]: row[1] for row in parameters_table(Summary(model="m"), info, "2026-12-03").rows}
+    assert rows["Load generator CPUs (--low-latency)"] == "held awake: /dev/cpu_dma_latency at 0 us while the load ran"
