@@ -60,6 +60,7 @@ def test_the_command_line_parses_into_one_config():
     (["m", "--url", "http://127.0.0.1:9", "--launch", "vllm"], "not both"),
     (["m", "--url", "http://127.0.0.1:9", "--real-time"], "--real-time is for the virtual server"),
     (["m", "--workers", "2"], "--workers applies to a load against a server"),
+    (["m", "--low-latency"], "--low-latency applies to a load against a server"),
     (["m", "--calibrate"], "--calibrate measures a server"),
 ])
 def test_options_that_do_not_go_together_fail_in_one_line(args, says):
@@ -119,7 +120,7 @@ def test_resume_reads_run_saturated_back_from_run_json_and_the_command_line_only
 
 def test_resume_runs_the_load_as_the_run_did_unless_told_otherwise(tmp_path):
     far = LoadOptions(workers=3, remote_workers=True, master_bind="10.0.0.2", master_port=5557, scrape_interval_s=0.25,
-                      gpu_metrics_url="http://gpu-host:9400/metrics")
+                      gpu_metrics_url="http://gpu-host:9400/metrics", low_latency=True)
     built = BuildConfig(model="m", suite=SuiteChoice(name="tiny", spec=SUITE), target=UrlTarget(url="http://x"),
                         load=far)
     info = run_json(tmp_path / "far", command=["cardgen", "build", "m"], build=built, clock="real")
@@ -127,16 +128,18 @@ def test_resume_runs_the_load_as_the_run_did_unless_told_otherwise(tmp_path):
     with resume.make_context("resume", [str(tmp_path / "far")]) as ctx:  # workers on other machines, again
         load = parse_resume(ctx, info).load
     assert (load.workers, load.remote_workers, load.master_bind, load.master_port) == (3, True, "10.0.0.2", 5557)
-    assert load.scrape_interval_s == 0.25 and load.gpu_metrics_url == far.gpu_metrics_url
+    assert load.scrape_interval_s == 0.25 and load.gpu_metrics_url == far.gpu_metrics_url and load.low_latency
     with resume.make_context("resume", [str(tmp_path / "far"), "--local-workers", "--workers", "2", "--master-bind",
-                                        "127.0.0.1", "--master-port", "0", "--scrape-interval", "1"]) as ctx:
+                                        "127.0.0.1", "--master-port", "0", "--scrape-interval", "1",
+                                        "--no-low-latency"]) as ctx:
         load = parse_resume(ctx, info).load
     assert (load.workers, load.remote_workers, load.master_bind, load.master_port) == (2, False, "127.0.0.1", 0)
-    assert load.scrape_interval_s == 1.0
+    assert load.scrape_interval_s == 1.0 and not load.low_latency
     old = run_json(tmp_path / "old", command=["cardgen", "build", "m", "--url", "http://x"], build=None, clock="real")
     with resume.make_context("resume", [str(tmp_path / "old")]) as ctx:  # no saved config: the defaults
         load = parse_resume(ctx, old).load
     assert (load.workers, load.remote_workers, load.master_port, load.scrape_interval_s) == (0, False, 0, 0.5)
+    assert not load.low_latency
 
 
 def test_a_modelled_build_keeps_its_config_in_run_json(tmp_path):
