@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXED = {"prefill_tok_s": 1e9, "step_overhead_s": 1e-6, "per_seq_s": 1e-9, "kv_capacity_tokens": 1 << 24,
          "block_size": 16, "max_num_seqs": 4096, "max_num_batched_tokens": 1 << 20}
 PROMPT, OUTPUT = 16, 4
-RATES = [100, 200, 400, 800, 1600]
+RATES = [100, 200, 400, 800, 1200, 1600]
 SECONDS = 4  # of load per rate...
 LEAST = 1000  # ... or this many requests, if more: a p99 of 400 is its 4th-worst request, one stall of the machine
 SEND_LAG_GOAL_S = 0.001
@@ -211,15 +211,16 @@ def one_server(label: str, url: str, tmp: Path) -> None:
           f"average {os.getloadavg()[0]:.1f} (others' work shares them)", flush=True)
     for flags in ((), ("--low-latency",)):
         mode = " ".join(flags) or "by default"
-        sustained = None
+        met: list[tuple[int, float]] = []  # (rate asked, rate achieved) of the rates whose send lag p99 <= 1 ms
         for rate in RATES:
             got = one_worker(url, tmp, rate, max(rate * SECONDS, LEAST), *flags)
             print(f"cardgen, 1 worker process, {mode}, open loop {rate:>5} req/s: {got}", flush=True)
             lag = got.get("send_lag_p99_ms")
             if lag is not None and lag <= SEND_LAG_GOAL_S * 1e3 and not got.get("failed"):
-                sustained = got["req_s"]
-        print(f"cardgen, {mode}: one worker process sustains {sustained:.0f} req/s with send lag p99 <= 1 ms"
-              if sustained else f"cardgen, {mode}: no rate met send lag p99 <= 1 ms", flush=True)
+                met.append((rate, got["req_s"]))
+        print(f"cardgen, {mode}: one worker process sustains {met[-1][1]:.0f} req/s with send lag p99 <= 1 ms (the "
+              f"rates that met it: {', '.join(str(r) for r, _ in met)} of {', '.join(map(str, RATES))})"
+              if met else f"cardgen, {mode}: no rate met send lag p99 <= 1 ms", flush=True)
     burst = one_worker(url, tmp, "inf", 2000)  # type: ignore[arg-type]  # the suite's word for at once
     print(f"cardgen, 1 worker process, 2000 requests at once: {burst}")
     py = vllm_python()
