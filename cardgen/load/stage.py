@@ -353,7 +353,6 @@ def execute(prepared: Prepared) -> Executed:
 
 # -- finish --------------------------------------------------------------------------------------------------
 
-
 def finish(prepared: Prepared, executed: Executed) -> LoadResult:
     """Write the final run.json (status, tallies, the load generator's percentiles, warnings), print the tally,
     and raise when the run failed: what cut it short, a record that could not be written (with the number on

@@ -91,6 +91,46 @@ def test_scrapes_whose_labels_change_or_whose_samples_carry_more_are_held_as_rea
     assert type(c["vllm:cache_config_info"][0]) is dict and d["vllm:cache_config_info"] is c["vllm:cache_config_info"]
 
 
+def test_a_line_shaped_as_the_last_has_only_its_numbers_read_and_anything_else_is_read_name_by_name(monkeypatch):
+    """A line written as the last one was but for its float values (as cardgen writes scrapes: compact JSON) goes
+    straight to the columns; one that differs in anything else, or holds a whole number or NaN, is read
+    name by name (an error, written before the samples, keeps the shape). Either way each holds what the line
+    says, to the type of each value."""
+    from cardgen.schemas import records
+
+    taken = []
+    read_shaped = records._Shape.read
+
+    def counted(shape, line, columns):
+        got = read_shaped(shape, line, columns)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(records._Shape, "read", counted)
+    relabelled = scrape(4.0, 2.0, [0.5, 1.5, 2.5])
+    relabelled["samples"]["vllm:num_requests_running"][0]["labels"] = {"engine": "1", "model_name": "m"}
+    lines = [scrape(1.0, 2.0, [0.0, 1.0, 1.0]),
+             scrape(1.5, 3.0, [0.25, 1e-05, 1.5e+20]),  # the same shape: its numbers alone
+             scrape(2.0, 3, [0.25, 1.0, 2.0]),  # a whole number: JSON's integer, held as read
+             scrape(2.5, 4.0, [0.5, 1.0, 2.0]),
+             {**scrape(3.0, 4.0, [0.5, 1.0, 2.0]), "error": "timed out"},  # an error, before its samples
+             scrape(3.5, float("nan"), [0.5, 1.0, 2.0]),  # NaN: fewer numbers than the shape
+             relabelled, scrape(4.5, 2.0, [0.5, 1.5, 2.5]), scrape(5.0, 2.0, [0.5, 1.5, 3.5])]
+    sharer = records.ScrapeSharer()
+    read = [sharer.read_line(metric_line(MetricSample.model_validate(x)).rstrip("\n").encode()) for x in lines]
+    # tried wherever the last line left a shape: the second, the third (not its shape), the error's (read from
+    # what comes before the samples), NaN (not), the line after the relabelled one (not), the last
+    assert taken == [True, False, True, False, False, True]
+    for got, line in zip(read, lines, strict=True):
+        want = MetricSample.model_validate(line)
+        assert metric_line(got) == metric_line(want)
+        assert [type(e["value"]) for e in got.samples["vllm:num_requests_running"]] == \
+            [type(e["value"]) for e in want.samples["vllm:num_requests_running"]]
+    assert read[4].error == "timed out" and read[1].error is None
+    assert read[6].samples["vllm:num_requests_running"][0]["labels"]["engine"] == "1"
+    assert read[8].samples["vllm:time_to_first_token_seconds_bucket"][2]["value"] == 3.5
+
+
 @pytest.mark.parametrize("bad", [{"vllm:x": [3.0]}, {"vllm:x": {"labels": {}, "value": 1}}])
 def test_a_scrape_that_does_not_fit_the_schema_is_a_one_line_error(tmp_path, bad):
     good = scrape(1.0, 2.0, [0.0, 1.0, 1.0])
