@@ -83,12 +83,3 @@ class CpusAwake:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
-
-
-def limit_us(device: Path = DEVICE) -> int | None:
-    """The machine's CPU wake-latency limit now, in microseconds (2,000,000,000: none asked; None: unreadable)."""
-    try:
-        with device.open("rb") as fh:
-            return int(struct.unpack("=i", fh.read(4))[0])
-    except (OSError, struct.error):
-        return None

@@ -315,8 +315,7 @@ class ScrapeSharer:
                 if row is None:
                     return self.read(decode_line(line))
             held[name] = row
-        rest = {"t": top.t, "t_end": top.t_end, "error": top.error}
-        sample = MetricSample.model_validate({k: v for k, v in rest.items() if v is not msgspec.UNSET})
+        sample = _without_samples(top)
         sample.__dict__["samples"] = self._columns.add(held, relabelled)
         self._last, self._text = held, texts
         return sample
@@ -402,15 +401,15 @@ class _Shape:
         self.width = sum(s.width for s in segments)
 
     @staticmethod
-    def cut(line: bytes) -> tuple[list[bytes], list[bytes]] | None:
-        """``line``'s text from its samples on with the numbers cut out, and the numbers."""
+    def cut(line: bytes) -> tuple[bytes, list[bytes], list[bytes]] | None:
+        """``line``'s text before its samples; its text from its samples on with the numbers cut out; the numbers."""
         at = line.find(b'"samples":')
         if at < 0:
             return None
         parts = _VALUE.split(line)
         skeleton = parts[0::2]
         skeleton[0] = skeleton[0][at:]
-        return skeleton, parts[1::2]
+        return line[:at], skeleton, parts[1::2]
 
     @classmethod
     def of(cls, line: bytes, sample: MetricSample) -> _Shape | None:
@@ -424,30 +423,24 @@ class _Shape:
         cut = cls.cut(line)
         if cut is None:
             return None
-        shape = cls(cut[0], samples._layout, [s for s in segments if s is not None])
-        return shape if len(cut[1]) == shape.width else None
+        shape = cls(cut[1], samples._layout, [s for s in segments if s is not None])
+        return shape if len(cut[2]) == shape.width else None
 
     def read(self, line: bytes, columns: _Columns) -> MetricSample | None:
         """``line`` as the next row of ``columns``, when it has this shape (None: it has not; nothing was read)."""
         cut = self.cut(line)
-        if cut is None or cut[0] != self.skeleton or len(cut[1]) != self.width or columns.layout is not self.layout:
+        if cut is None or cut[1] != self.skeleton or len(cut[2]) != self.width or columns.layout is not self.layout:
             return None
-        head = line[:line.find(b'"samples":')].rstrip()
+        head = cut[0].rstrip()
         if not head.endswith(b","):
             return None
         try:
             top = _SCRAPE(head[:-1] + b"}")  # its times (and an error), without scanning its samples again
-            values = list(map(float, cut[1]))
+            values = list(map(float, cut[2]))
         except (msgspec.DecodeError, ValueError):
             return None
-        rest = {"t": top.t, "t_end": top.t_end, "error": top.error}
-        sample = MetricSample.model_validate({k: v for k, v in rest.items() if v is not msgspec.UNSET})
-        at = 0
-        for segment in self.segments:
-            segment.values.extend(values[at:at + segment.width])
-            at += segment.width
-        sample.__dict__["samples"] = Samples(self.layout, columns.count, None)
-        columns.count += 1
+        sample = _without_samples(top)
+        sample.__dict__["samples"] = columns.add_row(self.layout, self.segments, values)
         return sample
 
 
@@ -502,6 +495,18 @@ class _Columns:
         return Samples(layout, row, kept or None)
 
 
+    def add_row(self, layout: dict[str, _Segment | None], segments: list[_Segment], values: list[float]) -> Samples:
+        """The scrape whose samples are all in ``segments`` (the last scrape's, ``layout``: the same names, labels
+        and places), ``values`` their values in order, as a view of its row."""
+        at = 0
+        for segment in segments:
+            segment.values.extend(values[at:at + segment.width])
+            at += segment.width
+        row = self.count
+        self.count += 1
+        return Samples(layout, row, None)
+
+
 class Samples(Mapping[str, list[Any]]):
     """One scrape's samples as a reader holds them (:class:`ScrapeSharer`): ``{name: [sample, ...]}`` read-only,
     each name's samples made (as :class:`Entry`) from its row of values when asked for."""
@@ -551,6 +556,12 @@ class _Sample(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _SCRAPE = msgspec.json.Decoder(_Scrape).decode
+
+
+def _without_samples(top: _Scrape) -> MetricSample:
+    """The scrape ``top`` (as :data:`_SCRAPE` read it) validated but for its samples, which its reader sets."""
+    rest = {"t": top.t, "t_end": top.t_end, "error": top.error}
+    return MetricSample.model_validate({k: v for k, v in rest.items() if v is not msgspec.UNSET})
 _SAMPLES = msgspec.json.Decoder(list[_Sample]).decode
 _DECODE = msgspec.json.Decoder().decode
 
