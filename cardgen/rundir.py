@@ -197,6 +197,19 @@ def _no_collection() -> Iterator[None]:
             gc.enable()
 
 
+@contextlib.contextmanager
+def _read_errors(path: Path) -> Iterator[None]:
+    """A JSON-lines file's reading errors as one-line :class:`RunFileError` s."""
+    try:
+        yield
+    except json.JSONDecodeError as exc:
+        raise RunFileError(f"{path} line {_first_bad_line(path)}: not valid JSON ({exc.msg})", path=path) from None
+    except ValidationError as exc:
+        raise RunFileError(f"{path}: a record does not fit the schema ({_first_error(exc)})", path=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _unreadable(path, exc) from None
+
+
 def torn_line_warning(name: str, n_bytes: int) -> str:
     """What a run's card says about a JSON-lines file whose torn last line was left out."""
     return f"{name} ended in a line cut short ({n_bytes} bytes): left out"
@@ -411,17 +424,18 @@ class RunDir:
         line is left out and counted in :attr:`torn` (see :func:`read_jsonl`). Its version is ``run.json``'s,
         checked by :meth:`load_run_info`."""
         path = self.path / name
-        try:
-            with _no_collection():
-                return self._load_jsonl(path, model)
-        except json.JSONDecodeError as exc:
-            raise RunFileError(f"{path} line {_first_bad_line(path)}: not valid JSON ({exc.msg})",
-                               path=path) from None
-        except ValidationError as exc:
-            raise RunFileError(f"{path}: a record does not fit the schema ({_first_error(exc)})",
-                               path=path) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise _unreadable(path, exc) from None
+        with _read_errors(path), _no_collection():
+            return self._load_jsonl(path, model)
+
+    def stream_records(self, name: str) -> Iterator[RequestRecord]:
+        """The records of the JSON-lines file ``name`` as :meth:`load_jsonl` reads them (shared, a torn last line
+        counted in :attr:`torn`, the same errors), one at a time as they are read: what reads a long run's records
+        this way holds only those it keeps (the analysis makes each a row of its frame and lets it go)."""
+        path = self.path / name
+        keep = RecordSharer().share
+        with _read_errors(path), _no_collection():
+            for rec in read_jsonl(path, RequestRecord, torn=self.torn):
+                yield keep(rec)
 
     def _load_jsonl(self, path: Path, model: type[M] | None) -> list[Any]:
         """:meth:`load_jsonl`'s reading, its errors not yet put in words."""

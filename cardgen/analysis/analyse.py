@@ -5,6 +5,7 @@ Pure: no file is read or written here (see :mod:`cardgen.analysis.rundata` and :
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from cardgen.analysis.kindparts import (
     kind_precision,
     kind_results,
     kind_tables,
+    record_readers,
 )
 from cardgen.analysis.kv import declared_kv, kv_capacity, kv_layout
 from cardgen.analysis.options import AnalysisOptions
@@ -41,6 +43,7 @@ from cardgen.analysis.workloads import Workloads, workloads, write_workloads
 from cardgen.engines import kv_unknown, slot_limit
 from cardgen.kinds import GENERATION, INGESTION, gives, kinds_giving
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir, torn_line_warning
+from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import RunInfo, point_attempts, record_counts
 from cardgen.schemas.summary import (
     GenerationHeadline,
@@ -159,7 +162,17 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     info = data.info
     engine = info.server.engine
     missing: list[str] = []
-    every = request_frame(data.requests)  # superseded records included: what the server served
+    attempts = point_attempts(list(info.points))
+    points = suite_points(info)  # the suite's points by name, expanded once here, handed to every module after
+    readers, records = record_readers(points), list[RequestRecord]()
+
+    def reading() -> Iterator[RequestRecord]:  # the counted records of kinds that read them kept, as they are read
+        for r in data.requests:
+            if r.scenario in readers and record_counts(attempts, r.scenario, r.attempt):
+                records.append(r)
+            yield r
+
+    every = request_frame(reading())  # superseded records included: what the server served
     counted = counted_mask(every, info.points)
     requests = every if counted.all() else every[counted].reset_index(drop=True)  # no copy when all count
     superseded = every.loc[~counted, "scenario"].value_counts().to_dict() if len(every) else {}
@@ -175,7 +188,6 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                        "or waiting figures")
 
     scenarios = scenario_summaries(requests, ts, slo_ttft_s=options.slo_ttft_s, slo_tpot_s=options.slo_tpot_s)
-    points = suite_points(info)  # the suite's points by name, expanded once here, handed to every module after
     scenarios = with_outcomes(scenarios, info, points=points,
                               superseded={str(k): int(v) for k, v in superseded.items()})
     speculative_points(data.metrics, scenarios, engine=engine)
@@ -188,8 +200,6 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                                    info.calibration.order)
 
     ingestion = fit_ingestion(*ingestion_points(requests)) if not requests.empty else None
-    attempts = point_attempts(list(info.points))
-    records = [r for r in data.requests if record_counts(attempts, r.scenario, r.attempt)]
     judged = kind_precision(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info,
                             records=records)  # the points whose kind judges their precision itself
     for scenario in scenarios:

@@ -28,7 +28,7 @@ import pandas as pd
 
 from cardgen.analysis.kv import KVContribution, KVLayout
 from cardgen.analysis.options import AnalysisOptions
-from cardgen.kinds import KINDS, of_kind
+from cardgen.kinds import KINDS, Kind, kind_of, of_kind
 from cardgen.kinds.kind import part
 from cardgen.points import Point
 from cardgen.schemas.records import MetricSample, RequestRecord
@@ -46,7 +46,9 @@ class KindRun:
     timeseries: pd.DataFrame  # the server's time series over the whole run (cardgen.analysis.timeseries)
     scenarios: list[ScenarioSummary]  # their rows of summary.json's ``scenarios`` (stop reasons, common figures)
     info: RunInfo
-    records: list[RequestRecord]  # their counted records as stored (requests.jsonl), for what a row does not keep
+    # their counted records as stored (requests.jsonl), for what a row does not keep: given to a kind whose
+    # analysis says it reads them (KindAnalysis.reads_records), none to any other (a long run's are never all held)
+    records: list[RequestRecord]
     # a calibrated run's predicted request rows of these points (same columns; empty for any other run): what a
     # table of the kind shows beside the measured rows
     predicted: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -76,6 +78,9 @@ class KindAnalysis:
     # its estimate of the KV cache's capacity from its result (None: the run has no result of the kind), weighed
     # with the server's own figures in summary.json's ``kv_cache`` (cardgen.analysis.kv.kv_capacity)
     kv_estimate: Callable[[Any], KVContribution] | None = None
+    # it reads its points' stored records (KindRun.records), not only their rows: the analysis keeps those as it
+    # reads requests.jsonl
+    reads_records: bool = False
 
 
 def _runs(*, points: Mapping[str, Point], requests: pd.DataFrame, timeseries: pd.DataFrame,
@@ -134,6 +139,15 @@ def kind_precision(*, points: Mapping[str, Point], requests: pd.DataFrame, times
         if analysis.precision is not None:
             out.update(analysis.precision(run))
     return out
+
+
+def record_readers(points: Mapping[str, Point]) -> frozenset[str]:
+    """The points whose kind's analysis reads their stored records (:attr:`KindAnalysis.reads_records`): the
+    records the analysis keeps as it reads a run's."""
+    def reads(kind: Kind[Any]) -> bool:
+        return kind.analysis is not None and part(kind.analysis).reads_records
+
+    return frozenset(p.name for p in points.values() if reads(kind_of(p)))
 
 
 def kind_tables(summary: Summary) -> dict[str, pd.DataFrame]:

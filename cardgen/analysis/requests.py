@@ -41,7 +41,7 @@ from cardgen.schemas.records import RequestRecord
 COLUMNS = (
     "scenario", "kind", "group", "endpoint", "parallel", "rate_rps", "repeat", "warmup", "attempt",
     "prompt_tokens_target", "output_tokens_target", "prompt_tokens", "output_tokens",
-    "scheduled_at", "sent_at", "first_token_at", "end_at", "ok", "error_kind",
+    "index", "line", "scheduled_at", "sent_at", "first_token_at", "end_at", "recorded_end_at", "ok", "error_kind",
     "ttft_s", "e2e_s", "tpot_s", "decode_tok_s", "speed_from_start_tok_s", "send_lag_s", "n_chunks",
     "chunk_times", "item", "prefix", "phase", "conversation", "turn",
     "adapter", "ttfa_s", "reasoning_tokens", "answer_tokens", "reasoning_tok_s", "answer_tok_s", "reasoning_chunks",
@@ -69,8 +69,9 @@ def request_row(rec: RequestRecord) -> dict[str, object]:
         "repeat": _num(rec.repeat), "warmup": bool(rec.warmup), "attempt": int(rec.attempt),
         "prompt_tokens_target": rec.prompt_tokens_target, "output_tokens_target": rec.output_tokens_target,
         "prompt_tokens": _num(rec.prompt_tokens), "output_tokens": out,
+        "index": int(rec.index), "line": -1,  # its place in the file: set by request_frame
         "scheduled_at": _num(rec.scheduled_at), "sent_at": sent, "first_token_at": _num(rec.first_token_at),
-        "end_at": figures.end_at,
+        "end_at": figures.end_at, "recorded_end_at": _num(rec.end_at),
         "ok": ok, "error_kind": str(rec.error_kind) if rec.error_kind is not None else ("" if ok else "unknown"),
         "ttft_s": figures.ttft_s, "e2e_s": figures.e2e_s, "tpot_s": figures.tpot_s,
         "decode_tok_s": figures.decode_tok_s, "speed_from_start_tok_s": figures.speed_from_start_tok_s,
@@ -120,14 +121,17 @@ FRAME_PIECE = 8192  # records made into columns at a time: a long run's values a
 
 
 def request_frame(records: Iterable[RequestRecord]) -> pd.DataFrame:
-    """Every record as a row of :data:`COLUMNS`, in send order (ties keep file order)."""
+    """Every record as a row of :data:`COLUMNS`, in send order (ties keep file order; ``line``: its place in
+    ``records``, from 0). ``records`` is iterated once: a file read as it is iterated is never held whole."""
     them = iter(records)
     pieces = []
     while piece := list(itertools.islice(them, FRAME_PIECE)):
         pieces.append(_frame_piece(piece))
     if not pieces:
-        return _frame_piece([]).astype({"ok": bool, "warmup": bool, "attempt": int})
+        return _frame_piece([]).astype({"ok": bool, "warmup": bool, "attempt": int, "index": int, "line": int})
     df = pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
+    df["line"] = np.arange(len(df))
+    del pieces  # let go before the sort's copy: two copies of a long run's rows at most, not three
     return df.sort_values("sent_at", kind="stable").reset_index(drop=True)
 
 

@@ -70,6 +70,12 @@ def closed_precision(steady: pd.DataFrame, *, parallel: int) -> PointPrecision:
                           decode=relative(decode), batches=speed.batches if speed is not None else None)
 
 
+def rows_where(frame: pd.DataFrame, mask: pd.Series) -> pd.DataFrame:
+    """The rows of ``frame`` where ``mask`` holds: where every row does, ``frame`` itself as a new frame that
+    copies nothing (pandas copies a column on its first write), not a second copy of a long run's rows."""
+    return frame.copy(deep=False) if bool(mask.all()) else frame[mask]
+
+
 def window_share(frame: pd.DataFrame, start: float, end: float) -> np.ndarray:
     """Per request, the fraction of its E2E (send to end) that lies inside ``[start, end]``."""
     sent = frame["sent_at"].to_numpy(dtype=float)
@@ -111,8 +117,8 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
     server's time series."""
     first = frame.iloc[0]
     warm = frame[frame["warmup"]]
-    rows = frame[~frame["warmup"]]
-    ok = rows[rows["ok"]]
+    rows = rows_where(frame, ~frame["warmup"])
+    ok = rows_where(rows, rows["ok"])
     kind = kind_of(str(first["kind"]))
     parallel = rows["parallel"].max() if rows["parallel"].notna().any() else math.nan
     rate = float(first["rate_rps"])
@@ -190,6 +196,8 @@ def scenario_summaries(requests: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: 
     """Every scenario of the run, in the order it started."""
     if requests.empty:
         return []
-    order = requests.groupby("scenario", sort=False)["sent_at"].min().sort_values(kind="stable").index
-    groups = dict(tuple(requests.groupby("scenario", sort=False)))
-    return [summarise_scenario(groups[name], ts, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s) for name in order]
+    by_scenario = requests.groupby("scenario", sort=False)
+    order = by_scenario["sent_at"].min().sort_values(kind="stable").index
+    rows = by_scenario.indices  # each scenario's rows taken as it is summarised: one copy of them at a time
+    return [summarise_scenario(requests.take(rows[name]), ts, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
+            for name in order]

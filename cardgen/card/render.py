@@ -46,7 +46,7 @@ def render_run(run_dir: Path, *, options: RenderOptions | None = None) -> Path:
     from cardgen.figures.render import write_figures  # noqa: PLC0415  matplotlib loads only when figures are drawn
 
     run_dir = Path(run_dir)
-    data = load_run(run_dir)
+    data = load_run(run_dir, stream_requests=True)  # the records made rows as they are read, never all held
     date = card_date(data.info)
     analysis = analyse(data, options=options)
     # each figure's bootstrap distribution, for comparisons (cardgen diff, site), computed while the PNGs are drawn

@@ -23,6 +23,7 @@ from simruns import simulate
 from slo_oracles import MD1, Lockstep, Plateau, md1_limit, md1_waiting_cdf, run_search
 
 from cardgen.analysis.analyse import analyse
+from cardgen.analysis.requests import request_frame
 from cardgen.analysis.rundata import RunData
 from cardgen.card.render import render_card
 from cardgen.errors import UsageError
@@ -285,7 +286,7 @@ def test_a_flat_boundary_gives_no_false_met_and_is_named():
     assert low <= 9 and high >= 22  # (it is 8 to 24)
     assert "the boundary is flat: from" in program.detail
     records = [e.record(point, i) for i, e in enumerate(ended)]
-    result = slo_search(point, records, gpus=1, price=None)  # the analysis retells it, and the card says it
+    result = slo_search(point, request_frame(records), gpus=1, price=None)  # the analysis retells it, the card says it
     assert result.answer == program.detail and result.flat == [low, high]
     assert flat_text(result).startswith(f"from {low:g} parallel to {high:g} parallel the percentile stays within 5 %")
 

@@ -130,4 +130,4 @@ def analyse(run: KindRun) -> ImageRequests | None:
     return ImageRequests(points=out) if out else None
 
 
-ANALYSIS = KindAnalysis(result=ImageRequests, analyse=analyse)
+ANALYSIS = KindAnalysis(result=ImageRequests, analyse=analyse, reads_records=True)

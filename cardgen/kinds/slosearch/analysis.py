@@ -1,4 +1,4 @@
-"""The SLO searches of a run, retold from their records (pure): the kind's analysis (:data:`ANALYSIS`, saved as
+"""The SLO searches of a run, retold from their request rows (pure): the kind's analysis (:data:`ANALYSIS`, saved as
 ``summary.json`` ``kinds.slo``). Each probe is judged again on its own requests by the rule it stopped on
 (:class:`cardgen.slo.ProbeJudge`, which reaches the same verdict whatever order the records come in, given the
 cap the search gave it, which the search retold probe by probe gives again); then the answer bracket, the
@@ -17,17 +17,18 @@ of this result.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from typing import Any
 
+import pandas as pd
 from pydantic import Field
 
 from cardgen.analysis.cost import usd_per_million
 from cardgen.analysis.kindparts import KindAnalysis, KindRun
 from cardgen.kinds.slosearch.program import LATE, answer_words, new_search, probed, unit
 from cardgen.kinds.slosearch.schema import SloParams
-from cardgen.outcome import Outcome
+from cardgen.outcome import Outcome, frozen_times
 from cardgen.points import Point
-from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import PriceDescription
 from cardgen.schemas.saved import Saved
 from cardgen.schemas.summary import KindResult, Summary
@@ -135,28 +136,58 @@ def _percentile(e: PercentileEstimate) -> SloPercentile:
                          tail=e.tail)
 
 
-def _order_key(params: SloParams) -> Callable[[RequestRecord], tuple[float, float]]:
-    if params.load == "rate":
-        return lambda r: (r.scheduled_at if r.scheduled_at is not None else r.sent_at, r.index)
-    return lambda r: (r.index, r.sent_at)
+# the columns of a request row (cardgen.analysis.requests.COLUMNS) a probe is retold from
+_PROBE_COLUMNS = ("scheduled_at", "sent_at", "index", "line", "rate_rps", "parallel", "warmup", "phase", "ok",
+                  "first_token_at", "end_at", "recorded_end_at", "prompt_tokens", "prompt_tokens_target",
+                  "output_tokens", "chunk_times")
 
 
-def probe_result(params: SloParams, number: int, records: Sequence[RequestRecord], targets: tuple[Target, ...], *,
+def _known(value: float) -> float | None:
+    """A row's value, None where its record had none (NaN)."""
+    return None if math.isnan(value) else value
+
+
+class _Rows:
+    """A probe's request rows as plain values by column, and its sends in the order the program numbered them:
+    by schedule (open loop) or by send (closed loop), then in the file's order."""
+
+    def __init__(self, params: SloParams, rows: pd.DataFrame) -> None:
+        self.c: dict[str, list[Any]] = {name: rows[name].tolist() for name in _PROBE_COLUMNS}
+        c = self.c
+        if params.load == "rate":
+            first = [s if math.isnan(at) else at for at, s in zip(c["scheduled_at"], c["sent_at"], strict=True)]
+            key = list(zip(first, c["index"], c["line"], strict=True))
+        else:
+            key = list(zip(c["index"], c["sent_at"], c["line"], strict=True))
+        self.order = sorted(range(len(key)), key=key.__getitem__)
+
+    def outcome(self, i: int) -> Outcome:
+        """Row ``i`` as the rules saw its record (:meth:`cardgen.outcome.Outcome.of`)."""
+        c = self.c
+        prompt, out = c["prompt_tokens"][i], c["output_tokens"][i]
+        return Outcome(ok=c["ok"][i], sent_at=c["sent_at"][i], first_token_at=_known(c["first_token_at"][i]),
+                       end_at=_known(c["end_at"][i]),
+                       prompt_tokens=c["prompt_tokens_target"][i] if math.isnan(prompt) else int(prompt),
+                       output_tokens=None if math.isnan(out) else int(out), chunk_times=frozen_times(c["chunk_times"][i]))
+
+
+def probe_result(params: SloParams, number: int, rows: pd.DataFrame, targets: tuple[Target, ...], *,
                  cap: int) -> tuple[SloProbe, Verdict]:
-    """One probe of a search (``params``: its point's): its verdict on its own records (with the ``cap`` it ran
-    with), and its throughput."""
-    ordered = sorted(records, key=_order_key(params))
+    """One probe of a search (``params``: its point's): its verdict on its own request rows (with the ``cap`` it
+    ran with), and its throughput."""
+    probe = _Rows(params, rows)
+    c, ordered = probe.c, probe.order
     judge = ProbeJudge(targets, min_requests=params.min_requests, cap=cap)
-    for order, r in enumerate(ordered):
-        judge.add(order, Outcome.of(r), warmup=r.warmup, late=r.phase == LATE)
+    for order, i in enumerate(ordered):
+        judge.add(order, probe.outcome(i), warmup=c["warmup"][i], late=c["phase"][i] == LATE)
     verdict = judge.finish()
-    load = ordered[0].rate_rps if params.load == "rate" else ordered[0].parallel
-    ends = [r.end_at for r in ordered if r.end_at is not None]
-    start = min(r.sent_at for r in ordered)
+    load = _known(c["rate_rps"][ordered[0]] if params.load == "rate" else c["parallel"][ordered[0]])
+    ends = [at for at in c["recorded_end_at"] if not math.isnan(at)]
+    start = min(c["sent_at"])
     duration = (max(ends) - start) if ends else None
-    ok = [r for r in ordered if r.ok]
-    out = sum(r.output_tokens or 0 for r in ok)
-    total = out + sum(r.prompt_tokens or 0 for r in ok)
+    ok = [i for i in ordered if c["ok"][i]]
+    out = sum(0 if math.isnan(n := c["output_tokens"][i]) else int(n) for i in ok)
+    total = out + sum(0 if math.isnan(n := c["prompt_tokens"][i]) else int(n) for i in ok)
     per_s = duration if duration is not None and duration > 0 else None  # the span to divide by
     return SloProbe(probe=number, load=float(load or 0), met=verdict.met, requests=len(ordered),
                     judged=verdict.requests, look=verdict.look if verdict.met is not None else None,
@@ -166,14 +197,12 @@ def probe_result(params: SloParams, number: int, records: Sequence[RequestRecord
                     total_tok_s=total / per_s if per_s else None), verdict
 
 
-def slo_search(point: Point, records: Sequence[RequestRecord], *, gpus: int,
-               price: PriceDescription | None) -> SloSearchResult:
-    """The search of ``point`` from its counted records."""
+def slo_search(point: Point, rows: pd.DataFrame, *, gpus: int, price: PriceDescription | None) -> SloSearchResult:
+    """The search of ``point`` from its counted request rows."""
     params = point.params_as(SloParams)
     targets = tuple(Target(m, p, t) for m, p, t in params.slo)
-    by_probe: dict[int, list[RequestRecord]] = {}
-    for r in records:
-        by_probe.setdefault(r.repeat or 0, []).append(r)
+    repeats = rows["repeat"].fillna(0).astype(int) if len(rows) else rows["repeat"]
+    by_probe = {int(n): group for n, group in rows.groupby(repeats.to_numpy(), sort=True)} if len(rows) else {}
     search = new_search(params)
     probes = []
     for n in sorted(by_probe):
@@ -199,12 +228,11 @@ def slo_search(point: Point, records: Sequence[RequestRecord], *, gpus: int,
 
 
 def slo_searches(run: KindRun) -> SloSearches:
-    """Every SLO search of the run (its points in suite order), from their counted records."""
-    mine: dict[str, list[RequestRecord]] = {}
-    for r in run.records:
-        mine.setdefault(r.scenario, []).append(r)
+    """Every SLO search of the run (its points in suite order), from their counted request rows."""
+    rows = run.requests
+    mine = {str(name): group for name, group in rows.groupby("scenario", sort=False)} if len(rows) else {}
     gpus = run.info.gpu.count or 1
-    return SloSearches(searches=[slo_search(p, mine.get(p.name, []), gpus=gpus, price=run.info.price)
+    return SloSearches(searches=[slo_search(p, mine.get(p.name, rows.iloc[0:0]), gpus=gpus, price=run.info.price)
                                  for p in run.points])
 
 

@@ -269,4 +269,4 @@ def tables(result: StructuredOutputs, s: Summary) -> dict[str, pd.DataFrame]:
     return {"structured": pd.DataFrame(rows), "structured_failures": pd.DataFrame(failures)}
 
 
-ANALYSIS = KindAnalysis(result=StructuredOutputs, analyse=analyse, tables=tables)
+ANALYSIS = KindAnalysis(result=StructuredOutputs, analyse=analyse, tables=tables, reads_records=True)
