@@ -111,6 +111,9 @@ def _resident(t: float, prompt: np.ndarray, output: np.ndarray, first: np.ndarra
     return np.where(~np.isfinite(first) | (t < first), prompt, tokens)
 
 
+SCRAPE_BLOCK = 4096  # scrapes whose in-flight requests are found together (a long run's pairs never all held)
+
+
 def usage_ratios(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None) -> np.ndarray:
     """Resident tokens / usage fraction at every scrape that qualifies (see the module docstring)."""
     if ts.empty or ts["kv_usage"].isna().all() or requests.empty:
@@ -123,27 +126,62 @@ def usage_ratios(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | 
     first = live["first_token_at"].to_numpy(dtype=float)
     chunks = [c if type(c) is np.ndarray else np.asarray(c, dtype=float) for c in live["chunk_times"]]
     counts = np.array([len(c) for c in chunks], dtype=np.int64)
-    # the requests in flight at a scrape were sent within the longest request's time before it: only those are
-    # looked at (in their order in the frame, as a scan of every request would find them)
+    usage = ts["kv_usage"].to_numpy(dtype=float)
+    waiting = ts["waiting"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        qualifies = (usage >= MIN_USAGE) & ~(np.isfinite(waiting) & (waiting > 0))
+    at = np.flatnonzero(qualifies)  # the scrapes that qualify, in their order
+    times = ts["t"].to_numpy(dtype=float)[at]
+    running = ts["running"].to_numpy(dtype=float)[at]
+    # the requests sent by a scrape and not ended by then (sent <= t < end) are in flight at it: found for many
+    # scrapes at once, each request's arrived chunks counted at every scrape of its life in one search
     by_send = np.argsort(sent, kind="stable")
     sends = sent[by_send]
     longest = float(np.max(end - sent)) if len(sent) else 0.0
-    ratios = []
-    for sample in ts.itertuples(index=False):
-        u = sample.kv_usage
-        if not (u >= MIN_USAGE) or (math.isfinite(sample.waiting) and sample.waiting > 0):
-            continue
-        near = by_send[np.searchsorted(sends, sample.t - longest, side="left"):
-                       np.searchsorted(sends, sample.t, side="right")]
-        inflight = np.sort(near[sample.t < end[near]])
-        if len(inflight) == 0 or (math.isfinite(sample.running) and sample.running != len(inflight)):
-            continue
-        arrived = np.array([chunks[i].searchsorted(sample.t, side="right") for i in inflight], dtype=np.int64)
-        tokens = _resident(sample.t, prompt[inflight], output[inflight], first[inflight], counts[inflight], arrived)
-        if not np.isfinite(tokens).all():
-            continue
-        ratios.append(float(np.sum(round_up(tokens, block_size))) / u)
+    ratios: list[float] = []
+    for lo in range(0, len(at), SCRAPE_BLOCK):
+        block = slice(lo, lo + SCRAPE_BLOCK)
+        near = by_send[np.searchsorted(sends, times[block].min() - longest, side="left"):
+                       np.searchsorted(sends, times[block].max(), side="right")]
+        ratios += _block_ratios(times[block], usage[at[block]], running[block], near, sent=sent, end=end,
+                                prompt=prompt, output=output, first=first, chunks=chunks, counts=counts,
+                                block_size=block_size)
     return np.asarray(ratios)
+
+
+def _block_ratios(times: np.ndarray, usage: np.ndarray, running: np.ndarray, near: np.ndarray, *, sent: np.ndarray,
+                  end: np.ndarray, prompt: np.ndarray, output: np.ndarray, first: np.ndarray,
+                  chunks: list[np.ndarray], counts: np.ndarray, block_size: int | None) -> list[float]:
+    """:func:`usage_ratios` of some qualifying scrapes (``times``, in time order, their ``usage`` and ``running``),
+    among the requests ``near`` them: each scrape's ratio from its in-flight requests in their order in the frame,
+    by the same operations on the same values as one scrape at a time (the same sums, to the last bit)."""
+    order = np.argsort(times, kind="stable")
+    ordered = times[order]
+    candidates = np.sort(near)  # in their order in the frame
+    first_at = np.searchsorted(ordered, sent[candidates], side="left")  # the first scrape at or after its send
+    past = np.searchsorted(ordered, end[candidates], side="left")  # the first scrape at or after its end
+    spans = np.maximum(past - first_at, 0)
+    req = np.repeat(candidates, spans)
+    pos = np.concatenate([np.arange(a, b) for a, b in zip(first_at, past, strict=True) if b > a]) if spans.any() \
+        else np.zeros(0, dtype=np.int64)
+    arrived = np.concatenate([chunks[i].searchsorted(ordered[a:b], side="right")
+                              for i, a, b in zip(candidates, first_at, past, strict=True) if b > a]) if spans.any() \
+        else np.zeros(0, dtype=np.int64)
+    scrape = order[pos]  # each pair's scrape, by its place in ``times``
+    pairs = np.lexsort((req, scrape))  # by scrape, then by the request's place in the frame
+    req, scrape, arrived = req[pairs], scrape[pairs], arrived[pairs].astype(np.int64)
+    tokens = _resident(times[scrape], prompt[req], output[req], first[req], counts[req], arrived)
+    rounded = np.asarray(round_up(tokens, block_size), dtype=float)
+    bounds = np.searchsorted(scrape, np.arange(len(times) + 1), side="left")
+    out: list[float] = []
+    for j in range(len(times)):
+        a, b = bounds[j], bounds[j + 1]
+        if b == a or (math.isfinite(running[j]) and running[j] != b - a):
+            continue
+        if not np.isfinite(tokens[a:b]).all():
+            continue
+        out.append(float(np.sum(rounded[a:b])) / usage[j])
+    return out
 
 
 def usage_extrapolation(requests: pd.DataFrame, ts: pd.DataFrame, *, block_size: int | None) -> KVEstimate | None:
