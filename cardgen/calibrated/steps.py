@@ -72,7 +72,7 @@ class Start:
 
 
 def _analysed(run_dir: Path) -> Analysis:
-    return analyse(load_run(run_dir))
+    return analyse(load_run(run_dir, stream_requests=True))
 
 
 def _measured(analysis: Analysis) -> dict[str, dict[str, float]]:

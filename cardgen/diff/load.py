@@ -26,7 +26,7 @@ from cardgen.schemas.summary import Summary
 def load_sample(run_dir: Path) -> RunSample:
     """One run directory, analysed, with its digests drawn from its requests. Raises
     :class:`~cardgen.errors.RunFileError` when it is not a readable run directory."""
-    analysis = analyse(load_run(Path(run_dir)))
+    analysis = analyse(load_run(Path(run_dir), stream_requests=True))
     return run_sample(analysis.summary, bootstrap_digests(analysis), path=str(run_dir))
 
 

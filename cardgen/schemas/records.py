@@ -72,13 +72,17 @@ class EngineTimings(Saved):
             return int(value) if value is not None else None
 
         if said.get("source") == "metrics":
-            out = cls(source="metrics", queue_ms=number("queue_time_ms"), prompt_ms=number("time_to_first_token_ms"),
-                      predicted_ms=number("generation_time_ms"), mean_itl_ms=number("mean_itl_ms"),
-                      encode_ms=number("encode_time_ms"))
+            source, said_numbers = "metrics", {
+                "queue_ms": number("queue_time_ms"), "prompt_ms": number("time_to_first_token_ms"),
+                "predicted_ms": number("generation_time_ms"), "mean_itl_ms": number("mean_itl_ms"),
+                "encode_ms": number("encode_time_ms")}
         else:
-            out = cls(source="timings", prompt_n=whole("prompt_n"), prompt_ms=number("prompt_ms"),
-                      predicted_n=whole("predicted_n"), predicted_ms=number("predicted_ms"), cache_n=whole("cache_n"))
-        return out if out.model_dump(exclude_none=True, exclude={"source"}) else None
+            source, said_numbers = "timings", {
+                "prompt_n": whole("prompt_n"), "prompt_ms": number("prompt_ms"), "predicted_n": whole("predicted_n"),
+                "predicted_ms": number("predicted_ms"), "cache_n": whole("cache_n")}
+        if all(value is None for value in said_numbers.values()):  # it said none of them
+            return None
+        return cls(source=source, **said_numbers)
 
 
 class RequestRecord(Saved):

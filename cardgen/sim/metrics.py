@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -190,6 +191,22 @@ class Family:
     samples: list[Sample]
 
 
+class _Template:
+    """:meth:`SimMetrics.line`'s JSON of one layout around its values: which value comes where (``order``), the
+    text before, between and after them (``fragments``), and both as one %-format of ``repr`` s."""
+
+    __slots__ = ("format", "fragments", "in_text_order")
+
+    def __init__(self, order: list[int], fragments: list[str]) -> None:
+        self.fragments = fragments
+        self.format = fragments[0].replace("%", "%%") + "".join("%r" + f.replace("%", "%%") for f in fragments[1:])
+        self.in_text_order: Callable[[Sequence[float]], Sequence[float]]
+        if len(order) > 1:
+            self.in_text_order = operator.itemgetter(*order)
+        else:  # itemgetter of one index gives the value, not a tuple of it
+            self.in_text_order = lambda values: [values[i] for i in order]
+
+
 class SimMetrics:
     """Every metric the virtual server exposes. The driver calls the ``observe_*`` methods; :meth:`families`
     reads the scheduler's gauges and counters at scrape time, and :meth:`render` (Prometheus text, what
@@ -207,7 +224,7 @@ class SimMetrics:
         self.emit_lag = Histogram(LAG_BUCKETS)
         self.recent_lags: deque[float] = deque(maxlen=1 << 16)  # raw, for exact quantiles
         self.faults: dict[str, int] = {}
-        self._templates: dict[tuple[object, ...], tuple[list[int], list[str]]] = {}  # line()'s JSON around the values, per layout
+        self._templates: dict[tuple[object, ...], _Template] = {}  # line()'s JSON around the values, per layout
 
     # --- observations (the driver's hot path) ----------------------------------------------------------
     def observe_lag(self, lag_s: float) -> None:
@@ -375,14 +392,15 @@ class SimMetrics:
         key = (tuple(sched.finished_total), tuple(sorted(self.faults)), sched.spec is not None)
         template = self._templates.get(key)
         if template is None:
-            template = self._templates[key] = self._template(sched)
-        order, fragments = template
-        texts = list(map(float.__repr__, map(float, self.values(sched))))
-        if any(text in ("inf", "-inf", "nan") for text in texts):  # json's words for them
-            texts = [_json_float(float(text)) for text in texts]
-        parts = [f'{{"t":{_json_float(t)},"t_end":{_json_float(t_end)},"samples":', fragments[0]]
-        for i, fragment in zip(order, fragments[1:], strict=True):
-            parts.append(texts[i])
+            template = self._templates[key] = _Template(*self._template(sched))
+        values = tuple(map(float, template.in_text_order(self.values(sched))))
+        head = f'{{"t":{_json_float(t)},"t_end":{_json_float(t_end)},"samples":'
+        if all(map(math.isfinite, values)):  # each as repr writes it, into the JSON around them at once
+            return head + template.format % values + "}\n"
+        texts = [_json_float(v) for v in values]  # json's words for inf and nan
+        parts = [head, template.fragments[0]]
+        for text, fragment in zip(texts, template.fragments[1:], strict=True):
+            parts.append(text)
             parts.append(fragment)
         parts.append("}\n")
         return "".join(parts)

@@ -13,7 +13,7 @@ import pytest
 from cardgen.errors import RunFileError
 from cardgen.outcome import Outcome, RequestFigures
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, RunDir
-from cardgen.schemas.records import Entry, MetricSample, RequestRecord, metric_line
+from cardgen.schemas.records import EngineTimings, Entry, MetricSample, RequestRecord, metric_line
 
 
 def scrape(t: float, running: float, ttft: list[float]) -> dict:
@@ -168,3 +168,21 @@ def test_records_read_back_hold_their_chunks_in_one_array_and_the_same_figures(t
         assert [getattr(got, f) for f in ("ttft_s", "e2e_s", "tpot_s")] == pytest.approx(
             [getattr(want, f) for f in ("ttft_s", "e2e_s", "tpot_s")], nan_ok=True)
         assert Outcome.of(rec).chunk_times is rec.chunk_times  # no copy of the array
+
+
+@pytest.mark.parametrize(("said", "want"), [
+    (None, None),
+    ({}, None),
+    ({"source": "metrics", "note": "nothing of it a number"}, None),
+    ({"source": "metrics", "queue_time_ms": True}, None),  # a bool is not a number it said
+    ({"source": "metrics", "queue_time_ms": 2, "time_to_first_token_ms": 30.5, "mean_itl_ms": "x"},
+     {"source": "metrics", "queue_ms": 2.0, "prompt_ms": 30.5}),
+    ({"prompt_n": 12.0, "prompt_ms": 8, "cache_n": 4, "predicted_ms": None},
+     {"source": "timings", "prompt_n": 12, "prompt_ms": 8.0, "cache_n": 4}),
+])
+def test_engine_timings_keep_what_the_engine_said_as_numbers(said, want):
+    got = EngineTimings.of_response(said)
+    assert (got.model_dump(exclude_none=True) if got is not None else None) == want
+    if got is not None:  # every field it reads is set, said or not: the same record as it always wrote
+        assert got.model_dump_json() == EngineTimings.model_validate_json(got.model_dump_json()).model_dump_json()
+        assert type(got.prompt_ms) is float and (got.prompt_n is None or type(got.prompt_n) is int)

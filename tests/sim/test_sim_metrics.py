@@ -23,7 +23,7 @@ P = FixedPerf(prefill_tok_s=8000.0, step_overhead_s=0.008, per_seq_s=0.0004, kv_
     ({"block_size": 16}, Speculation(tokens=3, acceptance=0.7), None),
 ])
 def test_a_scrape_line_is_the_saved_line_of_its_samples(cache, spec, faults):
-    metrics = SimMetrics(model_name='m "quoted"\\', cache_config=cache)
+    metrics = SimMetrics(model_name='m "quoted"\\ 100%r %s', cache_config=cache)  # %: not a format of the line's
     sim = VirtualServer(P, metrics=metrics, faults=faults, spec=spec)
     seen = 0
 
@@ -42,3 +42,23 @@ def test_a_scrape_line_is_the_saved_line_of_its_samples(cache, spec, faults):
         sim.finish_step()
     check(1_790_000_123.5)
     assert seen > 5
+
+
+def test_a_value_json_writes_as_a_word_is_written_as_json_writes_it(monkeypatch):
+    """inf and NaN are not numbers to JSON: the line says ``Infinity`` and ``NaN`` where :func:`json.dumps` does,
+    and reads back as the values it was given."""
+    import json
+    import math
+
+    metrics = SimMetrics(model_name="m", cache_config=None)
+    sim = VirtualServer(P, metrics=metrics)
+    finite = json.loads(metrics.line(sim.scheduler, t=1.0, t_end=1.001))
+    real = metrics.values
+    monkeypatch.setattr(metrics, "values", lambda sched: [math.inf, math.nan, *real(sched)[2:]])
+    line = metrics.line(sim.scheduler, t=1.0, t_end=1.001)
+    assert '"value":Infinity' in line and '"value":NaN' in line
+    read = json.loads(line)
+    running, waiting = read["samples"]["vllm:num_requests_running"], read["samples"]["vllm:num_requests_waiting"]
+    assert running[0]["value"] == math.inf and math.isnan(waiting[0]["value"])
+    assert {k: v for k, v in read["samples"].items() if k not in ("vllm:num_requests_running", "vllm:num_requests_waiting")} \
+        == {k: v for k, v in finite["samples"].items() if k not in ("vllm:num_requests_running", "vllm:num_requests_waiting")}
