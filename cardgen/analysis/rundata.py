@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,12 +50,14 @@ class RunData:
     predicted_metrics: list[MetricSample] = field(default_factory=list)
 
 
-def load_run(run_dir: Path, *, stream_requests: bool = False) -> RunData:
+def load_run(run_dir: Path, *, stream_requests: bool = False,
+             scrapes: Sequence[MetricSample] | None = None) -> RunData:
     """Parse ``run_dir``. Raises :class:`~cardgen.errors.RunFileError` when it is not a run directory (no
     readable run.json), a newer cardgen wrote it, or a file is corrupt; a missing JSON-lines file is reported in
     ``absent``. ``info.status`` is the effective status: a run whose writer was killed reads ``died``, so the
     card says so. ``stream_requests``: the request records are read as they are iterated (:class:`StoredRecords`:
-    a corrupt record raises then, and a torn last line is counted in ``torn`` then), not held."""
+    a corrupt record raises then, and a torn last line is counted in ``torn`` then), not held. ``scrapes``: the
+    scrapes of server_metrics.jsonl as its writer held them (a build rendering what it computed), not read again."""
     rd = RunDir(run_dir)
     info = rd.load_run_info()
     absent = []
@@ -63,6 +65,9 @@ def load_run(run_dir: Path, *, stream_requests: bool = False) -> RunData:
     for name, model in ((REQUESTS_JSONL, RequestRecord), (SERVER_METRICS_JSONL, MetricSample),
                         (LOADGEN_JSONL, LoadgenSample), (GPU_METRICS_JSONL, None)):
         if (rd.path / name).is_file():
+            if name == SERVER_METRICS_JSONL and scrapes is not None:
+                loaded[name] = list(scrapes)
+                continue
             loaded[name] = StoredRecords(rd, name) if stream_requests and model is RequestRecord else \
                 rd.load_jsonl(name, model)
         else:

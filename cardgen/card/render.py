@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from cardgen.analysis.analyse import Analysis, analyse, write_analysis
@@ -12,6 +13,7 @@ from cardgen.card.sections.head import card_date
 from cardgen.card.templates import CARD_TEMPLATE, get_template
 from cardgen.diff import write_digests
 from cardgen.rundir import CARD_MD, RunDir
+from cardgen.schemas.records import MetricSample
 
 RenderOptions = AnalysisOptions  # what a render can be asked for today: the analysis' SLOs and thresholds
 
@@ -35,7 +37,8 @@ def render_card(analysis: Analysis, *, date: str) -> str:
     return render_markdown(card_context(analysis, date=date))
 
 
-def render_run(run_dir: Path, *, options: RenderOptions | None = None) -> Path:
+def render_run(run_dir: Path, *, options: RenderOptions | None = None,
+               scrapes: Sequence[MetricSample] | None = None) -> Path:
     """Rebuild everything after the load stage from the raw files of ``run_dir``: ``summary.json``,
     ``tables/``, ``bootstrap.json``, ``figures/`` and ``README.md``. Returns the card's path. Rendering twice gives the same bytes;
     the date on the card is ``SOURCE_DATE_EPOCH`` when set, else the day the run ended.
@@ -46,7 +49,8 @@ def render_run(run_dir: Path, *, options: RenderOptions | None = None) -> Path:
     from cardgen.figures.render import write_figures  # noqa: PLC0415  matplotlib loads only when figures are drawn
 
     run_dir = Path(run_dir)
-    data = load_run(run_dir, stream_requests=True)  # the records made rows as they are read, never all held
+    # the records made rows as they are read, never all held; the scrapes as the run's writer held them, if it did
+    data = load_run(run_dir, stream_requests=True, scrapes=scrapes)
     date = card_date(data.info)
     analysis = analyse(data, options=options)
     # each figure's bootstrap distribution, for comparisons (cardgen diff, site), computed while the PNGs are drawn

@@ -41,7 +41,10 @@ def model_in_virtual_time(server: ModelledServer, config: BuildConfig, run_dir: 
                    "profile) in virtual time. Every figure of this card is MODELLED, not measured.", err=True)
     make_run_dir(run_dir)
     began = time.time()
-    info = build_run(server, config, run_dir, argv=sys.argv, started_unix=began, price=price).info
+    # the card is rendered from the scrapes as they were written, not from reading them back
+    run = build_run(server, config, run_dir, argv=sys.argv, started_unix=began, price=price,
+                    hold_scrapes=not config.outputs.no_card)
+    info = run.info
     if not quiet:
         skipped = sum(1 for p in info.points if p.stop == "skipped")
         click.echo(f"cardgen: {len(info.points) - skipped} points, {info.requests_total} requests"
@@ -49,7 +52,7 @@ def model_in_virtual_time(server: ModelledServer, config: BuildConfig, run_dir: 
                    + f", computed in {time.time() - began:.1f} s; on a real server the suite would take "
                    f"~{duration_text(load_seconds(info) * server.tp)} of GPU time (modelled)", err=True)
     if not config.outputs.no_card:
-        render_card(run_dir, quiet=quiet)
+        render_card(run_dir, quiet=quiet, scrapes=run.scrapes)
     click.echo(str(run_dir))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -9,6 +10,7 @@ import click
 from cardgen.cli.price import PRICE_OPTION, check_price, price_for, record_price
 from cardgen.errors import UsageError
 from cardgen.rundir import RunDir
+from cardgen.schemas.records import MetricSample
 
 
 def _positive(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -40,10 +42,11 @@ def render(run_dir: Path, slo_ttft_s: float, slo_tpot_s: float, min_speed: float
     click.echo(str(path))
 
 
-def render_card(run_dir: Path, *, quiet: bool) -> None:
+def render_card(run_dir: Path, *, quiet: bool, scrapes: Sequence[MetricSample] | None = None) -> None:
+    """The card of ``run_dir`` (``scrapes``: its server_metrics.jsonl as the build that wrote it held it)."""
     from cardgen.card import render_run  # noqa: PLC0415  pandas and Jinja (0.8 s) after the load, or never (--no-card)
 
-    card = render_run(run_dir)
+    card = render_run(run_dir, scrapes=scrapes)
     if not quiet:
         click.echo(f"cardgen: card written to {card}", err=True)
         click.echo(headline_text(run_dir), err=True)

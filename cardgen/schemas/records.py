@@ -13,7 +13,7 @@ import json
 import re
 import sys
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -279,6 +279,24 @@ class ScrapeSharer:
         self._labels: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
         self._columns = _Columns()  # where the scrapes' values are kept
         self._shape: _Shape | None = None  # the last line's, where its every value went to a column
+        self._written: object | None = None  # the writer's layout of the last line given to add_written
+
+    def add_written(self, line: bytes, *, t: float, t_end: float | None, values: Sequence[float] | None,
+                    layout: object | None) -> MetricSample:
+        """The scrape its writer wrote as ``line``, as :meth:`read_line` would read it (the same values, shared
+        alike), given what the writer knows of it: its times, its values in the order the line writes them, and
+        its ``layout`` (one object for every line of the same names, labels and places). A line of the last one's
+        layout, every value of which went to a column, has its values appended to their columns without the line
+        being read; any other line is read."""
+        shape = self._shape
+        if (values is not None and layout is not None and layout is self._written and shape is not None
+                and self._columns.layout is shape.layout and len(values) == shape.width):
+            sample = _without_samples(_Scrape(t=t, t_end=t_end))
+            sample.__dict__["samples"] = self._columns.add_row(shape.layout, shape.segments, list(values))
+            return sample
+        sample = self.read_line(line)
+        self._written = layout if values is not None and self._shape is not None else None
+        return sample
 
     def read_line(self, line: bytes) -> MetricSample:
         """The scrape written as ``line`` (see :meth:`read`; :class:`json.JSONDecodeError` where it is no JSON)."""

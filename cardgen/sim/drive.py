@@ -55,7 +55,7 @@ from cardgen.schemas.records import EngineTimings
 from cardgen.sim import tokenizer
 from cardgen.sim.answers import ENGINE_NAME, describe, models_answer, version_answer
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
-from cardgen.sim.metrics import SimMetrics
+from cardgen.sim.metrics import Scraped, SimMetrics
 from cardgen.sim.perf import PerfModel, SeqWork
 from cardgen.sim.reasoning import thinking
 from cardgen.sim.scheduler import Scheduler, block_hashes
@@ -147,8 +147,8 @@ class DriveSink(Protocol):
     def request(self, driven: DrivenRequest) -> None:
         """A request ended (in the order they end, as ``requests.jsonl`` holds them)."""
 
-    def scrape(self, line: str) -> None:
-        """A scrape of ``/metrics``, as its line of ``server_metrics.jsonl``."""
+    def scrape(self, scraped: Scraped) -> None:
+        """A scrape of ``/metrics``, with its line of ``server_metrics.jsonl``."""
 
 
 @dataclass
@@ -278,7 +278,7 @@ class _Clock:
         self.readings.append(Reading(t=t, usage=sched.kv_usage, waiting=len(sched.waiting),
                                      preemptions=sched.num_preemptions))
         if self.opts.scrapes and self.metrics is not None and self.sink is not None:
-            self.sink.scrape(self.metrics.line(sched, t=t, t_end=t + SCRAPE_S))
+            self.sink.scrape(self.metrics.scrape(sched, t=t, t_end=t + SCRAPE_S))
         elif self.opts.scrapes and self.metrics is not None:
             # built, not parsed: the samples are the virtual server's own, already in the saved shape
             self.scrapes.append(MetricSample.model_construct(t=t, t_end=t + SCRAPE_S,

@@ -191,6 +191,20 @@ class Family:
     samples: list[Sample]
 
 
+@dataclass(frozen=True)
+class Scraped:
+    """A scrape of the virtual server as ``server_metrics.jsonl`` holds it (``line``, newline included) and, where
+    every value is a number JSON writes as one, its values in the order the line writes them and its ``layout``
+    (the same object for every line of the same names, labels and places): what a reader of the line would read,
+    without reading it (:meth:`cardgen.schemas.records.ScrapeSharer.add_written`)."""
+
+    line: str
+    t: float
+    t_end: float
+    values: tuple[float, ...] | None = None
+    layout: object | None = None
+
+
 class _Template:
     """:meth:`SimMetrics.line`'s JSON of one layout around its values: which value comes where (``order``), the
     text before, between and after them (``fragments``), and both as one %-format of ``repr`` s."""
@@ -385,6 +399,10 @@ class SimMetrics:
         return out
 
     def line(self, sched: Scheduler, *, t: float, t_end: float) -> str:
+        """:meth:`scrape`'s line."""
+        return self.scrape(sched, t=t, t_end=t_end).line
+
+    def scrape(self, sched: Scheduler, *, t: float, t_end: float) -> Scraped:
         """The scrape at ``t`` as ``server_metrics.jsonl``'s line
         (``cardgen.schemas.records.metric_line(MetricSample(t=t, t_end=t_end, samples=self.samples(sched)))``,
         byte for byte): the JSON around the values is written once per set of sample names and labels
@@ -396,14 +414,14 @@ class SimMetrics:
         values = tuple(map(float, template.in_text_order(self.values(sched))))
         head = f'{{"t":{_json_float(t)},"t_end":{_json_float(t_end)},"samples":'
         if all(map(math.isfinite, values)):  # each as repr writes it, into the JSON around them at once
-            return head + template.format % values + "}\n"
+            return Scraped(head + template.format % values + "}\n", t=t, t_end=t_end, values=values, layout=template)
         texts = [_json_float(v) for v in values]  # json's words for inf and nan
         parts = [head, template.fragments[0]]
         for text, fragment in zip(texts, template.fragments[1:], strict=True):
             parts.append(text)
             parts.append(fragment)
         parts.append("}\n")
-        return "".join(parts)
+        return Scraped("".join(parts), t=t, t_end=t_end)
 
     def _template(self, sched: Scheduler) -> tuple[list[int], list[str]]:
         """The JSON of :meth:`samples` with its values cut out: which value of :meth:`values` comes where (the

@@ -23,11 +23,12 @@ from cardgen.errors import UsageError
 from cardgen.points import Point, expand, fit_context, left_out, suite_adapters
 from cardgen.runinfo import begin_run_info
 from cardgen.runwriter import RunWriter, plan_resume, suite_of
-from cardgen.schemas.records import MetricSample
+from cardgen.schemas.records import MetricSample, ScrapeSharer
 from cardgen.schemas.run import COMPLETE, INTERRUPTED, PointOutcome, PriceDescription, RunInfo
 from cardgen.sim.config import SimConfig, build_perf, max_model_len
 from cardgen.sim.drive import Drive, DrivenRequest, DriveOptions, drive, probe_answer
 from cardgen.sim.hardware import is_gpu_file, load_gpu_file
+from cardgen.sim.metrics import Scraped
 from cardgen.sim.perf import PerfModel
 from cardgen.sim.roofline import list_engines
 from cardgen.sim.served import ServedModel
@@ -136,27 +137,36 @@ class ModelledRun:
     info: RunInfo
     drive: Drive  # its requests and scrapes are empty when they were streamed (``keep=False``)
     path: Path
+    # every scrape as a reader of server_metrics.jsonl holds it, when they were held as they were written
+    # (``hold_scrapes``: what the card of a fresh build is rendered from, not read back)
+    scrapes: list[MetricSample] | None = None
 
 
 class _Streamed:
     """A streamed run's sink (:class:`cardgen.sim.drive.DriveSink`): each request and scrape is appended as it
     happens, and forgotten."""
 
-    def __init__(self, writer: RunWriter) -> None:
+    def __init__(self, writer: RunWriter, *, hold_scrapes: bool = False) -> None:
         self.writer = writer
+        # each scrape also as a reader of the file holds it (the columns of its values, not its text)
+        self.sharer = ScrapeSharer() if hold_scrapes else None
+        self.scrapes: list[MetricSample] = []
 
     def request(self, driven: DrivenRequest) -> None:
         self.writer.recorder.record(driven.record)
 
-    def scrape(self, line: str) -> None:
-        self.writer.recorder.scrape_line(line)
+    def scrape(self, scraped: Scraped) -> None:
+        self.writer.recorder.scrape_line(scraped.line)
+        if self.sharer is not None:
+            self.scrapes.append(self.sharer.add_written(scraped.line.encode(), t=scraped.t, t_end=scraped.t_end,
+                                                        values=scraped.values, layout=scraped.layout))
 
 
 def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequence[str],
                  options: DriveOptions | None = None, perf: PerfModel | None = None, run_saturated: bool = False,
                  gpu: Mapping[str, Any] | None = None, sim: Mapping[str, Any] | None = None,
                  build: BuildConfig | None = None, price: PriceDescription | None = None,
-                 keep: bool = True) -> ModelledRun:
+                 keep: bool = True, hold_scrapes: bool = False) -> ModelledRun:
     """``cardgen build`` against the virtual server ``config`` describes (``perf`` overrides the performance model
     it builds), in virtual time as ``options`` times it, written to ``run_dir`` as it goes: the suite's points
     that fit the served context, skipping after saturation unless ``run_saturated``. run.json is what the load
@@ -168,7 +178,8 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
     The one way a modelled run is made: ``cardgen build`` with no server calls it (with
     :func:`modelled_options`), and so do the tests, the site's sample and the committed fixture. ``keep``: the
     driver's account keeps every request and scrape (for a test); otherwise each is written as it happens and
-    forgotten (``cardgen build``: memory bounded by what is in flight), with the same files."""
+    forgotten (``cardgen build``: memory bounded by what is in flight), with the same files; ``hold_scrapes`` (with
+    ``keep`` off) holds every scrape as a reader of the file would (:attr:`ModelledRun.scrapes`), for the card."""
     opts = options or DriveOptions()
     model = build_perf(config) if perf is None else perf
     answer = probe_answer(config, model, started_unix=opts.start_unix)
@@ -189,7 +200,7 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
                           warnings=warnings, points=_outcomes(every, {p.name for p in points}, unfit),
                           build=build, price=price)
     return _run(config, model, RunWriter.begin(run_dir, info), points, options=opts, run_saturated=run_saturated,
-                keep=keep)
+                keep=keep, hold_scrapes=hold_scrapes)
 
 
 def _outcomes(every: Sequence[Point], runnable: set[str], unfit: dict[str, str]) -> list[PointOutcome]:
@@ -201,13 +212,14 @@ def _outcomes(every: Sequence[Point], runnable: set[str], unfit: dict[str, str])
 
 
 def build_run(server: ModelledServer, build: BuildConfig, run_dir: Path, *, argv: Sequence[str],
-              started_unix: float, price: PriceDescription | None = None) -> ModelledRun:
+              started_unix: float, price: PriceDescription | None = None, hold_scrapes: bool = False) -> ModelledRun:
     """``cardgen build``'s run of ``build`` on ``server`` (one of its GPUs), in virtual time from
     ``started_unix``: :func:`modelled_run` timed by :func:`modelled_options`, with the server's GPU and
-    description, and ``build`` kept in run.json for ``cardgen resume``."""
+    description, and ``build`` kept in run.json for ``cardgen resume`` (``hold_scrapes``: for its card)."""
     return modelled_run(build.parsed_suite, server.config(), run_dir, argv=argv,
                         options=modelled_options(start_unix=started_unix), run_saturated=build.load.run_saturated,
-                        gpu=server.gpu_info(), sim=server.describe({}), build=build, price=price, keep=False)
+                        gpu=server.gpu_info(), sim=server.describe({}), build=build, price=price, keep=False,
+                        hold_scrapes=hold_scrapes)
 
 
 def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
@@ -227,7 +239,8 @@ def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
 
 
 def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence[Point], *, options: DriveOptions,
-         run_saturated: bool, attempts: Mapping[str, int] | None = None, keep: bool = True) -> ModelledRun:
+         run_saturated: bool, attempts: Mapping[str, int] | None = None, keep: bool = True,
+         hold_scrapes: bool = False) -> ModelledRun:
     """Drive ``points``, written as each ends (a cut-off point's records too) with run.json's outcome: a Ctrl-C
     keeps every point that ended on disk, and ``cardgen resume`` continues from there. Nothing is written twice
     and nothing waits for the run's end but its last scrapes and run.json's tallies."""
@@ -242,12 +255,14 @@ def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence
         writer.append(records=[d.record for d in requests[written[0]:]], scrapes=scrapes[written[1]:])
         written[:] = len(requests), len(scrapes)
 
+    sink = None if keep else _Streamed(writer, hold_scrapes=hold_scrapes)
     try:
         run = drive(points, config, perf=perf, options=options, run_saturated=run_saturated, attempts=attempts,
-                    on_point_end=point_ended, sink=None if keep else _Streamed(writer))
+                    on_point_end=point_ended, sink=sink)
     except KeyboardInterrupt:
         reached = [t for p in writer.info.points if (t := p.ended_unix or p.started_unix) is not None]
         writer.end(INTERRUPTED, ended_unix=max(reached, default=options.start_unix))
         raise
     append(run.requests, run.scrapes)
-    return ModelledRun(info=writer.end(COMPLETE, ended_unix=run.ended_unix), drive=run, path=writer.files.path)
+    return ModelledRun(info=writer.end(COMPLETE, ended_unix=run.ended_unix), drive=run, path=writer.files.path,
+                       scrapes=sink.scrapes if sink is not None and sink.sharer is not None else None)

@@ -43,3 +43,27 @@ def test_cardgen_build_without_a_server_writes_the_run_the_tests_make(tmp_path, 
         assert (tmp_path / "twin" / name).read_bytes() == (out / name).read_bytes(), name
     assert twin.info.points == info.points and twin.info.sim == info.sim and twin.info.gpu == info.gpu
     assert twin.info.requests_total == info.requests_total == len(twin.drive.records)
+
+
+def test_the_card_of_a_build_is_the_card_render_makes_of_its_files(tmp_path, monkeypatch):
+    """A build renders its card from the scrapes as it wrote them (not read back from server_metrics.jsonl):
+    ``cardgen render`` of the same files gives the same card, summary, tables and digests, byte for byte."""
+    from cardgen.schemas.records import ScrapeSharer
+
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    out = tmp_path / "run"
+    reads = []
+    real = ScrapeSharer.read_line
+    monkeypatch.setattr(ScrapeSharer, "read_line", lambda self, line: reads.append(1) or real(self, line))
+    main(["build", "CodeLlama-7b", "--gpu", "A100-80GB", "--suite", str(tmp_path / "tiny.yaml"), "--out", str(out),
+          "--quiet"])
+    scrapes = len((out / SERVER_METRICS_JSONL).read_bytes().splitlines())
+    assert 0 < len(reads) < scrapes / 10  # the build read only the lines of a new layout (the first ones)
+    built = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
+             and p.suffix in (".md", ".json", ".csv") and p.name != "run.json"}
+    reads.clear()
+    main(["render", str(out)])
+    assert len(reads) == scrapes  # render reads every line
+    again = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
+             and p.suffix in (".md", ".json", ".csv") and p.name != "run.json"}
+    assert len(built) > 5 and again == built

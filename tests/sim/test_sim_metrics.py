@@ -62,3 +62,37 @@ def test_a_value_json_writes_as_a_word_is_written_as_json_writes_it(monkeypatch)
     assert running[0]["value"] == math.inf and math.isnan(waiting[0]["value"])
     assert {k: v for k, v in read["samples"].items() if k not in ("vllm:num_requests_running", "vllm:num_requests_waiting")} \
         == {k: v for k, v in finite["samples"].items() if k not in ("vllm:num_requests_running", "vllm:num_requests_waiting")}
+
+
+def test_a_scrape_given_as_written_is_what_reading_its_line_gives():
+    """ScrapeSharer.add_written: the writer's values and layout instead of the line's text, for every line of the
+    last one's layout; any other line read. Every scrape held the same as reading every line holds it, through
+    layouts that change as a run goes (a fault's first count, finish reasons appearing)."""
+    from cardgen.schemas.records import ScrapeSharer
+
+    metrics = SimMetrics(model_name="m", cache_config={"block_size": 16})
+    sim = VirtualServer(P, metrics=metrics, faults=FaultPlan(every={"http500": 4}))
+    given, read, lines, parsed = ScrapeSharer(), ScrapeSharer(), [], []
+    real = given.read_line
+    given.read_line = lambda line: parsed.append(line) or real(line)  # type: ignore[method-assign]
+
+    def scrape(t: float) -> None:
+        s = metrics.scrape(sim.scheduler, t=t, t_end=t + 0.001)
+        a = given.add_written(s.line.encode(), t=s.t, t_end=s.t_end, values=s.values, layout=s.layout)
+        b = read.read_line(s.line.rstrip("\n").encode())
+        assert metric_line(a) == metric_line(b) == s.line
+        assert (a.t, a.t_end, a.error) == (b.t, b.t_end, b.error)
+        assert {k: [dict(e) for e in v] for k, v in a.samples.items()} == \
+            {k: [dict(e) for e in v] for k, v in b.samples.items()}
+        lines.append(s.line)
+
+    scrape(0.5)  # no fault yet: a layout without their counts
+    for i in range(16):
+        sim.arrive(100 + 37 * i, 5 + i, at=0.01 * i)
+    scrape(1.0)
+    while sim.has_work:
+        sim.start_step()
+        scrape(1.25 + sim.now)
+        sim.finish_step()
+    scrape(99.0)
+    assert len(lines) > 10 and 1 < len(parsed) < len(lines) / 2  # a new layout's first line read, the rest given
