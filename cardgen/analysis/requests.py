@@ -145,9 +145,14 @@ def _frame_piece(records: Iterable[RequestRecord]) -> pd.DataFrame:
     return pd.DataFrame(columns, columns=list(COLUMNS))
 
 
+def gap_times(frame: pd.DataFrame) -> list[np.ndarray]:
+    """The chunk times of the successful requests in ``frame`` that have a gap between chunks, in its order."""
+    return [t for t, ok in zip(frame["chunk_times"], frame["ok"], strict=True) if ok and len(t) > 1]
+
+
 def chunk_gaps(frame: pd.DataFrame) -> np.ndarray:
     """All gaps between consecutive text chunks of the successful requests in ``frame``, pooled (seconds)."""
-    times = [t for t, ok in zip(frame["chunk_times"], frame["ok"], strict=True) if ok and len(t) > 1]
+    times = gap_times(frame)
     gaps = np.empty(sum(len(t) - 1 for t in times))  # filled in place: no second copy of a long run's gaps
     at = 0
     for t in times:

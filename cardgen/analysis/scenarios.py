@@ -29,8 +29,9 @@ import numpy as np
 import pandas as pd
 
 from cardgen.analysis.adapters import adapter_figures
+from cardgen.analysis.pooled import describe_gaps
 from cardgen.analysis.reasoning import reasoning_figures
-from cardgen.analysis.requests import chunk_gaps
+from cardgen.analysis.requests import gap_times
 from cardgen.analysis.stats import describe
 from cardgen.analysis.timeseries import counter_increase, window
 from cardgen.kinds import kind_of
@@ -174,7 +175,7 @@ def summarise_scenario(frame: pd.DataFrame, ts: pd.DataFrame, *, slo_ttft_s: flo
     summary.ttft_s = describe(ok["ttft_s"])
     summary.e2e_s = describe(ok["e2e_s"])
     summary.tpot_s = describe(ok["tpot_s"])
-    summary.itl_s = describe(chunk_gaps(ok), own=True)
+    summary.itl_s = describe_gaps(gap_times(ok))  # a long run's tens of millions never in one array
     summary.decode_tok_s = describe(ok["decode_tok_s"])
     summary.speed_from_start_tok_s = describe(ok["speed_from_start_tok_s"])
     reasoning_figures(summary, ok)

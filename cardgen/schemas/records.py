@@ -71,6 +71,7 @@ class EngineTimings(Saved):
             value = number(key)
             return int(value) if value is not None else None
 
+        said_numbers: dict[str, Any]
         if said.get("source") == "metrics":
             source, said_numbers = "metrics", {
                 "queue_ms": number("queue_time_ms"), "prompt_ms": number("time_to_first_token_ms"),
@@ -82,7 +83,8 @@ class EngineTimings(Saved):
                 "predicted_ms": number("predicted_ms"), "cache_n": whole("cache_n")}
         if all(value is None for value in said_numbers.values()):  # it said none of them
             return None
-        return cls(source=source, **said_numbers)
+        # each value already of its field's type (a float, an int or None): the model validation would build
+        return cls.model_construct(source=source, **said_numbers)
 
 
 class RequestRecord(Saved):
@@ -224,6 +226,52 @@ class MetricSample(Saved):
         return default
 
 
+class WrittenScrapes:
+    """Scrapes as their writer hands them over (:meth:`ScrapeSharer.add_written`), held as a reader of the file
+    holds them, but made objects only once every one is written (:meth:`held`): while a long run computes, each
+    adds its values to their columns and its times to two arrays, so that no object of it lies among the run's
+    own (which would keep the memory they free from being given back)."""
+
+    def __init__(self) -> None:
+        self._sharer = ScrapeSharer()
+        self._t, self._t_end, self._rows = array("d"), array("d"), array("q")
+        self._layouts: list[tuple[int, dict[str, _Segment | None]]] = []  # (first scrape, layout) as it changes
+        self._read: dict[int, MetricSample] = {}  # the scrapes read from their line (a new layout's first)
+
+    def add(self, line: bytes, *, t: float, t_end: float, values: Sequence[float] | None,
+            layout: object | None) -> None:
+        """One scrape, as :meth:`ScrapeSharer.add_written` takes it."""
+        at = len(self._t)
+        self._t.append(t)
+        self._t_end.append(t_end)
+        written = self._sharer.written(line, values=values, layout=layout)
+        if isinstance(written, MetricSample):
+            self._read[at] = written
+            self._rows.append(-1)
+            return
+        columns, row = written
+        if not self._layouts or self._layouts[-1][1] is not columns:
+            self._layouts.append((at, columns))
+        self._rows.append(row)
+
+    def held(self) -> list[MetricSample]:
+        """Every scrape so far, in order, as :meth:`ScrapeSharer.add_written` gives them."""
+        out: list[MetricSample] = []
+        changes, layout, following = self._layouts, None, 0
+        for at, row in enumerate(self._rows):
+            if row < 0:
+                out.append(self._read[at])
+                continue
+            while following < len(changes) and changes[following][0] <= at:
+                layout = changes[following][1]
+                following += 1
+            assert layout is not None
+            sample = _without_samples(_Scrape(t=self._t[at], t_end=self._t_end[at]))
+            sample.__dict__["samples"] = Samples(layout, row, None)
+            out.append(sample)
+        return out
+
+
 class Entry(Mapping[str, Any]):
     """One sample of a scrape as a reader holds it: read-only ``{"labels": {...}, "value": float}`` in two slots
     (56 bytes, where the dict it was read as takes 184): :class:`ScrapeSharer` makes one of each sample it
@@ -288,12 +336,21 @@ class ScrapeSharer:
         its ``layout`` (one object for every line of the same names, labels and places). A line of the last one's
         layout, every value of which went to a column, has its values appended to their columns without the line
         being read; any other line is read."""
+        written = self.written(line, values=values, layout=layout)
+        if isinstance(written, MetricSample):
+            return written
+        sample = _without_samples(_Scrape(t=t, t_end=t_end))
+        sample.__dict__["samples"] = Samples(*written, None)
+        return sample
+
+    def written(self, line: bytes, *, values: Sequence[float] | None,
+                layout: object | None) -> MetricSample | tuple[dict[str, _Segment | None], int]:
+        """:meth:`add_written` but for its times: the scrape read from ``line``, or, where its values were
+        appended to their columns, where (the columns' layout and the row), to be made a scrape later."""
         shape = self._shape
         if (values is not None and layout is not None and layout is self._written and shape is not None
                 and self._columns.layout is shape.layout and len(values) == shape.width):
-            sample = _without_samples(_Scrape(t=t, t_end=t_end))
-            sample.__dict__["samples"] = self._columns.add_row(shape.layout, shape.segments, list(values))
-            return sample
+            return shape.layout, self._columns.append_row(shape.segments, list(values))
         sample = self.read_line(line)
         self._written = layout if values is not None and self._shape is not None else None
         return sample
@@ -520,13 +577,17 @@ class _Columns:
     def add_row(self, layout: dict[str, _Segment | None], segments: list[_Segment], values: list[float]) -> Samples:
         """The scrape whose samples are all in ``segments`` (the last scrape's, ``layout``: the same names, labels
         and places), ``values`` their values in order, as a view of its row."""
+        return Samples(layout, self.append_row(segments, values), None)
+
+    def append_row(self, segments: list[_Segment], values: list[float]) -> int:
+        """:meth:`add_row`'s values appended, without the view of them: the row they are."""
         at = 0
         for segment in segments:
             segment.values.extend(values[at:at + segment.width])
             at += segment.width
         row = self.count
         self.count += 1
-        return Samples(layout, row, None)
+        return row
 
 
 class Samples(Mapping[str, list[Any]]):

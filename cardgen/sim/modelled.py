@@ -23,7 +23,7 @@ from cardgen.errors import UsageError
 from cardgen.points import Point, expand, fit_context, left_out, suite_adapters
 from cardgen.runinfo import begin_run_info
 from cardgen.runwriter import RunWriter, plan_resume, suite_of
-from cardgen.schemas.records import MetricSample, ScrapeSharer
+from cardgen.schemas.records import MetricSample, WrittenScrapes
 from cardgen.schemas.run import COMPLETE, INTERRUPTED, PointOutcome, PriceDescription, RunInfo
 from cardgen.sim.config import SimConfig, build_perf, max_model_len
 from cardgen.sim.drive import Drive, DrivenRequest, DriveOptions, drive, probe_answer
@@ -149,17 +149,16 @@ class _Streamed:
     def __init__(self, writer: RunWriter, *, hold_scrapes: bool = False) -> None:
         self.writer = writer
         # each scrape also as a reader of the file holds it (the columns of its values, not its text)
-        self.sharer = ScrapeSharer() if hold_scrapes else None
-        self.scrapes: list[MetricSample] = []
+        self.held = WrittenScrapes() if hold_scrapes else None
 
     def request(self, driven: DrivenRequest) -> None:
         self.writer.recorder.record(driven.record)
 
     def scrape(self, scraped: Scraped) -> None:
         self.writer.recorder.scrape_line(scraped.line)
-        if self.sharer is not None:
-            self.scrapes.append(self.sharer.add_written(scraped.line.encode(), t=scraped.t, t_end=scraped.t_end,
-                                                        values=scraped.values, layout=scraped.layout))
+        if self.held is not None:
+            self.held.add(scraped.line.encode(), t=scraped.t, t_end=scraped.t_end, values=scraped.values,
+                          layout=scraped.layout)
 
 
 def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequence[str],
@@ -265,4 +264,4 @@ def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence
         raise
     append(run.requests, run.scrapes)
     return ModelledRun(info=writer.end(COMPLETE, ended_unix=run.ended_unix), drive=run, path=writer.files.path,
-                       scrapes=sink.scrapes if sink is not None and sink.sharer is not None else None)
+                       scrapes=sink.held.held() if sink is not None and sink.held is not None else None)

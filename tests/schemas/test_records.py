@@ -183,6 +183,8 @@ def test_records_read_back_hold_their_chunks_in_one_array_and_the_same_figures(t
 def test_engine_timings_keep_what_the_engine_said_as_numbers(said, want):
     got = EngineTimings.of_response(said)
     assert (got.model_dump(exclude_none=True) if got is not None else None) == want
-    if got is not None:  # every field it reads is set, said or not: the same record as it always wrote
-        assert got.model_dump_json() == EngineTimings.model_validate_json(got.model_dump_json()).model_dump_json()
+    if got is not None:  # every field it reads is set, said or not: the same model validation builds
+        validated = EngineTimings(**{name: getattr(got, name) for name in got.model_fields_set})
+        assert got == validated and got.model_fields_set == validated.model_fields_set
+        assert repr(got) == repr(validated) and got.model_dump_json() == validated.model_dump_json()
         assert type(got.prompt_ms) is float and (got.prompt_n is None or type(got.prompt_n) is int)

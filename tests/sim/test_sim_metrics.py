@@ -67,10 +67,12 @@ def test_a_value_json_writes_as_a_word_is_written_as_json_writes_it(monkeypatch)
 def test_a_scrape_given_as_written_is_what_reading_its_line_gives():
     """ScrapeSharer.add_written: the writer's values and layout instead of the line's text, for every line of the
     last one's layout; any other line read. Every scrape held the same as reading every line holds it, through
-    layouts that change as a run goes (a fault's first count, finish reasons appearing)."""
-    from cardgen.schemas.records import ScrapeSharer
+    layouts that change as a run goes (a fault's first count, finish reasons appearing), also when made objects
+    only once all are written (WrittenScrapes)."""
+    from cardgen.schemas.records import ScrapeSharer, WrittenScrapes
 
     metrics = SimMetrics(model_name="m", cache_config={"block_size": 16})
+    later, read_back = WrittenScrapes(), []  # the same, made objects only at the end
     sim = VirtualServer(P, metrics=metrics, faults=FaultPlan(every={"http500": 4}))
     given, read, lines, parsed = ScrapeSharer(), ScrapeSharer(), [], []
     real = given.read_line
@@ -80,6 +82,8 @@ def test_a_scrape_given_as_written_is_what_reading_its_line_gives():
         s = metrics.scrape(sim.scheduler, t=t, t_end=t + 0.001)
         a = given.add_written(s.line.encode(), t=s.t, t_end=s.t_end, values=s.values, layout=s.layout)
         b = read.read_line(s.line.rstrip("\n").encode())
+        later.add(s.line.encode(), t=s.t, t_end=s.t_end, values=s.values, layout=s.layout)
+        read_back.append(b)
         assert metric_line(a) == metric_line(b) == s.line
         assert (a.t, a.t_end, a.error) == (b.t, b.t_end, b.error)
         assert {k: [dict(e) for e in v] for k, v in a.samples.items()} == \
@@ -96,3 +100,9 @@ def test_a_scrape_given_as_written_is_what_reading_its_line_gives():
         sim.finish_step()
     scrape(99.0)
     assert len(lines) > 10 and 1 < len(parsed) < len(lines) / 2  # a new layout's first line read, the rest given
+    held = later.held()
+    assert [metric_line(x) for x in held] == lines
+    for x, y in zip(held, read_back, strict=True):
+        assert (x.t, x.t_end, x.error) == (y.t, y.t_end, y.error)
+        assert {k: [dict(e) for e in v] for k, v in x.samples.items()} == \
+            {k: [dict(e) for e in v] for k, v in y.samples.items()}

@@ -1,0 +1,78 @@
+"""A long run's pooled chunk gaps described a block at a time (:func:`cardgen.analysis.pooled.describe_gaps`):
+the same figures, to the last bit, as describing the pooled array, for pools of many shapes (ties, a value
+repeated a million times, negative gaps, a bin too full to gather), with blocks, bins and the limit made small
+so that every path is taken; and numpy's percentile steps as np.percentile takes them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cardgen.analysis import pooled
+from cardgen.analysis.pooled import describe_gaps
+from cardgen.analysis.stats import PERCENTILES, describe
+
+
+def requests(rng: np.random.Generator, n: int, kind: str) -> list[np.ndarray]:
+    out = []
+    for _ in range(n):
+        chunks = int(rng.integers(2, 40))
+        if kind == "jitter":
+            steps = rng.lognormal(-4.5, 0.3, chunks - 1)
+        elif kind == "ties":
+            steps = rng.choice([0.011, 0.0112, 0.0125, 0.2], chunks - 1)
+        elif kind == "same":
+            steps = np.full(chunks - 1, 0.0113)
+        else:  # out of order now and then
+            steps = rng.normal(0.01, 0.01, chunks - 1)
+        out.append(1_796_000_000.0 + rng.uniform(0, 1000) + np.concatenate([[0.0], np.cumsum(steps)]))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["jitter", "ties", "same", "signed"])
+@pytest.mark.parametrize("block, gather", [(64, 8), (1000, 100), (1 << 20, 1 << 21)])
+def test_described_a_block_at_a_time_as_the_pooled_array(monkeypatch, kind, block, gather):
+    monkeypatch.setattr(pooled, "POOL_LIMIT", 0)
+    monkeypatch.setattr(pooled, "BLOCK", block)
+    monkeypatch.setattr(pooled, "GATHER", gather)
+    times = requests(np.random.default_rng(len(kind) + block), 700, kind)
+    whole = np.concatenate([np.diff(t) for t in times])
+    assert describe_gaps(times) == describe(whole.copy(), own=True)
+
+
+def test_a_pool_within_the_limit_is_described_whole(monkeypatch):
+    times = requests(np.random.default_rng(3), 50, "jitter")
+    assert describe_gaps(times) == describe(np.concatenate([np.diff(t) for t in times]))
+
+
+def test_a_gap_that_is_not_finite_sends_the_pool_the_plain_way(monkeypatch):
+    monkeypatch.setattr(pooled, "POOL_LIMIT", 0)
+    monkeypatch.setattr(pooled, "BLOCK", 100)
+    times = requests(np.random.default_rng(4), 200, "jitter")
+    times[7] = np.array([times[7][0], np.inf, np.inf])
+    whole = np.concatenate([np.diff(t) for t in times])
+    assert describe_gaps(times) == describe(whole)
+
+
+def test_the_sum_is_numpys_pairwise_sum(monkeypatch):
+    x = np.random.default_rng(5).lognormal(-4, 3, 3_000_001)  # so wide that the order of additions shows
+    monkeypatch.setattr(pooled, "BLOCK", 5000)
+    pool = pooled._Pool([np.zeros(len(x) + 1)])
+    pool.block = lambda a, b: x[a:b]  # type: ignore[method-assign]  # these gaps, as they are
+    total = float(np.add.reduce(x))
+    assert pool._sum(0, pool.n) == total and float(x.mean()) == total / pool.n
+    sequential = 0.0
+    for a in range(0, len(x), 8192):
+        sequential += float(np.add.reduce(x[a:a + 8192]))
+    assert sequential != total  # the test can tell another order of additions
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 8, 100, 1001, 65_536, 100_003])
+def test_numpys_percentile_steps_are_np_percentile(n):
+    x = np.sort(np.random.default_rng(n).lognormal(-4, 1, n))
+    quantiles = np.true_divide(PERCENTILES, 100)
+    virtual = np.asanyarray(pooled._LINEAR["get_virtual_index"](n, quantiles))
+    previous, following = pooled._get_indexes(np.empty(0), virtual, n)
+    gamma = pooled._get_gamma(virtual, previous, pooled._LINEAR).reshape(virtual.shape)
+    got = pooled._lerp(x[previous % n], x[following % n], gamma)
+    assert np.array_equal(got, np.percentile(x, PERCENTILES))
