@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cardgen.analysis.pooled import GapPool
 from cardgen.analysis.stats import finite
 from cardgen.engines import counter, histogram, histogram_delta, histogram_quantile, metric_candidates
 from cardgen.kinds import kind_of
@@ -101,7 +102,7 @@ class _ClientSide:
 
     ttft: np.ndarray  # successful requests whose first token came inside the window
     e2e: np.ndarray  # successful requests that ended inside the window
-    gaps: np.ndarray  # gaps between text chunks whose later chunk came inside the window
+    gaps: GapPool  # gaps between text chunks whose later chunk came inside the window
     gap_tokens: float  # the tokens those gaps stand for (output tokens - 1 of a request wholly inside)
     gap_span_s: float  # the time those gaps cover
     prompt_tokens: int  # usage of the requests whose first token came inside the window (prefill done)
@@ -118,7 +119,7 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
 
     if requests.empty:
         empty = np.empty(0)
-        return _ClientSide(empty, empty, empty, 0.0, 0.0, 0, 0, False, 0, 0, 0)
+        return _ClientSide(empty, empty, GapPool([]), 0.0, 0.0, 0, 0, False, 0, 0, 0)
     sends = requests["sent_at"].to_numpy(dtype=float)
     ends = requests["end_at"].to_numpy(dtype=float)
     ends = np.where(np.isfinite(ends), ends, sends)
@@ -131,19 +132,20 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
     gap_tokens, gap_span, output, partial = 0.0, 0.0, 0, False
     near = ok_mask & touching  # only these can have a chunk inside the window (their columns, not a frame's copy)
     chunks = [np.asarray(times, dtype=float) for times in requests["chunk_times"].to_numpy()[near]]
-    # every gap inside the window, written into its place of one array (a long run's whole window holds tens of
-    # millions: no list of pieces, no second copy)
-    gaps = np.empty(sum(max(len(times) - 1, 0) for times in chunks))
-    at = 0
+    # every gap inside the window, in order: a request wholly inside by its chunk times, the others' kept gaps
+    # (a long run's whole window holds tens of millions: pooled, never one array of them)
+    sources: list[np.ndarray] = []
+    diffs: list[bool] = []
     for times, out in zip(chunks, requests["output_tokens"].to_numpy(dtype=float)[near], strict=True):
         n_out = int(out) if np.isfinite(out) else 0
         if len(times) == 0:
             continue
         if len(times) > 1 and times[0] > t0 and times[-1] <= t1:  # the common case, at a fifth of the cost:
-            step = chunk_gaps_s(times, out=gaps[at:at + len(times) - 1])
+            step = chunk_gaps_s(times)
             if step.min() >= 0:  # in order, so every chunk is inside: what the general way below finds
                 output += n_out
-                at += len(step)
+                sources.append(times)
+                diffs.append(True)
                 gap_span += float(step.sum())
                 gap_tokens += max(n_out - 1, 0)
                 continue
@@ -158,8 +160,8 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
             later = in_chunks[1:]
             if later.any():
                 kept = step[later]
-                gaps[at:at + len(kept)] = kept
-                at += len(kept)
+                sources.append(kept)
+                diffs.append(False)
                 gap_span += float(kept.sum())
                 gap_tokens += max(n_out - 1, 0) if later.all() else float(later.sum())
     def of_ok(column: str) -> np.ndarray:  # the successful requests' values (no copy of the frame)
@@ -170,7 +172,7 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
     return _ClientSide(
         ttft=finite(of_ok("ttft_s")[started_ok]),
         e2e=finite(of_ok("e2e_s")[ended[ok_mask]]),
-        gaps=gaps[:at], gap_tokens=gap_tokens, gap_span_s=gap_span,
+        gaps=GapPool(sources, diffs), gap_tokens=gap_tokens, gap_span_s=gap_span,
         prompt_tokens=int(np.nansum(prompts)), output_tokens=output, approximate_tokens=partial,
         requests=int((ended & ok_mask).sum()), failed=int((ended & ~ok_mask).sum()),
         straddling=int((touching & ~wholly).sum()))
@@ -182,12 +184,12 @@ def _client(role: str, c: _ClientSide) -> tuple[int, float | None, float | None,
         x = c.ttft if role == "ttft" else c.e2e
         return (len(x), *_stats(x), None)
     if role == "itl":
-        if c.gap_tokens <= 0 or len(c.gaps) == 0:
+        if c.gap_tokens <= 0 or c.gaps.n == 0:
             return int(c.gap_tokens), None, None, None, None
-        p50, p90 = np.percentile(c.gaps, [50, 90], overwrite_input=True)  # the window's own array: no copy
+        p50, p90 = c.gaps.percentiles([50, 90])
         note = None
-        if len(c.gaps) != int(c.gap_tokens):
-            note = (f"p50 and p90 over {len(c.gaps):,} gaps between text chunks for {int(c.gap_tokens):,} tokens: "
+        if c.gaps.n != int(c.gap_tokens):
+            note = (f"p50 and p90 over {c.gaps.n:,} gaps between text chunks for {int(c.gap_tokens):,} tokens: "
                     "some chunks carried several tokens")
         return int(c.gap_tokens), c.gap_span_s / c.gap_tokens, float(p50), float(p90), note
     return 0, None, None, None, None

@@ -42,29 +42,41 @@ _LEVELS = (44, 24, 4, 0)  # the lowest bit of each level's histogram: 20, 20, 20
 def describe_gaps(times: Sequence[np.ndarray]) -> Distribution:
     """``describe`` of every gap between consecutive chunks of each of ``times`` (each request's chunk times, at
     least two; in order), pooled in that order."""
-    pool = _Pool(times)
+    pool = GapPool(times)
     if pool.n <= POOL_LIMIT:
         return describe(pool.block(0, pool.n), own=True)
     total, low, high, finite = pool.scan()
     if not finite:
         return describe(pool.block(0, pool.n), own=True)
     n = pool.n
-    quantiles = np.true_divide(PERCENTILES, 100)
-    virtual = np.asanyarray(_LINEAR["get_virtual_index"](n, quantiles))
-    previous, following = _get_indexes(np.empty(0), virtual, n)
     drawn = _Ranks(n)
     _median_ci_of_sorted(drawn)  # type: ignore[arg-type]  # the ranks the bootstrap reads (from the count alone)
-    ranks = np.unique(np.concatenate([previous % n, following % n, *drawn.asked]))
+    steps = _Steps(n, PERCENTILES)
+    ranks = np.unique(np.concatenate([steps.ranks, *drawn.asked]))
     ordered = _Ordered(n, dict(zip(ranks.tolist(), pool.order_statistics(ranks).tolist(), strict=True)))
-    at_previous, at_following = ordered[previous % n], ordered[following % n]
-    gamma = _get_gamma(virtual, previous, _LINEAR).reshape(virtual.shape)
-    pct = _lerp(at_previous, at_following, gamma)
+    pct = steps.percentiles(ordered)
     interval = _median_ci_of_sorted(ordered)  # type: ignore[arg-type]  # read as the sorted array it stands for
     return Distribution(
         n=n, mean=float(total / n), min=low, max=high,
         **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct, strict=True)},
         p50_ci_low=interval[0] if interval else None, p50_ci_high=interval[1] if interval else None,
     )
+
+
+class _Steps:
+    """np.percentile's steps (linear method) for ``n`` values: the ranks it reads, and its figures from the values
+    there."""
+
+    def __init__(self, n: int, percentiles: Sequence[float]) -> None:
+        self.n = n
+        self.virtual = np.asanyarray(_LINEAR["get_virtual_index"](n, np.true_divide(percentiles, 100)))
+        self.previous, self.following = _get_indexes(np.empty(0), self.virtual, n)
+        self.ranks = np.concatenate([self.previous % n, self.following % n])
+
+    def percentiles(self, ordered: _Ordered) -> np.ndarray:
+        gamma = _get_gamma(self.virtual, self.previous, _LINEAR).reshape(self.virtual.shape)
+        out: np.ndarray = _lerp(ordered[self.previous % self.n], ordered[self.following % self.n], gamma)
+        return out
 
 
 class _Ranks:
@@ -107,13 +119,27 @@ def _value_of(key: int) -> float:
     return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
 
 
-class _Pool:
-    """The gaps of ``times``, pooled, never all held: any run of them made into an array on demand."""
+class GapPool:
+    """Gaps between chunks, pooled in order, never all held: any run of them made into an array on demand. Each
+    source is a request's chunk times (its gaps are their differences) or, where ``diffs`` says it is not, gaps
+    already cut out."""
 
-    def __init__(self, times: Sequence[np.ndarray]) -> None:
-        self.times = times
-        self.ends = np.cumsum([len(t) - 1 for t in times], dtype=np.int64) if len(times) else np.zeros(0, np.int64)
+    def __init__(self, sources: Sequence[np.ndarray], diffs: Sequence[bool] | None = None) -> None:
+        self.times = sources
+        self.diffs = [True] * len(sources) if diffs is None else list(diffs)
+        lengths = [len(t) - 1 if d else len(t) for t, d in zip(sources, self.diffs, strict=True)]
+        self.ends = np.cumsum(lengths, dtype=np.int64) if len(lengths) else np.zeros(0, np.int64)
         self.n = int(self.ends[-1]) if len(self.ends) else 0
+
+    def percentiles(self, percentiles: Sequence[float]) -> np.ndarray:
+        """``np.percentile`` of the pooled gaps, the same figures (a long pool: a block at a time)."""
+        if self.n <= POOL_LIMIT or not self.finite():
+            out: np.ndarray = np.percentile(self.block(0, self.n), percentiles, overwrite_input=True)
+            return out
+        steps = _Steps(self.n, percentiles)
+        ranks = np.unique(steps.ranks)
+        return steps.percentiles(_Ordered(self.n, dict(zip(ranks.tolist(), self.order_statistics(ranks).tolist(),
+                                                            strict=True))))
 
     def block(self, a: int, b: int) -> np.ndarray:
         """Gaps ``a`` to ``b`` (not included), each as :func:`cardgen.outcome.chunk_gaps_s` computes it."""
@@ -121,16 +147,23 @@ class _Pool:
         i = int(np.searchsorted(self.ends, a, side="right"))
         at = a
         while at < b:
-            times = self.times[i]
-            start = int(self.ends[i]) - (len(times) - 1)
+            times, diff = self.times[i], self.diffs[i]
+            start = int(self.ends[i]) - (len(times) - 1 if diff else len(times))
             lo, hi = at - start, min(b, int(self.ends[i])) - start
-            np.subtract(times[lo + 1:hi + 1], times[lo:hi], out=out[at - a:at - a + hi - lo])
+            if diff:
+                np.subtract(times[lo + 1:hi + 1], times[lo:hi], out=out[at - a:at - a + hi - lo])
+            else:
+                out[at - a:at - a + hi - lo] = times[lo:hi]
             at += hi - lo
             i += 1
         return out
 
     def blocks(self) -> list[tuple[int, int]]:
         return [(a, min(a + BLOCK, self.n)) for a in range(0, self.n, BLOCK)]
+
+    def finite(self) -> bool:
+        """Whether every gap is finite."""
+        return all(bool(np.isfinite(self.block(a, b)).all()) for a, b in self.blocks())
 
     def scan(self) -> tuple[float, float, float, bool]:
         """The gaps' sum as numpy adds them, their min and max, and whether all are finite."""

@@ -57,7 +57,7 @@ def test_a_gap_that_is_not_finite_sends_the_pool_the_plain_way(monkeypatch):
 def test_the_sum_is_numpys_pairwise_sum(monkeypatch):
     x = np.random.default_rng(5).lognormal(-4, 3, 3_000_001)  # so wide that the order of additions shows
     monkeypatch.setattr(pooled, "BLOCK", 5000)
-    pool = pooled._Pool([np.zeros(len(x) + 1)])
+    pool = pooled.GapPool([np.zeros(len(x) + 1)])
     pool.block = lambda a, b: x[a:b]  # type: ignore[method-assign]  # these gaps, as they are
     total = float(np.add.reduce(x))
     assert pool._sum(0, pool.n) == total and float(x.mean()) == total / pool.n
@@ -76,3 +76,20 @@ def test_numpys_percentile_steps_are_np_percentile(n):
     gamma = pooled._get_gamma(virtual, previous, pooled._LINEAR).reshape(virtual.shape)
     got = pooled._lerp(x[previous % n], x[following % n], gamma)
     assert np.array_equal(got, np.percentile(x, PERCENTILES))
+
+
+@pytest.mark.parametrize("kind", ["jitter", "ties", "signed"])
+def test_a_pool_of_chunk_times_and_kept_gaps_has_np_percentiles(monkeypatch, kind):
+    """The cross-check's window: requests wholly inside it by their chunk times, the others by the gaps they keep
+    (cut out: no differences taken again), pooled in order."""
+    monkeypatch.setattr(pooled, "POOL_LIMIT", 0)
+    monkeypatch.setattr(pooled, "BLOCK", 97)
+    monkeypatch.setattr(pooled, "GATHER", 16)
+    rng = np.random.default_rng(11)
+    times = requests(rng, 300, kind)
+    diffs = [bool(rng.random() < 0.8) for _ in times]
+    sources = [t if d else np.diff(t)[::2] for t, d in zip(times, diffs, strict=True)]
+    whole = np.concatenate([np.diff(s) if d else s for s, d in zip(sources, diffs, strict=True)])
+    pool = pooled.GapPool(sources, diffs)
+    assert pool.n == len(whole) and np.array_equal(pool.block(0, pool.n), whole)
+    assert np.array_equal(pool.percentiles([50, 90]), np.percentile(whole, [50, 90]))
