@@ -172,7 +172,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                 records.append(r)
             yield r
 
-    every = request_frame(reading())  # superseded records included: what the server served
+    # superseded records included: what the server served (as rows its writer made, unless a kind reads records)
+    every = data.frame if data.frame is not None and not readers else request_frame(reading())
     counted = counted_mask(every, info.points)
     requests = every if counted.all() else every[counted].reset_index(drop=True)  # no copy when all count
     superseded = every.loc[~counted, "scenario"].value_counts().to_dict() if len(every) else {}

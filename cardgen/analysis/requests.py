@@ -124,15 +124,52 @@ def request_frame(records: Iterable[RequestRecord]) -> pd.DataFrame:
     """Every record as a row of :data:`COLUMNS`, in send order (ties keep file order; ``line``: its place in
     ``records``, from 0). ``records`` is iterated once: a file read as it is iterated is never held whole."""
     them = iter(records)
-    pieces = []
+    frame = RequestFrame()
     while piece := list(itertools.islice(them, FRAME_PIECE)):
-        pieces.append(_frame_piece(piece))
-    if not pieces:
-        return _frame_piece([]).astype({"ok": bool, "warmup": bool, "attempt": int, "index": int, "line": int})
-    df = pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
-    df["line"] = np.arange(len(df))
-    del pieces  # let go before the sort's copy: two copies of a long run's rows at most, not three
-    return df.sort_values("sent_at", kind="stable").reset_index(drop=True)
+        frame.add_piece(piece)
+    return frame.frame()
+
+
+class RequestFrame:
+    """:func:`request_frame` of records given one at a time, as they are written (:meth:`add`): a build makes its
+    records rows as it computes them, for its card, instead of reading them back. No record is held: each is made
+    a row at once, its values appended to their columns, :data:`FRAME_PIECE` rows at a time made a frame."""
+
+    def __init__(self) -> None:
+        self._pieces: list[pd.DataFrame] = []
+        self._columns: dict[str, list[object]] = {c: [] for c in COLUMNS}
+        self._rows = 0
+
+    def add(self, record: RequestRecord) -> None:
+        """The next record (in the order of the file)."""
+        row = request_row(record)
+        for name, values in self._columns.items():
+            values.append(row[name])
+        self._rows += 1
+        if self._rows >= FRAME_PIECE:
+            self._piece()
+
+    def add_piece(self, records: list[RequestRecord]) -> None:
+        """The next records, made rows at once."""
+        self._piece()
+        self._pieces.append(_frame_piece(records))
+
+    def _piece(self) -> None:
+        """The rows added one at a time so far, made a frame."""
+        if self._rows:
+            self._pieces.append(pd.DataFrame(self._columns, columns=list(COLUMNS)))
+            self._columns, self._rows = {c: [] for c in COLUMNS}, 0
+
+    def frame(self) -> pd.DataFrame:
+        """Every record so far as :func:`request_frame` makes them rows (it lets go of what it held)."""
+        self._piece()
+        pieces, self._pieces = self._pieces, []
+        if not pieces:
+            return _frame_piece([]).astype({"ok": bool, "warmup": bool, "attempt": int, "index": int, "line": int})
+        df = pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
+        df["line"] = np.arange(len(df))
+        del pieces  # let go before the sort's copy: two copies of a long run's rows at most, not three
+        return df.sort_values("sent_at", kind="stable").reset_index(drop=True)
 
 
 def _frame_piece(records: Iterable[RequestRecord]) -> pd.DataFrame:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cardgen.rundir import (
     GPU_METRICS_JSONL,
@@ -18,6 +18,9 @@ from cardgen.rundir import (
     RunDir,
 )
 from cardgen.schemas import LoadgenSample, MetricSample, RequestRecord, RunInfo
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -48,16 +51,21 @@ class RunData:
     # a calibrated run's prediction: the fitted virtual server's requests and /metrics (cardgen.calibrated)
     predicted: list[RequestRecord] = field(default_factory=list)
     predicted_metrics: list[MetricSample] = field(default_factory=list)
+    # ``requests`` as rows (cardgen.analysis.requests.request_frame), where the run's writer made them as it wrote
+    # them (a build rendering what it computed): the analysis takes them instead of reading the records
+    frame: pd.DataFrame | None = None
 
 
 def load_run(run_dir: Path, *, stream_requests: bool = False,
-             scrapes: Sequence[MetricSample] | None = None) -> RunData:
+             scrapes: Sequence[MetricSample] | None = None, frame: pd.DataFrame | None = None) -> RunData:
     """Parse ``run_dir``. Raises :class:`~cardgen.errors.RunFileError` when it is not a run directory (no
     readable run.json), a newer cardgen wrote it, or a file is corrupt; a missing JSON-lines file is reported in
     ``absent``. ``info.status`` is the effective status: a run whose writer was killed reads ``died``, so the
     card says so. ``stream_requests``: the request records are read as they are iterated (:class:`StoredRecords`:
     a corrupt record raises then, and a torn last line is counted in ``torn`` then), not held. ``scrapes``: the
-    scrapes of server_metrics.jsonl as its writer held them (a build rendering what it computed), not read again."""
+    scrapes of server_metrics.jsonl as its writer held them (a build rendering what it computed), not read again;
+    ``frame``: its requests as rows, as its writer made them (the records are then read only by a kind that reads
+    them)."""
     rd = RunDir(run_dir)
     info = rd.load_run_info()
     absent = []
@@ -78,4 +86,4 @@ def load_run(run_dir: Path, *, stream_requests: bool = False,
     return RunData(info=info, requests=loaded[REQUESTS_JSONL], metrics=loaded[SERVER_METRICS_JSONL],
                    loadgen=loaded[LOADGEN_JSONL], gpu_metrics=loaded[GPU_METRICS_JSONL], absent=tuple(absent),
                    torn=rd.torn, predicted=predicted[PREDICTED_JSONL],
-                   predicted_metrics=predicted[PREDICTED_METRICS_JSONL])
+                   predicted_metrics=predicted[PREDICTED_METRICS_JSONL], frame=frame)

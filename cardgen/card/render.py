@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cardgen.analysis.analyse import Analysis, analyse, write_analysis
 from cardgen.analysis.options import AnalysisOptions
@@ -14,6 +15,9 @@ from cardgen.card.templates import CARD_TEMPLATE, get_template
 from cardgen.diff import write_digests
 from cardgen.rundir import CARD_MD, RunDir
 from cardgen.schemas.records import MetricSample
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RenderOptions = AnalysisOptions  # what a render can be asked for today: the analysis' SLOs and thresholds
 
@@ -38,7 +42,7 @@ def render_card(analysis: Analysis, *, date: str) -> str:
 
 
 def render_run(run_dir: Path, *, options: RenderOptions | None = None,
-               scrapes: Sequence[MetricSample] | None = None) -> Path:
+               scrapes: Sequence[MetricSample] | None = None, frame: pd.DataFrame | None = None) -> Path:
     """Rebuild everything after the load stage from the raw files of ``run_dir``: ``summary.json``,
     ``tables/``, ``bootstrap.json``, ``figures/`` and ``README.md``. Returns the card's path. Rendering twice gives the same bytes;
     the date on the card is ``SOURCE_DATE_EPOCH`` when set, else the day the run ended.
@@ -49,8 +53,9 @@ def render_run(run_dir: Path, *, options: RenderOptions | None = None,
     from cardgen.figures.render import write_figures  # noqa: PLC0415  matplotlib loads only when figures are drawn
 
     run_dir = Path(run_dir)
-    # the records made rows as they are read, never all held; the scrapes as the run's writer held them, if it did
-    data = load_run(run_dir, stream_requests=True, scrapes=scrapes)
+    # the records made rows as they are read, never all held; the scrapes and rows as the run's writer held them,
+    # if it did
+    data = load_run(run_dir, stream_requests=True, scrapes=scrapes, frame=frame)
     date = card_date(data.info)
     analysis = analyse(data, options=options)
     # each figure's bootstrap distribution, for comparisons (cardgen diff, site), computed while the PNGs are drawn

@@ -11,7 +11,7 @@ import click
 
 from cardgen.buildconfig import BuildConfig, ResumeConfig
 from cardgen.cli.price import price_for
-from cardgen.cli.render import render_card
+from cardgen.cli.render import render_card, request_rows
 from cardgen.numbers import duration_text
 from cardgen.rundir import make_run_dir, run_dirs
 from cardgen.runinfo import load_seconds
@@ -41,9 +41,11 @@ def model_in_virtual_time(server: ModelledServer, config: BuildConfig, run_dir: 
                    "profile) in virtual time. Every figure of this card is MODELLED, not measured.", err=True)
     make_run_dir(run_dir)
     began = time.time()
-    # the card is rendered from the scrapes as they were written, not from reading them back
-    run = build_run(server, config, run_dir, argv=sys.argv, started_unix=began, price=price,
-                    hold_scrapes=not config.outputs.no_card)
+    # the card is rendered from the scrapes and the records as they were written, not from reading them back
+    card = not config.outputs.no_card
+    rows = request_rows() if card else None
+    run = build_run(server, config, run_dir, argv=sys.argv, started_unix=began, price=price, hold_scrapes=card,
+                    on_record=rows.add if rows is not None else None)
     info = run.info
     if not quiet:
         skipped = sum(1 for p in info.points if p.stop == "skipped")
@@ -52,7 +54,7 @@ def model_in_virtual_time(server: ModelledServer, config: BuildConfig, run_dir: 
                    + f", computed in {time.time() - began:.1f} s; on a real server the suite would take "
                    f"~{duration_text(load_seconds(info) * server.tp)} of GPU time (modelled)", err=True)
     if not config.outputs.no_card:
-        render_card(run_dir, quiet=quiet, scrapes=run.scrapes)
+        render_card(run_dir, quiet=quiet, scrapes=run.scrapes, frame=rows.frame() if rows is not None else None)
     click.echo(str(run_dir))
 
 

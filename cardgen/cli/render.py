@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,11 @@ from cardgen.cli.price import PRICE_OPTION, check_price, price_for, record_price
 from cardgen.errors import UsageError
 from cardgen.rundir import RunDir
 from cardgen.schemas.records import MetricSample
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from cardgen.analysis.requests import RequestFrame
 
 
 def _positive(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -42,11 +48,20 @@ def render(run_dir: Path, slo_ttft_s: float, slo_tpot_s: float, min_speed: float
     click.echo(str(path))
 
 
-def render_card(run_dir: Path, *, quiet: bool, scrapes: Sequence[MetricSample] | None = None) -> None:
-    """The card of ``run_dir`` (``scrapes``: its server_metrics.jsonl as the build that wrote it held it)."""
+def request_rows() -> RequestFrame:
+    """Where a build makes its records its card's rows as it writes them (:func:`render_card`'s ``frame``)."""
+    from cardgen.analysis.requests import RequestFrame  # noqa: PLC0415  pandas loads only for a card
+
+    return RequestFrame()
+
+
+def render_card(run_dir: Path, *, quiet: bool, scrapes: Sequence[MetricSample] | None = None,
+                frame: pd.DataFrame | None = None) -> None:
+    """The card of ``run_dir`` (``scrapes`` and ``frame``: its server_metrics.jsonl and its records' rows as the
+    build that wrote them held them)."""
     from cardgen.card import render_run  # noqa: PLC0415  pandas and Jinja (0.8 s) after the load, or never (--no-card)
 
-    card = render_run(run_dir, scrapes=scrapes)
+    card = render_run(run_dir, scrapes=scrapes, frame=frame)
     if not quiet:
         click.echo(f"cardgen: card written to {card}", err=True)
         click.echo(headline_text(run_dir), err=True)

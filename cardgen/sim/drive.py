@@ -186,22 +186,31 @@ class _Jitter:
     def __init__(self, perf: PerfModel, rel: float, seed: int) -> None:
         self.perf, self.rel = perf, rel
         self.rng = random.Random(f"steps:{seed}")
+        self._gauss = self.rng.gauss
         self.kv_capacity_tokens = perf.kv_capacity_tokens
         self.block_size = perf.block_size
         self.max_num_seqs = perf.max_num_seqs
         self.max_num_batched_tokens = perf.max_num_batched_tokens
+        self._uniform = getattr(perf, "uniform_decode_s", None)  # perf's shortcuts, where it has them
+        self._summed = getattr(perf, "summed_step_s", None)
 
     def _factor(self) -> float:
         """The next step's duration relative to the model's (one draw)."""
-        return max(0.5, 1.0 + self.rel * self.rng.gauss(0.0, 1.0))
+        return max(0.5, 1.0 + self.rel * self._gauss(0.0, 1.0))
 
     def step_time_s(self, prefill: list[SeqWork], decode: list[SeqWork]) -> float:
         return self.perf.step_time_s(prefill, decode) * self._factor()
 
     def uniform_decode_s(self, seqs: int, context: int) -> float | None:
         """``perf``'s time of a step that only decodes (None where it has none), jittered as a step is."""
-        uniform = getattr(self.perf, "uniform_decode_s", None)
+        uniform = self._uniform
         base = uniform(seqs, context) if uniform is not None else None
+        return None if base is None else base * self._factor()
+
+    def summed_step_s(self, tokens: int, seqs: int, pairs: int, cached: int) -> float | None:
+        """``perf``'s time of a step from its sums (None where it has none), jittered as a step is."""
+        summed = self._summed
+        base = summed(tokens, seqs, pairs, cached) if summed is not None else None
         return None if base is None else base * self._factor()
 
     @property

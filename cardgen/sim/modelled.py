@@ -13,7 +13,7 @@ do the tests, the site's sample and the committed fixture, so that what they che
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from cardgen.errors import UsageError
 from cardgen.points import Point, expand, fit_context, left_out, suite_adapters
 from cardgen.runinfo import begin_run_info
 from cardgen.runwriter import RunWriter, plan_resume, suite_of
-from cardgen.schemas.records import MetricSample, WrittenScrapes
+from cardgen.schemas.records import MetricSample, RequestRecord, WrittenScrapes
 from cardgen.schemas.run import COMPLETE, INTERRUPTED, PointOutcome, PriceDescription, RunInfo
 from cardgen.sim.config import SimConfig, build_perf, max_model_len
 from cardgen.sim.drive import Drive, DrivenRequest, DriveOptions, drive, probe_answer
@@ -146,13 +146,17 @@ class _Streamed:
     """A streamed run's sink (:class:`cardgen.sim.drive.DriveSink`): each request and scrape is appended as it
     happens, and forgotten."""
 
-    def __init__(self, writer: RunWriter, *, hold_scrapes: bool = False) -> None:
+    def __init__(self, writer: RunWriter, *, hold_scrapes: bool = False,
+                 on_record: Callable[[RequestRecord], None] | None = None) -> None:
         self.writer = writer
+        self.on_record = on_record  # told of each record once it is written
         # each scrape also as a reader of the file holds it (the columns of its values, not its text)
         self.held = WrittenScrapes() if hold_scrapes else None
 
     def request(self, driven: DrivenRequest) -> None:
         self.writer.recorder.record(driven.record)
+        if self.on_record is not None:
+            self.on_record(driven.record)
 
     def scrape(self, scraped: Scraped) -> None:
         self.writer.recorder.scrape_line(scraped.line)
@@ -165,7 +169,8 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
                  options: DriveOptions | None = None, perf: PerfModel | None = None, run_saturated: bool = False,
                  gpu: Mapping[str, Any] | None = None, sim: Mapping[str, Any] | None = None,
                  build: BuildConfig | None = None, price: PriceDescription | None = None,
-                 keep: bool = True, hold_scrapes: bool = False) -> ModelledRun:
+                 keep: bool = True, hold_scrapes: bool = False,
+                 on_record: Callable[[RequestRecord], None] | None = None) -> ModelledRun:
     """``cardgen build`` against the virtual server ``config`` describes (``perf`` overrides the performance model
     it builds), in virtual time as ``options`` times it, written to ``run_dir`` as it goes: the suite's points
     that fit the served context, skipping after saturation unless ``run_saturated``. run.json is what the load
@@ -178,7 +183,8 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
     :func:`modelled_options`), and so do the tests, the site's sample and the committed fixture. ``keep``: the
     driver's account keeps every request and scrape (for a test); otherwise each is written as it happens and
     forgotten (``cardgen build``: memory bounded by what is in flight), with the same files; ``hold_scrapes`` (with
-    ``keep`` off) holds every scrape as a reader of the file would (:attr:`ModelledRun.scrapes`), for the card."""
+    ``keep`` off) holds every scrape as a reader of the file would (:attr:`ModelledRun.scrapes`), for the card, and
+    ``on_record`` (with ``keep`` off) is told of each record as it is written (a build makes them its card's rows)."""
     opts = options or DriveOptions()
     model = build_perf(config) if perf is None else perf
     answer = probe_answer(config, model, started_unix=opts.start_unix)
@@ -199,7 +205,7 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
                           warnings=warnings, points=_outcomes(every, {p.name for p in points}, unfit),
                           build=build, price=price)
     return _run(config, model, RunWriter.begin(run_dir, info), points, options=opts, run_saturated=run_saturated,
-                keep=keep, hold_scrapes=hold_scrapes)
+                keep=keep, hold_scrapes=hold_scrapes, on_record=on_record)
 
 
 def _outcomes(every: Sequence[Point], runnable: set[str], unfit: dict[str, str]) -> list[PointOutcome]:
@@ -211,14 +217,16 @@ def _outcomes(every: Sequence[Point], runnable: set[str], unfit: dict[str, str])
 
 
 def build_run(server: ModelledServer, build: BuildConfig, run_dir: Path, *, argv: Sequence[str],
-              started_unix: float, price: PriceDescription | None = None, hold_scrapes: bool = False) -> ModelledRun:
+              started_unix: float, price: PriceDescription | None = None, hold_scrapes: bool = False,
+              on_record: Callable[[RequestRecord], None] | None = None) -> ModelledRun:
     """``cardgen build``'s run of ``build`` on ``server`` (one of its GPUs), in virtual time from
     ``started_unix``: :func:`modelled_run` timed by :func:`modelled_options`, with the server's GPU and
-    description, and ``build`` kept in run.json for ``cardgen resume`` (``hold_scrapes``: for its card)."""
+    description, and ``build`` kept in run.json for ``cardgen resume`` (``hold_scrapes`` and ``on_record``: for its
+    card)."""
     return modelled_run(build.parsed_suite, server.config(), run_dir, argv=argv,
                         options=modelled_options(start_unix=started_unix), run_saturated=build.load.run_saturated,
                         gpu=server.gpu_info(), sim=server.describe({}), build=build, price=price, keep=False,
-                        hold_scrapes=hold_scrapes)
+                        hold_scrapes=hold_scrapes, on_record=on_record)
 
 
 def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
@@ -239,7 +247,7 @@ def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
 
 def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence[Point], *, options: DriveOptions,
          run_saturated: bool, attempts: Mapping[str, int] | None = None, keep: bool = True,
-         hold_scrapes: bool = False) -> ModelledRun:
+         hold_scrapes: bool = False, on_record: Callable[[RequestRecord], None] | None = None) -> ModelledRun:
     """Drive ``points``, written as each ends (a cut-off point's records too) with run.json's outcome: a Ctrl-C
     keeps every point that ended on disk, and ``cardgen resume`` continues from there. Nothing is written twice
     and nothing waits for the run's end but its last scrapes and run.json's tallies."""
@@ -254,7 +262,7 @@ def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence
         writer.append(records=[d.record for d in requests[written[0]:]], scrapes=scrapes[written[1]:])
         written[:] = len(requests), len(scrapes)
 
-    sink = None if keep else _Streamed(writer, hold_scrapes=hold_scrapes)
+    sink = None if keep else _Streamed(writer, hold_scrapes=hold_scrapes, on_record=on_record)
     try:
         run = drive(points, config, perf=perf, options=options, run_saturated=run_saturated, attempts=attempts,
                     on_point_end=point_ended, sink=sink)

@@ -369,7 +369,28 @@ class RooflinePerf:
             return None
         if seqs < 1:
             return 0.0
-        return self._priced(seqs, seqs, float(context + seqs), context).total_s
+        return self._total_s(seqs, seqs, float(context + seqs), context)
+
+    def summed_step_s(self, tokens: int, seqs: int, pairs: int, cached: int) -> float | None:
+        """:meth:`step_time_s` of a step from its sums (no :class:`SeqWork` made): ``tokens`` computed by ``seqs``
+        sequences, ``pairs`` (query, key) pairs of attention and ``cached`` KV tokens read, to the last bit (every
+        term :meth:`cost` adds is a whole number below 2**53, so their order does not change the sums). None with
+        a sliding window or adapters (a term is cut, or depends on which adapter) or where a sum is too large to
+        be exact."""
+        if self._window != math.inf or self.lora_rank or pairs >= 2**53 or cached + tokens >= 2**53:
+            return None
+        return self._total_s(tokens, seqs, float(pairs), cached)
+
+    def _total_s(self, tokens: int, seqs: int, pairs: float, cached: int) -> float:
+        """``_priced(tokens, seqs, pairs, cached).total_s`` without adapters, by the same operations in the same
+        order (no StepCost made: this is once per modelled step)."""
+        flops = (tokens * self._linear_flops + seqs * self._head_flops + self._attn_flops_per_pair * pairs) / self.tp
+        nbytes = self._weight_read_bytes(tokens) + (cached + tokens) * self.kv_bytes_per_token_per_gpu
+        tp = self.tp
+        comm = 2 * self.arch.layers * self.gpu.allreduce_s(tokens * self.arch.hidden * self.arch.dtype_bytes, tp) \
+            if tp > 1 else 0.0
+        e = self.engine
+        return max(flops / self._flop_s, nbytes / self._byte_s) + comm + (e.step_overhead_s + e.per_seq_overhead_s * seqs)
 
     def encode_time_s(self, flops: float) -> float:
         """Seconds the vision encoder takes for ``flops`` (one GPU at the profile's compute efficiency: an encoder

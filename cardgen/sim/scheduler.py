@@ -54,7 +54,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, cast
 
 from cardgen.sim.perf import PerfModel, SeqWork
 from cardgen.sim.speculation import SpecCounters, Speculation
@@ -139,6 +139,10 @@ class DecodeRun:
 
     seqs: list[Seq]
     last_token_s: float
+    # each sequence's last token before the run, where they differ (the run's first step then has a gap of its own
+    # for each: a sequence that just had its first token, and those that waited for its prefill); None: all at
+    # ``last_token_s``
+    lasts: list[float] | None = None
     ends: list[float] = field(default_factory=list)
     free: list[int] = field(default_factory=list)
     in_flight: Step | None = None
@@ -163,6 +167,7 @@ class Scheduler:
         if perf.block_size < 1 or perf.kv_capacity_tokens < perf.block_size:
             raise ValueError("the KV cache must hold at least one block")
         self.perf = perf
+        self._summed = getattr(perf, "summed_step_s", None)  # a step's time from its sums, where the model has it
         self.spec = spec
         self.lookahead = spec.tokens if spec is not None else 0  # draft tokens verified per decoding sequence
         self.spec_counters = SpecCounters()
@@ -275,7 +280,25 @@ class Scheduler:
         return step
 
     def _price(self, step: Step) -> float:
-        """Seconds the modelled GPU takes for ``step``."""
+        """Seconds the modelled GPU takes for ``step``: from its sums where the performance model takes them
+        (``summed_step_s``, the same time to the last bit for no object per sequence), else from its work."""
+        summed = self._summed
+        if summed is not None and not self.slowed and self.spec is None:
+            tokens = pairs = cached = 0
+            for s, n in zip(step.prefill, step.prefill_tokens, strict=True):
+                c = s.computed - n
+                tokens += n
+                pairs += n * c + n * (n + 1) // 2
+                cached += c
+            decode = step.decode
+            if decode:  # SeqWork(1, computed - 1) each: one pair per token of its context and its own
+                held = sum([s.computed for s in decode])
+                tokens += len(decode)
+                pairs += held
+                cached += held - len(decode)
+            duration = summed(tokens, len(step.prefill) + len(decode), pairs, cached)
+            if duration is not None:
+                return self._encode_prefill(step, duration)
         prefill_work = [
             SeqWork(n, s.computed - n, s.adapter) for s, n in zip(step.prefill, step.prefill_tokens, strict=True)
         ]
@@ -285,13 +308,19 @@ class Scheduler:
         slowest = max((s.decode_factor for s in step.decode), default=1.0) if self.slowed else 1.0
         if slowest != 1.0:
             duration += (slowest - 1.0) * float(self.perf.step_time_s([], decode_work))
+        duration = self._encode_prefill(step, duration)
+        if self.spec is not None and self.spec.method != "ngram" and decode_work:
+            draft = getattr(self.perf, "draft_time_s", None)
+            duration += float(draft(decode_work, self.spec.tokens)) if draft is not None else 0.0
+        return duration
+
+    def _encode_prefill(self, step: Step, duration: float) -> float:
+        """``duration`` with the encoder work of the sequences ``step`` starts prefilling (their images) added, each
+        timed once."""
         for s in step.prefill:
             if s.encode_flops and s.encode_s is None:
                 s.encode_s = self._encode_s(s.encode_flops)
                 duration += s.encode_s
-        if self.spec is not None and self.spec.method != "ngram" and decode_work:
-            draft = getattr(self.perf, "draft_time_s", None)
-            duration += float(draft(decode_work, self.spec.tokens)) if draft is not None else 0.0
         return duration
 
     def decode_run(self, now_s: float, horizon_s: float) -> DecodeRun | None:
@@ -300,8 +329,8 @@ class Scheduler:
         last bit, for a small part of their cost (a long run spends most of its steps so).
 
         Such a step decodes one token for each running sequence and nothing more: nothing waits that could be
-        admitted, every running sequence has its prompt computed and emitted its last token at the same time, none
-        finishes in it, none has drafts, an adapter or a slower decode, none has prompt blocks still to cache, and
+        admitted, every running sequence has its prompt computed and has emitted a token (at the same time, but
+        for the run's first step: :attr:`DecodeRun.lasts`), none finishes in it, none has drafts, an adapter or a slower decode, none has prompt blocks still to cache, and
         its new KV blocks are free (no preemption). Its time comes from the performance model's
         ``uniform_decode_s(seqs, context)`` (a model without it has no such steps). None where not even one step
         is such a step; otherwise the steps applied (perhaps none) and, where the next such step ends at or after
@@ -313,12 +342,15 @@ class Scheduler:
             return None
         bs = self.block_size
         last = running[0].last_token_s
+        together = True  # every sequence's last token came at ``last``
         room = None  # the fewest tokens a sequence may still gain
         residues = [0] * bs  # sequences by their KV tokens modulo the block size: when each needs a new block
         context = 0
         caching = self.prefix_caching
         for s in running:
-            if (not s.prefilled or s.last_token_s != last or s.decode_factor != 1.0 or s.adapter is not None
+            if s.last_token_s != last:
+                together = False
+            if (not s.prefilled or s.last_token_s is None or s.decode_factor != 1.0 or s.adapter is not None
                     or s.blocks + len(s.pinned) != -(-s.computed // bs)
                     or (caching and s.block_hashes
                         and len(s.pinned) < min(s.prompt_tokens // bs, len(s.block_hashes)))):
@@ -332,7 +364,8 @@ class Scheduler:
             return None
         seqs = len(running)
         free = self.free_blocks
-        run = DecodeRun(seqs=running, last_token_s=last)
+        run = DecodeRun(seqs=running, last_token_s=last,
+                        lasts=None if together else [cast(float, s.last_token_s) for s in running])
         t = now_s
         while len(run.ends) < room - 1:  # the step that finishes a sequence goes the general way
             k = len(run.ends)
@@ -366,14 +399,14 @@ class Scheduler:
             return run
         bs = self.block_size
         end = run.ends[-1]
-        gap = end - (run.ends[-2] if k > 1 else run.last_token_s)
+        gap = end - run.ends[-2] if k > 1 else None  # one step: each sequence's gap is from its own last token
         for s in run.seqs:
             c = s.computed
             s.blocks += -(-(c + k) // bs) - -(-c // bs)
             s.computed = c + k
             s.output_tokens += k
+            s.gap_s = gap if gap is not None else end - cast(float, s.last_token_s)
             s.last_token_s = end
-            s.gap_s = gap
             s.emitted = 1
         self.free_blocks = free
         if self.evictable > self.free_blocks:

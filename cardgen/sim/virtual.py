@@ -198,12 +198,12 @@ class VirtualServer:
         done = []
         held = 0
         finished = SeqStatus.FINISHED
+        if metrics is not None:
+            metrics.observe_tokens(emitted)
         for seq in emitted:
             served = seq.ctx
             served.times.append(now)
             served.counts.append(seq.emitted)
-            if metrics is not None:
-                metrics.observe_token(seq)
             if seq.status >= finished:  # Seq.finished, inlined: once per token of every request
                 held += sched.blocks_for(seq.computed)
                 done.append(self._record(seq))
@@ -240,7 +240,7 @@ class VirtualServer:
                 served.times += ends
                 served.counts += ones
             if self.metrics is not None:
-                self.metrics.observe_decode_run(run.last_token_s, ends, len(run.seqs))
+                self.metrics.observe_decode_run(run.last_token_s, ends, len(run.seqs), run.lasts)
             self.max_kv_usage = max(self.max_kv_usage, *usages)
             if self.trace is not None:
                 running, waiting = len(sched.running), len(sched.waiting)

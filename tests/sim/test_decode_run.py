@@ -6,6 +6,7 @@ uniform decode time (so every step goes the general way), and the runs are compa
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -16,11 +17,13 @@ from cardgen.sim.config import SimConfig, build_perf
 from cardgen.sim.drive import Drive, DriveOptions, drive
 from cardgen.sim.perf import FixedPerf, PerfModel, SeqWork
 from cardgen.sim.scheduler import Scheduler, Seq
+from cardgen.sim.served import ServedModel
 from cardgen.suite import parse_suite
 
 
 class StepByStep:
-    """``perf`` without ``uniform_decode_s``: no decode run can be taken."""
+    """``perf`` without ``uniform_decode_s`` or ``summed_step_s``: no decode run can be taken, and every step is
+    priced from its work, a SeqWork per sequence."""
 
     def __init__(self, perf: PerfModel) -> None:
         self.perf = perf
@@ -34,7 +37,7 @@ class StepByStep:
         return self.perf.describe()
 
     def __getattr__(self, name: str) -> Any:
-        if name == "uniform_decode_s":
+        if name in ("uniform_decode_s", "summed_step_s"):
             raise AttributeError(name)
         return getattr(self.perf, name)
 
@@ -72,6 +75,10 @@ CASES = {
     # Poisson arrivals: a queue that empties and fills
     "open": ("  - kind: open\n    prompt_tokens: 512\n    output_tokens: 96\n    rates: [4, 40]\n"
              "    num_requests: 60\n", SimConfig(model="CodeLlama-7b", gpu="A100-80GB")),
+    # prefill first (a step prefills or decodes): after a prefill, the batch's last tokens differ by its time, and
+    # a run's first step has a gap of its own for each sequence
+    "prefill first": ("  - kind: open\n    prompt_tokens: 512\n    output_tokens: 96\n    rates: [8, 40]\n"
+                      "    num_requests: 60\n", SimConfig(model="CodeLlama-7b", gpu="A100-80GB", chunked_prefill=False)),
     # chunked prefill, and a trace's prompts that share blocks in the prefix cache, replayed at its own times
     "chunked, shared blocks": ("  - kind: open\n    dataset: mooncake-sample\n    max_requests: 80\n",
                                SimConfig(model="CodeLlama-7b", gpu="A100-80GB", chunked_prefill=True)),
@@ -120,3 +127,32 @@ def test_a_decode_run_stops_before_the_step_that_finishes_a_sequence_and_leaves_
     with pytest.raises(RuntimeError):
         sched.next_step(run.in_flight.start_s)
     assert sched.finish_step(run.in_flight) == [a] and a.output_tokens == 7
+
+
+@pytest.mark.parametrize(("model", "gpu", "tp"), [("CodeLlama-7b", "A100-80GB", 1), ("Llama-3.1-70B", "H100", 4),
+                                                  ("Mixtral-8x7B", "H100", 2)])
+def test_a_steps_time_from_its_sums_is_its_time_from_its_work_to_the_last_bit(model: str, gpu: str, tp: int) -> None:
+    perf = build_perf(SimConfig(model=model, gpu=gpu, tp=tp))
+    rng = random.Random(7)
+    for _ in range(2000):
+        prefill = [SeqWork(rng.randint(1, 8192), rng.choice([0, rng.randint(0, 30000)])) for _ in range(rng.randint(0, 3))]
+        decode = [SeqWork(1, rng.randint(0, 60000)) for _ in range(rng.choice([0, 1, rng.randint(1, 256)]))]
+        if not prefill and not decode:
+            continue
+        work = prefill + decode
+        sums = (sum(w.new_tokens for w in work), len(work),
+                sum(w.new_tokens * w.context_tokens + w.new_tokens * (w.new_tokens + 1) // 2 for w in work),
+                sum(w.context_tokens for w in work))
+        assert perf.summed_step_s(*sums) == perf.step_time_s(prefill, decode)
+        if decode:
+            assert perf.uniform_decode_s(len(decode), sum(w.context_tokens for w in decode)) == \
+                perf.step_time_s([], decode)
+
+
+def test_no_time_from_sums_where_a_term_is_cut_or_an_adapter_counts() -> None:
+    windowed = build_perf(SimConfig(model="Mistral-7B", gpu="A100-80GB"))
+    assert windowed.summed_step_s(10, 1, 55, 0) is None
+    lora = build_perf(SimConfig(model="CodeLlama-7b", gpu="A100-80GB", served=ServedModel.of_options(adapters=("a",), lora_rank=16)))
+    assert lora.summed_step_s(10, 1, 55, 0) is None
+    plain = build_perf(SimConfig(model="CodeLlama-7b", gpu="A100-80GB"))
+    assert plain.summed_step_s(10, 1, 2**53, 0) is None

@@ -46,24 +46,30 @@ def test_cardgen_build_without_a_server_writes_the_run_the_tests_make(tmp_path, 
 
 
 def test_the_card_of_a_build_is_the_card_render_makes_of_its_files(tmp_path, monkeypatch):
-    """A build renders its card from the scrapes as it wrote them (not read back from server_metrics.jsonl):
-    ``cardgen render`` of the same files gives the same card, summary, tables and digests, byte for byte."""
+    """A build renders its card from the scrapes and the records as it wrote them (not read back from
+    server_metrics.jsonl and requests.jsonl): ``cardgen render`` of the same files gives the same card, summary,
+    tables and digests, byte for byte."""
+    from cardgen.rundir import RunDir
     from cardgen.schemas.records import ScrapeSharer
 
     (tmp_path / "tiny.yaml").write_text(TINY)
     out = tmp_path / "run"
-    reads = []
-    real = ScrapeSharer.read_line
+    reads, records = [], []
+    real, stream = ScrapeSharer.read_line, RunDir.stream_records
     monkeypatch.setattr(ScrapeSharer, "read_line", lambda self, line: reads.append(1) or real(self, line))
+    monkeypatch.setattr(RunDir, "stream_records", lambda self, name: (records.append(r) or r
+                                                                      for r in stream(self, name)))
     main(["build", "CodeLlama-7b", "--gpu", "A100-80GB", "--suite", str(tmp_path / "tiny.yaml"), "--out", str(out),
           "--quiet"])
     scrapes = len((out / SERVER_METRICS_JSONL).read_bytes().splitlines())
     assert 0 < len(reads) < scrapes / 10  # the build read only the lines of a new layout (the first ones)
+    assert records == []  # and no record: its rows were made as they were written
     built = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
              and p.suffix in (".md", ".json", ".csv") and p.name != "run.json"}
     reads.clear()
     main(["render", str(out)])
     assert len(reads) == scrapes  # render reads every line
+    assert len(records) == len((out / REQUESTS_JSONL).read_bytes().splitlines()) > 0  # and every record
     again = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
              and p.suffix in (".md", ".json", ".csv") and p.name != "run.json"}
     assert len(built) > 5 and again == built

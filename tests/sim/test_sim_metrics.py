@@ -44,6 +44,21 @@ def test_a_scrape_line_is_the_saved_line_of_its_samples(cache, spec, faults):
     assert seen > 5
 
 
+@pytest.mark.parametrize("count", [0, 7, 2**53 - 1, 2**53, 2**53 + 1, 10**17, -3, 3.25, 5.0])
+def test_a_count_is_written_as_repr_writes_it_as_a_float_whatever_it_is(monkeypatch, count):
+    """A count (a whole number) is written by the faster ``%d.0`` only where that is repr's text of it as a float
+    (below 2**53, and where every value is of the type its place had): the line is the saved line's either way."""
+    metrics = SimMetrics(model_name="m", cache_config=None)
+    sim = VirtualServer(P, metrics=metrics)
+    metrics.line(sim.scheduler, t=1.0, t_end=1.001)  # the layout's template, made from counts that are ints
+    real = metrics.values
+    monkeypatch.setattr(metrics, "values", lambda sched: [count, *real(sched)[1:]])
+    want = metric_line(MetricSample(t=2.0, t_end=2.001, samples={
+        name: [{**e, "value": float(count)} if name == "vllm:num_requests_running" else e for e in entries]
+        for name, entries in metrics.samples(sim.scheduler).items()}))
+    assert metrics.line(sim.scheduler, t=2.0, t_end=2.001) == want
+
+
 def test_a_value_json_writes_as_a_word_is_written_as_json_writes_it(monkeypatch):
     """inf and NaN are not numbers to JSON: the line says ``Infinity`` and ``NaN`` where :func:`json.dumps` does,
     and reads back as the values it was given."""
