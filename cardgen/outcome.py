@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -80,6 +80,19 @@ class Outcome:
     prompt_tokens: int  # the server's count (``usage``), else the target the request was sized to
     output_tokens: int | None  # the server's count; None when it gave none
     chunk_times: Sequence[float] = ()  # every text-bearing chunk's arrival (never changed: :func:`frozen_times`)
+    # its figures, once asked for (every rule that reads them reads the same: computed once, not once a rule)
+    _figures: RequestFigures | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def figures(self) -> RequestFigures:
+        """Its figures (:class:`RequestFigures`), computed the first time they are asked for."""
+        figures = self._figures
+        if figures is None:
+            figures = RequestFigures.from_stamps(ok=self.ok, sent_at=self.sent_at, first_token_at=self.first_token_at,
+                                                 end_at=self.end_at, output_tokens=self.output_tokens,
+                                                 chunk_times=self.chunk_times)
+            object.__setattr__(self, "_figures", figures)  # frozen: its fields never change, so neither do they
+        return figures
 
     @classmethod
     def of(cls, rec: Recorded) -> Outcome:
@@ -128,7 +141,9 @@ class RequestFigures:
 
     @classmethod
     def of(cls, r: Stamped) -> RequestFigures:
-        """The figures of ``r`` (an :class:`Outcome` or a stored record)."""
+        """The figures of ``r`` (an :class:`Outcome`, whose are computed once, or a stored record)."""
+        if type(r) is Outcome:
+            return r.figures
         return cls.from_stamps(ok=r.ok, sent_at=r.sent_at, first_token_at=r.first_token_at, end_at=r.end_at,
                                output_tokens=r.output_tokens, chunk_times=r.chunk_times)
 

@@ -83,6 +83,19 @@ def test_a_record_and_its_outcome_have_the_same_figures():
     assert gone.elapsed_s == pytest.approx(2.6) and math.isnan(gone.ttft_s)
 
 
+def test_an_outcomes_figures_are_computed_once_for_every_rule_that_reads_them(monkeypatch):
+    made = []
+    real = RequestFigures.from_stamps
+    monkeypatch.setattr(RequestFigures, "from_stamps", lambda **kw: made.append(1) or real(**kw))
+    o = outcome()
+    first = RequestFigures.of(o)
+    assert RequestFigures.of(o) is first and o.figures is first and latencies(o)["ttft"] == [first.ttft_s]
+    assert len(made) == 1
+    assert first == real(ok=True, sent_at=10.0, first_token_at=10.5, end_at=12.5, output_tokens=5,
+                         chunk_times=(10.5, 11.0, 11.5, 12.0, 12.5))
+    assert o == outcome() and hash(o) == hash(outcome())  # what it computed is no part of what it is
+
+
 def test_the_analysis_the_slo_and_the_stops_read_the_same_figures():
     rec = RequestRecord(scenario="s", kind="closed", prompt_tokens_target=100, output_tokens_target=5,
                         sent_at=10.0, first_token_at=10.5, chunk_times=[10.5, 11.0, 12.5], end_at=12.6,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Iterable
 
 import numpy as np
@@ -137,16 +138,12 @@ class RequestFrame:
 
     def __init__(self) -> None:
         self._pieces: list[pd.DataFrame] = []
-        self._columns: dict[str, list[object]] = {c: [] for c in COLUMNS}
-        self._rows = 0
+        self._rows: list[tuple[object, ...]] = []  # the rows added one at a time since the last piece
 
     def add(self, record: RequestRecord) -> None:
         """The next record (in the order of the file)."""
-        row = request_row(record)
-        for name, values in self._columns.items():
-            values.append(row[name])
-        self._rows += 1
-        if self._rows >= FRAME_PIECE:
+        self._rows.append(_in_columns(request_row(record)))
+        if len(self._rows) >= FRAME_PIECE:
             self._piece()
 
     def add_piece(self, records: list[RequestRecord]) -> None:
@@ -157,8 +154,8 @@ class RequestFrame:
     def _piece(self) -> None:
         """The rows added one at a time so far, made a frame."""
         if self._rows:
-            self._pieces.append(pd.DataFrame(self._columns, columns=list(COLUMNS)))
-            self._columns, self._rows = {c: [] for c in COLUMNS}, 0
+            self._pieces.append(_frame_of(self._rows))
+            self._rows = []
 
     def frame(self) -> pd.DataFrame:
         """Every record so far as :func:`request_frame` makes them rows (it lets go of what it held)."""
@@ -172,14 +169,19 @@ class RequestFrame:
         return df.sort_values("sent_at", kind="stable").reset_index(drop=True)
 
 
+_in_columns = operator.itemgetter(*COLUMNS)  # a row's values in the order of COLUMNS: never held as a dict
+
+
 def _frame_piece(records: Iterable[RequestRecord]) -> pd.DataFrame:
     """Some records as rows of :data:`COLUMNS`, in file order."""
-    columns: dict[str, list[object]] = {c: [] for c in COLUMNS}  # built by column: rows are never held as dicts
-    for rec in records:  # all at once (2 KB a row), only their values
-        row = request_row(rec)
-        for name, values in columns.items():
-            values.append(row[name])
-    return pd.DataFrame(columns, columns=list(COLUMNS))
+    return _frame_of([_in_columns(request_row(rec)) for rec in records])  # all at once (2 KB a row), their values
+
+
+def _frame_of(rows: list[tuple[object, ...]]) -> pd.DataFrame:
+    """Rows of :data:`COLUMNS` (each its values in their order) as a frame, built by column."""
+    if not rows:
+        return pd.DataFrame({c: [] for c in COLUMNS}, columns=list(COLUMNS))
+    return pd.DataFrame(dict(zip(COLUMNS, map(list, zip(*rows, strict=True)), strict=True)), columns=list(COLUMNS))
 
 
 def gap_times(frame: pd.DataFrame) -> list[np.ndarray]:

@@ -104,13 +104,14 @@ class Share:
             elif isinstance(command, EndWatch) and self.program is not None:
                 self.dispatch(self.program.watched(self.io.end_watch(), self.io.now()))
 
-    def ended(self, send: Send, record: RequestRecord, *, keep_slot: bool = False) -> Send | None:
-        """``send`` ended with ``record``: its outcome to the program, whose commands are dispatched. With
-        ``keep_slot``, the program's next request of the same user (``slot``) comes back instead, to be sent on
-        that user's connection at once (it counts as under way)."""
+    def ended(self, send: Send, record: RequestRecord, *, keep_slot: bool = False,
+              outcome: Outcome | None = None) -> Send | None:
+        """``send`` ended with ``record``: its outcome (``outcome``, where the caller made it already) to the
+        program, whose commands are dispatched. With ``keep_slot``, the program's next request of the same user
+        (``slot``) comes back instead, to be sent on that user's connection at once (it counts as under way)."""
         assert self.program is not None
         self.in_flight -= 1
-        commands = self.program.ended(send, Outcome.of(record), self.io.now())
+        commands = self.program.ended(send, Outcome.of(record) if outcome is None else outcome, self.io.now())
         follow = None
         if keep_slot and send.slot is not None:
             follow = next((c for c in commands if isinstance(c, Send) and c.at is None and c.slot == send.slot), None)

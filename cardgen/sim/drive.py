@@ -547,10 +547,11 @@ class VirtualInterpreter:
             tally[0] += 1
         run.last_end = end if run.last_end is None else max(run.last_end, end)
         run.clock_now = end
-        if run.judge.record(Outcome.of(record), end - run.t0):  # every process is told, as the master tells agents
+        outcome = Outcome.of(record)  # the judge's and the program's (its figures computed once for both)
+        if run.judge.record(outcome, end - run.t0):  # every process is told, as the master tells agents
             for share in run.shares:
                 share.told_precise()
-        run.share.ended(send, record)
+        run.share.ended(send, record, outcome=outcome)
 
 
     def _reasoning(self, chat: bool, served: VirtualRequest, chunks: list[float]) -> dict[str, Any]:
