@@ -261,7 +261,12 @@ class _Clock:
             t_event = self.events[0][0] if self.events else math.inf
             if srv.in_flight is None and srv.has_work and not blocked and t_event > srv.now:
                 # the steps that only decode before the next event or scrape, at once (the same as one by one)
-                if srv.decode_run(min(t_event, self.next_scrape), self.on_step):
+                in_flight, finished = srv.decode_run(min(t_event, self.next_scrape), self.on_step)
+                if finished:  # their chunks on their way before anything else happens at their end
+                    for served in finished:
+                        self.delivered(served)
+                    continue
+                if in_flight:
                     continue
                 if srv.start_step() is None:
                     blocked = True

@@ -135,7 +135,8 @@ class Step:
 class DecodeRun:
     """Decode steps applied at once (:meth:`Scheduler.decode_run`): each ended at ``ends[i]`` with ``free[i]`` KV
     blocks left free, and gave one token to each of ``seqs`` (whose tokens before them came at ``last_token_s``);
-    ``in_flight``: the step after them, planned, where it ends past the run's horizon."""
+    ``in_flight``: the step after them, planned, where it ends past the run's horizon; ``finished``: the sequences
+    the last of them finished (their blocks freed, in the batch's order), after which the run stops."""
 
     seqs: list[Seq]
     last_token_s: float
@@ -146,6 +147,7 @@ class DecodeRun:
     ends: list[float] = field(default_factory=list)
     free: list[int] = field(default_factory=list)
     in_flight: Step | None = None
+    finished: list[Seq] = field(default_factory=list)
 
 
 def block_hashes(token_ids: Sequence[object], block_size: int) -> tuple[int, ...]:
@@ -330,8 +332,10 @@ class Scheduler:
 
         Such a step decodes one token for each running sequence and nothing more: nothing waits that could be
         admitted, every running sequence has its prompt computed and has emitted a token (at the same time, but
-        for the run's first step: :attr:`DecodeRun.lasts`), none finishes in it, none has drafts, an adapter or a slower decode, none has prompt blocks still to cache, and
-        its new KV blocks are free (no preemption). Its time comes from the performance model's
+        for the run's first step: :attr:`DecodeRun.lasts`), none has drafts, an adapter or a slower decode, none
+        has prompt blocks still to cache, and its new KV blocks are free (no preemption). The step in which a
+        sequence reaches its last token is the run's last: those it finishes end there, their blocks freed
+        (:attr:`DecodeRun.finished`), as :meth:`finish_step` ends them. Its time comes from the performance model's
         ``uniform_decode_s(seqs, context)`` (a model without it has no such steps). None where not even one step
         is such a step; otherwise the steps applied (perhaps none) and, where the next such step ends at or after
         ``horizon_s``, that step planned and timed as :meth:`next_step` leaves it (in flight)."""
@@ -360,14 +364,14 @@ class Scheduler:
             room = gain if room is None or gain < room else room
             residues[s.computed % bs] += 1
             context += s.computed
-        if last is None or room is None or room < 2:
+        if last is None or room is None or room < 1:
             return None
         seqs = len(running)
         free = self.free_blocks
         run = DecodeRun(seqs=running, last_token_s=last,
                         lasts=None if together else [cast(float, s.last_token_s) for s in running])
         t = now_s
-        while len(run.ends) < room - 1:  # the step that finishes a sequence goes the general way
+        while len(run.ends) < room:  # the step that finishes a sequence is the run's last
             k = len(run.ends)
             need = residues[-k % bs]  # those whose next token starts a block
             if need > free:
@@ -414,6 +418,18 @@ class Scheduler:
         self.num_steps += k
         self.decode_run_steps += k
         self.generation_tokens_total += k * len(run.seqs)
+        finished = run.finished
+        for s in run.seqs:  # those that reached their last token (only in the run's last step), as finish_step ends them
+            out = s.output_tokens
+            if out >= s.max_tokens or (s.stop_at is not None and out >= s.stop_at):
+                s.finish_reason = "length" if out >= s.max_tokens else "stop"
+                s.status = SeqStatus.FINISHED
+                s.end_s = end
+                self._release(s)
+                self.finished_total[s.finish_reason] += 1
+                finished.append(s)
+        if finished:
+            self.running = [s for s in self.running if s.status == SeqStatus.RUNNING]
         return run
 
     def _encode_s(self, flops: float) -> float:

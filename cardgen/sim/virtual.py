@@ -216,18 +216,21 @@ class VirtualServer:
             self.finished.extend(done)
         return done
 
-    def decode_run(self, horizon: float, each: Callable[[float], None] | None = None) -> bool:
+    def decode_run(self, horizon: float,
+                   each: Callable[[float], None] | None = None) -> tuple[bool, list[VirtualRequest]]:
         """Steps that only decode, from ``now`` to before ``horizon``, applied at once
         (:meth:`cardgen.sim.scheduler.Scheduler.decode_run`: the same tokens, times and metrics as step by step);
-        ``each(kv_usage)`` is told of each as it starts. True when the step after them is left in flight (it
-        ends at or after ``horizon``); False when the next step is to be started as usual."""
+        ``each(kv_usage)`` is told of each as it starts. Whether the step after them is left in flight (it ends at
+        or after ``horizon``; else the next step is to be started as usual), and the requests the last of them
+        finished (as :meth:`finish_step` returns them: the run stops there)."""
         if self.in_flight is not None:
             raise RuntimeError("finish_step() the step in flight first")
         sched = self.scheduler
         run = sched.decode_run(self.now, horizon)
         if run is None:
-            return False
+            return False, []
         ends = run.ends
+        done: list[VirtualRequest] = []
         if ends:
             total = sched.total_blocks
             usages = [(total - free) / total for free in run.free]  # as kv_usage reads after each step's growth
@@ -239,19 +242,33 @@ class VirtualServer:
                 served = seq.ctx
                 served.times += ends
                 served.counts += ones
-            if self.metrics is not None:
-                self.metrics.observe_decode_run(run.last_token_s, ends, len(run.seqs), run.lasts)
+            metrics = self.metrics
+            if metrics is not None:
+                metrics.observe_decode_run(run.last_token_s, ends, len(run.seqs), run.lasts)
+            if run.finished:  # the last step's usage as finish_step counts it: what they held counted back
+                held = 0
+                for seq in run.finished:
+                    if metrics is not None:
+                        metrics.observe_finished(seq)
+                    held += sched.blocks_for(seq.computed)
+                    done.append(self._record(seq))
+                usages[-1] = (sched.used_blocks + held) / total
             self.max_kv_usage = max(self.max_kv_usage, *usages)
             if self.trace is not None:
-                running, waiting = len(sched.running), len(sched.waiting)
-                self.trace.extend(KvSample(t, usage, running, waiting) for t, usage in zip(ends, usages, strict=True))
+                waiting = len(sched.waiting)
+                counts = [len(run.seqs)] * len(ends)
+                counts[-1] = len(sched.running)  # after those the last step finished, as finish_step traces it
+                self.trace.extend(KvSample(t, usage, running, waiting)
+                                  for t, usage, running in zip(ends, usages, counts, strict=True))
             self.now = ends[-1]
+            if self.keep_finished:
+                self.finished.extend(done)
         if run.in_flight is None:
-            return False
+            return False, done
         self.in_flight = run.in_flight
         if each is not None:
             each(sched.kv_usage)
-        return True
+        return True, done
 
     def step(self, *, not_before: float | None = None) -> list[VirtualRequest]:
         """Run one step (starting at ``not_before`` if later than now); return the requests it finished."""

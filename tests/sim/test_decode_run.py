@@ -106,27 +106,30 @@ def test_kv_pressure_preemption_and_a_full_batch_with_a_queue_end_runs_as_the_ge
     assert fast.server.scheduler.decode_run_steps > 0
 
 
-def test_a_decode_run_stops_before_the_step_that_finishes_a_sequence_and_leaves_the_one_past_its_horizon_planned():
+def test_a_decode_run_ends_with_the_step_that_finishes_a_sequence_and_leaves_the_one_past_its_horizon_planned():
     sched = Scheduler(FixedPerf(step_overhead_s=0.01, per_seq_s=0.0), prefix_caching=False)
     a, b = Seq(100, 10), Seq(100, 4)
     sched.add(a), sched.add(b)
     step = sched.next_step(0.0)  # the prefill: both get their first token at 0.01 + 200 / 20000 = 0.02
     assert step is not None and sched.finish_step(step) == [a, b]
+    free = sched.free_blocks
     run = sched.decode_run(step.end_s, horizon_s=10.0)
     assert run is not None and run.in_flight is None
-    assert len(run.ends) == 2  # b has 3 tokens to go: the third finishes it, so it is left to the general way
-    assert (a.output_tokens, b.output_tokens) == (3, 3) and a.computed == b.computed == 102
-    assert run.ends == pytest.approx([0.03, 0.04])
-    assert sched.decode_run(run.ends[-1], horizon_s=10.0) is None  # b's last token: not such a step
-    last = sched.next_step(0.04)
-    assert last is not None and sched.finish_step(last) == [a, b] and b.finish_reason == "length"
-    run = sched.decode_run(last.end_s, horizon_s=last.end_s + 0.025)  # a alone: 2 steps before the horizon
-    assert run is not None and len(run.ends) == 2
+    assert len(run.ends) == 3 and run.ends == pytest.approx([0.03, 0.04, 0.05])  # b's last token is the third
+    assert run.finished == [b] and b.finish_reason == "length" and b.end_s == run.ends[-1] and b.blocks == 0
+    assert (a.output_tokens, b.output_tokens) == (4, 4) and a.computed == 103 and a.finish_reason is None
+    assert sched.running == [a] and sched.finished_total["length"] == 1
+    assert sched.free_blocks == free + 7 and sched.used_blocks == a.blocks == 7  # b's 7 blocks given back
+    run = sched.decode_run(run.ends[-1], horizon_s=run.ends[-1] + 0.025)  # a alone: 2 steps before the horizon
+    assert run is not None and len(run.ends) == 2 and run.finished == []
     assert run.in_flight is not None and run.in_flight.decode == [a]  # the third is planned, in flight
-    assert run.in_flight.end_s >= last.end_s + 0.025
+    assert run.in_flight.end_s >= 0.075
     with pytest.raises(RuntimeError):
         sched.next_step(run.in_flight.start_s)
     assert sched.finish_step(run.in_flight) == [a] and a.output_tokens == 7
+    run = sched.decode_run(0.08, horizon_s=10.0)  # a's last 3 tokens: the run that finishes it
+    assert run is not None and run.finished == [a] and a.output_tokens == 10 and not sched.running
+    assert sched.used_blocks == 0 and sched.decode_run(run.ends[-1], horizon_s=10.0) is None  # nothing runs
 
 
 @pytest.mark.parametrize(("model", "gpu", "tp"), [("CodeLlama-7b", "A100-80GB", 1), ("Llama-3.1-70B", "H100", 4),
