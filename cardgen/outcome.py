@@ -88,9 +88,7 @@ class Outcome:
         """Its figures (:class:`RequestFigures`), computed the first time they are asked for."""
         figures = self._figures
         if figures is None:
-            figures = RequestFigures.from_stamps(ok=self.ok, sent_at=self.sent_at, first_token_at=self.first_token_at,
-                                                 end_at=self.end_at, output_tokens=self.output_tokens,
-                                                 chunk_times=self.chunk_times)
+            figures = RequestFigures.of_stamped(self)
             object.__setattr__(self, "_figures", figures)  # frozen: its fields never change, so neither do they
         return figures
 
@@ -142,8 +140,11 @@ class RequestFigures:
     @classmethod
     def of(cls, r: Stamped) -> RequestFigures:
         """The figures of ``r`` (an :class:`Outcome`, whose are computed once, or a stored record)."""
-        if type(r) is Outcome:
-            return r.figures
+        return r.figures if type(r) is Outcome else cls.of_stamped(r)
+
+    @classmethod
+    def of_stamped(cls, r: Stamped) -> RequestFigures:
+        """The figures of ``r`` computed from its stamps (:meth:`of` computes an outcome's once)."""
         return cls.from_stamps(ok=r.ok, sent_at=r.sent_at, first_token_at=r.first_token_at, end_at=r.end_at,
                                output_tokens=r.output_tokens, chunk_times=r.chunk_times)
 

@@ -53,8 +53,8 @@ def model_in_virtual_time(server: ModelledServer, config: BuildConfig, run_dir: 
                    + (f" ({skipped} points skipped at saturation)" if skipped else "")
                    + f", computed in {time.time() - began:.1f} s; on a real server the suite would take "
                    f"~{duration_text(load_seconds(info) * server.tp)} of GPU time (modelled)", err=True)
-    if not config.outputs.no_card:
-        render_card(run_dir, quiet=quiet, scrapes=run.scrapes, frame=rows.frame() if rows is not None else None)
+    if rows is not None:
+        render_card(run_dir, quiet=quiet, scrapes=run.scrapes, frame=rows.frame())
     click.echo(str(run_dir))
 
 

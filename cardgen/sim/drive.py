@@ -262,11 +262,9 @@ class _Clock:
             if srv.in_flight is None and srv.has_work and not blocked and t_event > srv.now:
                 # the steps that only decode before the next event or scrape, at once (the same as one by one)
                 in_flight, finished = srv.decode_run(min(t_event, self.next_scrape), self.on_step)
-                if finished:  # their chunks on their way before anything else happens at their end
-                    for served in finished:
-                        self.delivered(served)
-                    continue
-                if in_flight:
+                for served in finished:  # their chunks on their way before anything else happens at their end
+                    self.delivered(served)
+                if in_flight or finished:
                     continue
                 if srv.start_step() is None:
                     blocked = True

@@ -218,7 +218,7 @@ class _Template:
 
     __slots__ = ("format", "fragments", "in_text_order", "types", "whole_format")
 
-    def __init__(self, order: list[int], fragments: list[str], types: Sequence[type] = ()) -> None:
+    def __init__(self, order: list[int], fragments: list[str], types: Sequence[type]) -> None:
         self.fragments = fragments
         self.format = fragments[0].replace("%", "%%") + "".join("%r" + f.replace("%", "%%") for f in fragments[1:])
         self.types = tuple(types)  # each value's type, in text order, where whole_format applies
@@ -269,21 +269,11 @@ class SimMetrics:
         self.prefill.observe(seq.first_token_s - seq.scheduled_s)
         self.decode.observe(seq.end_s - seq.first_token_s)
 
-    def observe_token(self, seq: Seq) -> None:
-        """``seq`` was just given its latest token: its first (TTFT) or the gap since the last (ITL), and the
-        request-level histograms when that token finished it. (The real-time server inlines this in its
-        emission loop, split into a fast path.)"""
-        if seq.output_tokens == 1:
-            self.observe_first_token(seq)
-        elif seq.gap_s is not None:  # always, from the second token
-            self.itl.observe(seq.gap_s)
-        if seq.finished:
-            self.observe_finished(seq)
-
     def observe_tokens(self, seqs: Sequence[Seq]) -> None:
-        """:meth:`observe_token` of each of ``seqs`` in turn (a step's emitted sequences, in its order), in one
-        call: the inter-token gaps are added to their histogram in the same order, so its sum is the same to the
-        last bit."""
+        """Each of ``seqs`` was just given its latest token (a step's emitted sequences, in its order): its first
+        (TTFT) or the gap since the last (ITL), and the request-level histograms when that token finished it. The
+        gaps are added to their histogram's sum one by one, in that order. (The real-time server inlines this in
+        its emission loop, split into a fast path.)"""
         itl = self.itl
         bounds, counts, total = itl.bounds, itl.counts, itl.sum
         finished = _FINISHED
@@ -302,7 +292,7 @@ class SimMetrics:
         """Steps that each gave one token to ``seqs`` sequences whose tokens before came at ``last_token_s`` (or at
         ``lasts``, each its own, in the order of the batch), ended at ``ends``
         (:meth:`cardgen.sim.virtual.VirtualServer.decode_run`): each step's gap observed once per sequence, as
-        :meth:`observe_token` observes them one by one."""
+        :meth:`observe_tokens` observes them step by step."""
         itl = self.itl
         last = last_token_s
         if lasts is not None and ends:  # the first step's gaps, one per sequence

@@ -384,9 +384,9 @@ class RooflinePerf:
     def _total_s(self, tokens: int, seqs: int, pairs: float, cached: int) -> float:
         """``_priced(tokens, seqs, pairs, cached).total_s`` without adapters, by the same operations in the same
         order (no StepCost made: this is once per modelled step)."""
-        flops = (tokens * self._linear_flops + seqs * self._head_flops + self._attn_flops_per_pair * pairs) / self.tp
-        nbytes = self._weight_read_bytes(tokens) + (cached + tokens) * self.kv_bytes_per_token_per_gpu
         tp = self.tp
+        flops = (tokens * self._linear_flops + seqs * self._head_flops + self._attn_flops_per_pair * pairs) / tp
+        nbytes = self._weight_read_bytes(tokens) + (cached + tokens) * self.kv_bytes_per_token_per_gpu
         comm = 2 * self.arch.layers * self.gpu.allreduce_s(tokens * self.arch.hidden * self.arch.dtype_bytes, tp) \
             if tp > 1 else 0.0
         e = self.engine

@@ -393,11 +393,11 @@ class Scheduler:
             t = end
             run.ends.append(end)
             run.free.append(free)
-        return self._apply(run, free)
+        return self._apply(run, free, finishing=len(run.ends) == room)
 
-    def _apply(self, run: DecodeRun, free: int) -> DecodeRun:
+    def _apply(self, run: DecodeRun, free: int, *, finishing: bool = False) -> DecodeRun:
         """The decode steps of ``run`` done: every sequence ``len(run.ends)`` tokens further, the KV blocks they took
-        taken."""
+        taken; with ``finishing`` (the last step gave some sequence its last token), those it finished ended."""
         k = len(run.ends)
         if not k:
             return run
@@ -418,17 +418,8 @@ class Scheduler:
         self.num_steps += k
         self.decode_run_steps += k
         self.generation_tokens_total += k * len(run.seqs)
-        finished = run.finished
-        for s in run.seqs:  # those that reached their last token (only in the run's last step), as finish_step ends them
-            out = s.output_tokens
-            if out >= s.max_tokens or (s.stop_at is not None and out >= s.stop_at):
-                s.finish_reason = "length" if out >= s.max_tokens else "stop"
-                s.status = SeqStatus.FINISHED
-                s.end_s = end
-                self._release(s)
-                self.finished_total[s.finish_reason] += 1
-                finished.append(s)
-        if finished:
+        if finishing:
+            run.finished = [s for s in run.seqs if self._ended(s, end)]
             self.running = [s for s in self.running if s.status == SeqStatus.RUNNING]
         return run
 
@@ -464,7 +455,7 @@ class Scheduler:
         for s in emitted:
             gained = s.emitted
             tokens += gained
-            out = s.output_tokens = s.output_tokens + gained
+            s.output_tokens += gained
             last = s.last_token_s
             if last is None:
                 s.first_token_s = end
@@ -472,17 +463,25 @@ class Scheduler:
             else:
                 s.gap_s = end - last
             s.last_token_s = end
-            if out >= s.max_tokens or (s.stop_at is not None and out >= s.stop_at):
-                s.finish_reason = "length" if out >= s.max_tokens else "stop"
-                s.status = SeqStatus.FINISHED
-                s.end_s = end
-                self._release(s)
-                self.finished_total[s.finish_reason] += 1
+            if self._ended(s, end):
                 finished += 1
         self.generation_tokens_total += tokens
         if finished:
             self.running = [s for s in self.running if s.status == running]
         return emitted
+
+    def _ended(self, s: Seq, end: float) -> bool:
+        """Whether ``s``'s latest token, at ``end``, was its last; if so it finished there (its reason counted, its
+        blocks freed)."""
+        out = s.output_tokens
+        if out < s.max_tokens and (s.stop_at is None or out < s.stop_at):
+            return False
+        s.finish_reason = "length" if out >= s.max_tokens else "stop"
+        s.status = SeqStatus.FINISHED
+        s.end_s = end
+        self._release(s)
+        self.finished_total[s.finish_reason] += 1
+        return True
 
     def _verified(self, s: Seq, spec: Speculation) -> int:
         """Tokens a decoding sequence gains from one verify step: the bonus token and the drafts accepted, no more
