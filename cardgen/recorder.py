@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from cardgen.rundir import RunDir
 from cardgen.runinfo import RecordTally
@@ -29,15 +30,101 @@ from cardgen.schemas.records import LoadgenSample, MetricSample, RequestRecord, 
 log = logging.getLogger("cardgen")
 
 
-class Recorder:
+class ScrapeLine(Protocol):
+    """A scrape as its writer hands it over: its line (newline included), its times and, where it was made from
+    them, its values and their layout (one object for every line of the same names and labels), for a reader that
+    holds the scrapes as they are written (:meth:`cardgen.schemas.records.ScrapeSharer.add_written`)."""
+
+    @property
+    def line(self) -> str: ...
+    @property
+    def t(self) -> float: ...
+    @property
+    def t_end(self) -> float | None: ...
+    @property
+    def values(self) -> Sequence[float] | None: ...
+    @property
+    def layout(self) -> object | None: ...
+
+
+@dataclass(frozen=True)
+class _Written:
+    """A scrape's line written from its sample."""
+
+    line: str
+    t: float
+    t_end: float | None
+    values: None = None
+    layout: None = None
+
+
+class Lines(Protocol):
+    """Where a recorder's lines go, each with its newline: the run's files (:class:`LineFiles`), or another process
+    that writes them (:mod:`cardgen.sim.beside`: a modelled build on two cores)."""
+
+    def request(self, line: str) -> None:
+        """A request record's line, for ``requests.jsonl``."""
+
+    def scrape(self, scrape: ScrapeLine) -> None:
+        """A scrape's line, for ``server_metrics.jsonl``."""
+
+    def loadgen(self, line: str) -> None:
+        """A load-generator sample's line, for ``loadgen.jsonl``."""
+
+    def sync(self) -> None:
+        """Returns once every line given so far is written. Raises :class:`OSError` where one could not be."""
+
+    def close(self) -> None:
+        """Every line written, the files closed (again: nothing). Raises :class:`OSError` where the last could not
+        be."""
+
+
+class LineFiles:
+    """:class:`Lines` appended to the run's files, each flushed before its call returns (``loadgen.jsonl`` and
+    ``server_metrics.jsonl`` opened with their first line: a run in virtual time has no load-generator samples,
+    the load engine's scraper process writes its own scrapes)."""
+
     def __init__(self, run_dir: Path) -> None:
         files = RunDir(run_dir)
         self._requests = files.requests_jsonl.open("a", encoding="utf-8")
-        self._loadgen_path = files.loadgen_jsonl
-        self._loadgen: IO[str] | None = None  # opened with the first sample (a run in virtual time has none)
-        self._metrics_path = files.server_metrics_jsonl
-        self._metrics: IO[str] | None = None  # opened with the first scrape given (the load engine's scraper
-        # process writes its own)
+        self._paths = {"loadgen": files.loadgen_jsonl, "metrics": files.server_metrics_jsonl}
+        self._opened: dict[str, IO[str]] = {}
+
+    def request(self, line: str) -> None:
+        self._requests.write(line)
+        self._requests.flush()
+
+    def scrape(self, scrape: ScrapeLine) -> None:
+        self._append("metrics", scrape.line)
+
+    def loadgen(self, line: str) -> None:
+        self._append("loadgen", line)
+
+    def _append(self, name: str, line: str) -> None:
+        fh = self._opened.get(name)
+        if fh is None:
+            fh = self._opened[name] = self._paths[name].open("a", encoding="utf-8")
+        fh.write(line)
+        fh.flush()
+
+    def sync(self) -> None:
+        """Nothing: each line was flushed as it came."""
+
+    def close(self) -> None:
+        errors: list[OSError] = []
+        for fh in (self._requests, *self._opened.values()):
+            try:
+                fh.close()
+            except OSError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+class Recorder:
+    def __init__(self, run_dir: Path, *, lines: Lines | None = None) -> None:
+        """The recorder of ``run_dir``'s session: its lines appended to the run's files, or given to ``lines``."""
+        self._lines = LineFiles(run_dir) if lines is None else lines
         self.closed = False
         self.tally = RecordTally()  # the records of the run in requests.jsonl that count, written and flushed
         self.superseded = 0  # records of an earlier, cut-off attempt of a point: on disk, never counted
@@ -70,8 +157,7 @@ class Recorder:
     def record(self, rec: RequestRecord) -> None:
         """Append one request record as a JSON line (inf as "Infinity"), flushed before this returns."""
         self._check_open("request record")
-        self._requests.write(rec.model_dump_json() + "\n")
-        self._requests.flush()
+        self._lines.request(rec.model_dump_json() + "\n")
         self._tally(rec)
         for listener in self.listeners:
             listener(rec)
@@ -97,26 +183,17 @@ class Recorder:
     def scrape(self, sample: MetricSample) -> None:
         """Append one scrape of the server's ``/metrics``, as the scraper writes it."""
         self._check_open("scrape")
-        if self._metrics is None:
-            self._metrics = self._metrics_path.open("a", encoding="utf-8")
-        self._metrics.write(metric_line(sample))
-        self._metrics.flush()
+        self._lines.scrape(_Written(metric_line(sample), t=sample.t, t_end=sample.t_end))
 
-    def scrape_line(self, line: str) -> None:
-        """Append one scrape already written as its line (``metric_line``'s, newline included)."""
+    def scrape_line(self, scrape: ScrapeLine) -> None:
+        """Append one scrape that writes its own line (``metric_line``'s, newline included)."""
         self._check_open("scrape")
-        if self._metrics is None:
-            self._metrics = self._metrics_path.open("a", encoding="utf-8")
-        self._metrics.write(line)
-        self._metrics.flush()
+        self._lines.scrape(scrape)
 
     def loadgen(self, sample: LoadgenSample) -> None:
         """Append one load-generator sample."""
         self._check_open("load-generator sample")
-        if self._loadgen is None:
-            self._loadgen = self._loadgen_path.open("a", encoding="utf-8")
-        self._loadgen.write(sample.model_dump_json() + "\n")
-        self._loadgen.flush()
+        self._lines.loadgen(sample.model_dump_json() + "\n")
         self._tally_loadgen(sample)
 
     def _tally_loadgen(self, sample: LoadgenSample) -> None:
@@ -126,21 +203,17 @@ class Recorder:
             self.cpu_percents.append(sample.cpu_percent)
             self.cpu_times.append(sample.t)
 
+    def sync(self) -> None:
+        """Returns once every line given so far is on disk (before run.json says what they hold)."""
+        if not self.closed:
+            self._lines.sync()
+
     def close(self) -> None:
-        """Flush and close both files (again: nothing). Raises when the last flush fails."""
+        """Flush and close the files (again: nothing). Raises when the last flush fails."""
         if self.closed:
             return
         self.closed = True
-        errors: list[OSError] = []
-        for fh in (self._requests, self._loadgen, self._metrics):
-            if fh is None:
-                continue
-            try:
-                fh.close()
-            except OSError as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+        self._lines.close()
 
 
 def set_torn_tail_aside(path: Path) -> int:

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from cardgen.errors import UsageError
 from cardgen.points import Point
-from cardgen.recorder import Recorder, set_torn_tail_aside
+from cardgen.recorder import Lines, Recorder, set_torn_tail_aside
 from cardgen.rundir import RunDir, effective_status, make_run_dir, status_words
 from cardgen.runinfo import utc_text
 from cardgen.scenarios.resume import ResumePlan, refusal, resume_plan
@@ -114,14 +114,14 @@ class RunWriter:
 
     # -- a session: the raw lines --------------------------------------------------------------------------------
 
-    def open(self, attempts: Mapping[str, int]) -> Recorder:
-        """Open a session: the :class:`Recorder` that appends this session's lines. When the files hold earlier
-        sessions (a resumed run, a calibration's next phase) it first counts what they left, so that its tallies
-        are the whole run's: a record counts when its attempt is the one ``attempts`` gives its point, the
-        others are superseded (kept, never counted)."""
+    def open(self, attempts: Mapping[str, int], *, lines: Lines | None = None) -> Recorder:
+        """Open a session: the :class:`Recorder` that appends this session's lines (or gives them to ``lines``,
+        which writes them). When the files hold earlier sessions (a resumed run, a calibration's next phase) it
+        first counts what they left, so that its tallies are the whole run's: a record counts when its attempt is
+        the one ``attempts`` gives its point, the others are superseded (kept, never counted)."""
         if self._recorder is not None and not self._recorder.closed:
             raise RuntimeError("a session of this run is open already")
-        recorder = Recorder(self.files.path)
+        recorder = Recorder(self.files.path, lines=lines)
         if self._continued:
             files = self.files
             records = files.load_jsonl(files.requests_jsonl.name, RequestRecord) if files.requests_jsonl.exists() else []
@@ -159,7 +159,8 @@ class RunWriter:
 
     def put_points(self, *outcomes: PointOutcome, save: bool = True) -> None:
         """run.json's ``points``: each outcome (a point started, ended, skipped or left out) replaces its point's
-        entry, or is appended; then run.json is saved, unless ``save`` is false (a heartbeat saves it soon)."""
+        entry, or is appended; then run.json is saved, unless ``save`` is false (a heartbeat saves it soon), once
+        the lines recorded so far are on disk (a point run.json says has ended has its records there)."""
         names = [p.name for p in self.info.points]
         for outcome in outcomes:
             if outcome.name in names:
@@ -168,6 +169,8 @@ class RunWriter:
                 self.info.points.append(outcome)
                 names.append(outcome.name)
         if save:
+            if self._recorder is not None:
+                self._recorder.sync()
             self.save()
 
     def save(self, snapshot: RunInfo | None = None) -> Path:

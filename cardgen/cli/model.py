@@ -16,6 +16,7 @@ from cardgen.numbers import duration_text
 from cardgen.rundir import make_run_dir, run_dirs
 from cardgen.runinfo import load_seconds
 from cardgen.schemas.run import PriceDescription, RunInfo
+from cardgen.sim import beside
 from cardgen.sim.modelled import ModelledServer, build_run, resume_modelled
 
 
@@ -44,9 +45,16 @@ def model_in_virtual_time(server: ModelledServer, config: BuildConfig, run_dir: 
     # the card is rendered from the scrapes and the records as they were written, not from reading them back
     card = not config.outputs.no_card
     rows = request_rows() if card else None
-    run = build_run(server, config, run_dir, argv=sys.argv, started_unix=began, price=price, hold_scrapes=card,
-                    on_record=rows.add if rows is not None else None)
-    info = run.info
+    on_record = rows.add if rows is not None else None
+    if beside.usable():  # computed in a second process, its lines written and made the card's rows in this one
+        info, scrapes = beside.compute_beside(
+            lambda lines: build_run(server, config, run_dir, argv=sys.argv, started_unix=began, price=price,
+                                    lines=lines).info,
+            run_dir, on_record=on_record, hold_scrapes=card)
+    else:
+        run = build_run(server, config, run_dir, argv=sys.argv, started_unix=began, price=price, hold_scrapes=card,
+                        on_record=on_record)
+        info, scrapes = run.info, run.scrapes
     if not quiet:
         skipped = sum(1 for p in info.points if p.stop == "skipped")
         click.echo(f"cardgen: {len(info.points) - skipped} points, {info.requests_total} requests"
@@ -54,7 +62,7 @@ def model_in_virtual_time(server: ModelledServer, config: BuildConfig, run_dir: 
                    + f", computed in {time.time() - began:.1f} s; on a real server the suite would take "
                    f"~{duration_text(load_seconds(info) * server.tp)} of GPU time (modelled)", err=True)
     if rows is not None:
-        render_card(run_dir, quiet=quiet, scrapes=run.scrapes, frame=rows.frame())
+        render_card(run_dir, quiet=quiet, scrapes=scrapes, frame=rows.frame())
     click.echo(str(run_dir))
 
 

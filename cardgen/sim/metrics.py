@@ -19,6 +19,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from cardgen.sim.scheduler import SeqStatus
@@ -198,32 +199,67 @@ class Family:
 
 @dataclass(frozen=True)
 class Scraped:
-    """A scrape of the virtual server as ``server_metrics.jsonl`` holds it (``line``, newline included) and, where
-    every value is a number JSON writes as one, its values in the order the line writes them and its ``layout``
-    (the same object for every line of the same names, labels and places): what a reader of the line would read,
-    without reading it (:meth:`cardgen.schemas.records.ScrapeSharer.add_written`)."""
+    """A scrape of the virtual server as ``server_metrics.jsonl`` holds it (:attr:`line`, newline included) and,
+    where every value is a number JSON writes as one, its values in the order the line writes them and its
+    ``layout`` (the same object for every line of the same names, labels and places): what a reader of the line
+    would read, without reading it (:meth:`cardgen.schemas.records.ScrapeSharer.add_written`). The line is written
+    from the values when first asked for (:class:`LineFormat`), by whichever process writes it
+    (:mod:`cardgen.sim.beside`); ``text``: the line made at once (a value JSON writes as a word)."""
 
-    line: str
     t: float
     t_end: float
     values: tuple[float, ...] | None = None
-    layout: object | None = None
+    layout: _Template | None = None
+    whole: bool = False  # the layout's whole format writes it (see _Template)
+    text: str | None = None
+
+    @cached_property
+    def line(self) -> str:
+        if self.text is not None:
+            return self.text
+        assert self.layout is not None and self.values is not None
+        return self.layout.written.line(self.t, self.t_end, self.values, whole=self.whole)
+
+
+class LineFormat:
+    """How one layout's scrape is written from its values (in text order): the JSON around them as a %-format of
+    ``repr`` s (``format``) and as one that writes each value of a count as ``%d.0`` (``whole_format``: what
+    ``repr`` writes for a whole float below 2**53, several times faster). Small, for another process to write
+    the lines of a run computed in this one."""
+
+    __slots__ = ("format", "whole_format")
+
+    def __init__(self, format: str, whole_format: str) -> None:
+        self.format, self.whole_format = format, whole_format
+
+    def __getstate__(self) -> tuple[str, str]:
+        return self.format, self.whole_format
+
+    def __setstate__(self, state: tuple[str, str]) -> None:
+        self.format, self.whole_format = state
+
+    def line(self, t: float, t_end: float, values: Sequence[float], *, whole: bool) -> str:
+        """The scrape at ``t`` to ``t_end`` of ``values``, as ``server_metrics.jsonl``'s line; ``whole``: every
+        value of a count is a whole number below 2**53 (``%d`` of its float writes what ``repr`` of the count
+        does)."""
+        head = f'{{"t":{_json_float(t)},"t_end":{_json_float(t_end)},"samples":'
+        return head + (self.whole_format if whole else self.format) % tuple(values) + "}\n"
 
 
 class _Template:
     """:meth:`SimMetrics.line`'s JSON of one layout around its values: which value comes where (``order``), the
-    text before, between and after them (``fragments``), and both as one %-format of ``repr`` s (``format``), and
-    as one that writes each whole number of ``types`` (a count: most of a scrape's values) as ``%d.0``, what
-    ``repr`` writes for it as a float below 2**53, several times faster (``whole_format``)."""
+    text before, between and after them (``fragments``), the formats that write a line of them (``written``), and
+    each value's type where the whole format applies (``types``: a count's is int)."""
 
-    __slots__ = ("format", "fragments", "in_text_order", "types", "whole_format")
+    __slots__ = ("fragments", "in_text_order", "types", "written")
 
     def __init__(self, order: list[int], fragments: list[str], types: Sequence[type]) -> None:
         self.fragments = fragments
-        self.format = fragments[0].replace("%", "%%") + "".join("%r" + f.replace("%", "%%") for f in fragments[1:])
         self.types = tuple(types)  # each value's type, in text order, where whole_format applies
-        self.whole_format = fragments[0].replace("%", "%%") + "".join(
-            ("%d.0" if t is int else "%r") + f.replace("%", "%%") for t, f in zip(self.types, fragments[1:], strict=True))
+        self.written = LineFormat(
+            fragments[0].replace("%", "%%") + "".join("%r" + f.replace("%", "%%") for f in fragments[1:]),
+            fragments[0].replace("%", "%%") + "".join(("%d.0" if t is int else "%r") + f.replace("%", "%%")
+                                                     for t, f in zip(self.types, fragments[1:], strict=True)))
         self.in_text_order: Callable[[Sequence[float]], Sequence[float]]
         if len(order) > 1:
             self.in_text_order = operator.itemgetter(*order)
@@ -439,18 +475,17 @@ class SimMetrics:
             template = self._templates[key] = _Template(order, fragments, [type(raw[i]) for i in order])
         ordered = template.in_text_order(raw)
         values = tuple(map(float, ordered))
-        head = f'{{"t":{_json_float(t)},"t_end":{_json_float(t_end)},"samples":'
         if all(map(math.isfinite, values)):  # each as repr writes it, into the JSON around them at once
             whole = (tuple(map(type, ordered)) == template.types and max(values) < _EXACT and min(values) > -_EXACT)
-            text = template.whole_format % tuple(ordered) if whole else template.format % values
-            return Scraped(head + text + "}\n", t=t, t_end=t_end, values=values, layout=template)
+            return Scraped(t=t, t_end=t_end, values=values, layout=template, whole=whole)
         texts = [_json_float(v) for v in values]  # json's words for inf and nan
+        head = f'{{"t":{_json_float(t)},"t_end":{_json_float(t_end)},"samples":'
         parts = [head, template.fragments[0]]
         for text, fragment in zip(texts, template.fragments[1:], strict=True):
             parts.append(text)
             parts.append(fragment)
         parts.append("}\n")
-        return Scraped("".join(parts), t=t, t_end=t_end)
+        return Scraped(t=t, t_end=t_end, text="".join(parts))
 
     def _template(self, sched: Scheduler) -> tuple[list[int], list[str]]:
         """The JSON of :meth:`samples` with its values cut out: which value of :meth:`values` comes where (the

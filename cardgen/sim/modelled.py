@@ -21,6 +21,7 @@ from typing import Any
 from cardgen.buildconfig import BuildConfig, VirtualTarget
 from cardgen.errors import UsageError
 from cardgen.points import Point, expand, fit_context, left_out, suite_adapters
+from cardgen.recorder import Lines
 from cardgen.runinfo import begin_run_info
 from cardgen.runwriter import RunWriter, plan_resume, suite_of
 from cardgen.schemas.records import MetricSample, RequestRecord, WrittenScrapes
@@ -159,7 +160,7 @@ class _Streamed:
             self.on_record(driven.record)
 
     def scrape(self, scraped: Scraped) -> None:
-        self.writer.recorder.scrape_line(scraped.line)
+        self.writer.recorder.scrape_line(scraped)
         if self.held is not None:
             self.held.add(scraped.line.encode(), t=scraped.t, t_end=scraped.t_end, values=scraped.values,
                           layout=scraped.layout)
@@ -170,7 +171,8 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
                  gpu: Mapping[str, Any] | None = None, sim: Mapping[str, Any] | None = None,
                  build: BuildConfig | None = None, price: PriceDescription | None = None,
                  keep: bool = True, hold_scrapes: bool = False,
-                 on_record: Callable[[RequestRecord], None] | None = None) -> ModelledRun:
+                 on_record: Callable[[RequestRecord], None] | None = None,
+                 lines: Lines | None = None) -> ModelledRun:
     """``cardgen build`` against the virtual server ``config`` describes (``perf`` overrides the performance model
     it builds), in virtual time as ``options`` times it, written to ``run_dir`` as it goes: the suite's points
     that fit the served context, skipping after saturation unless ``run_saturated``. run.json is what the load
@@ -184,7 +186,8 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
     driver's account keeps every request and scrape (for a test); otherwise each is written as it happens and
     forgotten (``cardgen build``: memory bounded by what is in flight), with the same files; ``hold_scrapes`` (with
     ``keep`` off) holds every scrape as a reader of the file would (:attr:`ModelledRun.scrapes`), for the card, and
-    ``on_record`` (with ``keep`` off) is told of each record as it is written (a build makes them its card's rows)."""
+    ``on_record`` (with ``keep`` off) is told of each record as it is written (a build makes them its card's rows).
+    ``lines``: where the run's lines go instead of its files (another process writes them: :mod:`.beside`)."""
     opts = options or DriveOptions()
     model = build_perf(config) if perf is None else perf
     answer = probe_answer(config, model, started_unix=opts.start_unix)
@@ -205,7 +208,7 @@ def modelled_run(suite: Suite, config: SimConfig, run_dir: Path, *, argv: Sequen
                           warnings=warnings, points=_outcomes(every, {p.name for p in points}, unfit),
                           build=build, price=price)
     return _run(config, model, RunWriter.begin(run_dir, info), points, options=opts, run_saturated=run_saturated,
-                keep=keep, hold_scrapes=hold_scrapes, on_record=on_record)
+                keep=keep, hold_scrapes=hold_scrapes, on_record=on_record, lines=lines)
 
 
 def _outcomes(every: Sequence[Point], runnable: set[str], unfit: dict[str, str]) -> list[PointOutcome]:
@@ -218,15 +221,15 @@ def _outcomes(every: Sequence[Point], runnable: set[str], unfit: dict[str, str])
 
 def build_run(server: ModelledServer, build: BuildConfig, run_dir: Path, *, argv: Sequence[str],
               started_unix: float, price: PriceDescription | None = None, hold_scrapes: bool = False,
-              on_record: Callable[[RequestRecord], None] | None = None) -> ModelledRun:
+              on_record: Callable[[RequestRecord], None] | None = None, lines: Lines | None = None) -> ModelledRun:
     """``cardgen build``'s run of ``build`` on ``server`` (one of its GPUs), in virtual time from
     ``started_unix``: :func:`modelled_run` timed by :func:`modelled_options`, with the server's GPU and
     description, and ``build`` kept in run.json for ``cardgen resume`` (``hold_scrapes`` and ``on_record``: for its
-    card)."""
+    card; ``lines``: where its lines go, as :func:`modelled_run` takes them)."""
     return modelled_run(build.parsed_suite, server.config(), run_dir, argv=argv,
                         options=modelled_options(start_unix=started_unix), run_saturated=build.load.run_saturated,
                         gpu=server.gpu_info(), sim=server.describe({}), build=build, price=price, keep=False,
-                        hold_scrapes=hold_scrapes, on_record=on_record)
+                        hold_scrapes=hold_scrapes, on_record=on_record, lines=lines)
 
 
 def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
@@ -247,11 +250,12 @@ def resume_modelled(run_dir: Path, info: RunInfo, *, started_unix: float,
 
 def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence[Point], *, options: DriveOptions,
          run_saturated: bool, attempts: Mapping[str, int] | None = None, keep: bool = True,
-         hold_scrapes: bool = False, on_record: Callable[[RequestRecord], None] | None = None) -> ModelledRun:
+         hold_scrapes: bool = False, on_record: Callable[[RequestRecord], None] | None = None,
+         lines: Lines | None = None) -> ModelledRun:
     """Drive ``points``, written as each ends (a cut-off point's records too) with run.json's outcome: a Ctrl-C
     keeps every point that ended on disk, and ``cardgen resume`` continues from there. Nothing is written twice
     and nothing waits for the run's end but its last scrapes and run.json's tallies."""
-    writer.open(attempts or {})  # a resumed run's tallies are the whole run's: what is on disk is counted first
+    writer.open(attempts or {}, lines=lines)  # a resumed run's tallies are the whole run's: what is on disk is counted first
     written = [0, 0]  # the driver hands over every request and scrape so far: what was appended already
 
     def point_ended(outcome: PointOutcome, requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
