@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 
-import pytest
-
-from cardgen import forked
-from cardgen.forked import forked_map, meanwhile
+from cardgen.forked import forked_map
 
 
 def test_forked_map_gives_each_result_in_order() -> None:
@@ -37,26 +32,3 @@ def test_a_thread_pending_under_gevent_runs_in_the_parent_not_in_each_forked_chi
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[1, 2, 3, 4]"
     assert "Traceback" not in proc.stderr, proc.stderr
-
-
-def test_meanwhile_computes_in_another_process_and_hands_back_what_it_returned():
-    parent = os.getpid()
-    job = meanwhile(lambda: (os.getpid(), [1.5, "two", {"three": 3}]))
-    pid, value = job.result()
-    assert pid != parent and value == [1.5, "two", {"three": 3}]
-
-
-def test_meanwhile_raises_here_what_it_raised_there():
-    def fails() -> None:
-        raise ValueError("no scrape brackets the point")
-
-    with pytest.raises(ValueError, match="no scrape brackets the point"):
-        meanwhile(fails).result()
-
-
-def test_meanwhile_computes_here_where_its_process_gave_no_answer_or_none_was_started(monkeypatch):
-    here = os.getpid()
-    killed = meanwhile(lambda: os.kill(os.getpid(), signal.SIGKILL) if os.getpid() != here else "here")
-    assert killed.result() == "here"  # the child was killed: computed in this process
-    monkeypatch.setattr(forked, "cores", lambda: 1)
-    assert meanwhile(os.getpid).result() == here  # one core: no process started

@@ -41,20 +41,17 @@ from cardgen.analysis.timeseries import server_timeseries
 from cardgen.analysis.workers import slower_warnings, worker_paths
 from cardgen.analysis.workloads import Workloads, workloads, write_workloads
 from cardgen.engines import kv_unknown, slot_limit
-from cardgen.forked import meanwhile
 from cardgen.kinds import GENERATION, INGESTION, gives, kinds_giving
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, TABLES_DIR, RunDir, torn_line_warning
 from cardgen.schemas.records import RequestRecord
 from cardgen.schemas.run import RunInfo, point_attempts, record_counts
 from cardgen.schemas.summary import (
-    CrossCheckWindow,
     GenerationHeadline,
     Headline,
     HeadlinePrecision,
     KVCapacity,
     PointPrecision,
     ScenarioSummary,
-    ServerVsClient,
     Summary,
 )
 
@@ -202,9 +199,6 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
                                                                   slo_ttft_s=options.slo_ttft_s,
                                                                   slo_tpot_s=options.slo_tpot_s),
                                    info.calibration.order)
-    # the server against the client, window by window (a long run's scrapes: seconds), on the other core meanwhile
-    # (what it reads of the points is final here)
-    crosscheck = meanwhile(lambda: _crosscheck(data, every, scenarios, engine=engine))
 
     ingestion = fit_ingestion(*ingestion_points(requests)) if not requests.empty else None
     judged = kind_precision(points=points, requests=requests, timeseries=ts, scenarios=scenarios, info=info,
@@ -263,7 +257,8 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     gpu_name = _name(gpu.name)
     tables = build_tables(scenarios, gpu=gpu_name)
     tok_s = ingestion.fit.tok_s if ingestion else None
-    windows, svc = crosscheck.result()
+    windows = every_window(data.metrics, every, scenarios, engine=engine)
+    svc = server_vs_client(data.metrics, every, scenarios, engine=engine, windows=windows)
     summary = Summary(
         model=info.model, served_model=info.server.served_model, gpu=gpu_name,
         gpu_count=gpu.count, gpu_driver=gpu.driver or None,
@@ -301,13 +296,6 @@ def analyse(data: RunData, *, options: AnalysisOptions | None = None) -> Analysi
     tables.update(kind_tables(summary))
     return Analysis(info=info, summary=summary, requests=requests, timeseries=ts, ingestion=ingestion,
                     tables=tables, workloads=workloads(info, scenarios, requests, points=list(points.values())))
-
-
-def _crosscheck(data: RunData, every: pd.DataFrame, scenarios: list[ScenarioSummary], *,
-                engine: str | None) -> tuple[dict[str, CrossCheckWindow], ServerVsClient]:
-    """Every window of the server against the client, and the run's account of them."""
-    windows = every_window(data.metrics, every, scenarios, engine=engine)
-    return windows, server_vs_client(data.metrics, every, scenarios, engine=engine, windows=windows)
 
 
 def _price_and_energy(summary: Summary, data: RunData, every: pd.DataFrame) -> None:

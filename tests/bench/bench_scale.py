@@ -31,6 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 MODEL, GPU = "CodeLlama-7b", "A100-80GB"
 PARTS = os.environ.get("BENCH_SCALE", "planner,scale,full").split(",")
+SAMPLE_S = float(os.environ.get("BENCH_SCALE_SAMPLE_S", "1.0"))  # how often the memory of all processes is read
 BIG = int(os.environ.get("BENCH_SCALE_BIG", "1000000"))
 SCALE = """name: scale
 scenarios:
@@ -65,7 +66,7 @@ def _pss_mb(pid: int) -> float:
 def timed(*args: str, out: Path) -> tuple[dict[str, float], subprocess.CompletedProcess[str]]:
     """``cardgen build MODEL ARGS --out OUT --quiet`` under ``/usr/bin/time -v``: wall s, cpu s (every process), peak
     MB of the largest process (``/usr/bin/time``), and the peak of all of its processes together (``tree_mb``: the
-    sum of their proportional set sizes, sampled every 0.1 s; a modelled build on two cores is two processes)."""
+    sum of their proportional set sizes, sampled every SAMPLE_S; a modelled build on two cores is two processes)."""
     command = [sys.executable, "-m", "cardgen", "build", MODEL, "--gpu", GPU, *args, "--out", str(out), "--quiet"]
     if shutil.which("/usr/bin/time") is None:
         raise SystemExit("bench_scale needs /usr/bin/time (GNU time: apt-get install time)")
@@ -76,7 +77,7 @@ def timed(*args: str, out: Path) -> tuple[dict[str, float], subprocess.Completed
     def sample() -> None:
         while child.poll() is None:
             peak[0] = max(peak[0], sum(_pss_mb(p) for p in _tree(child.pid)))
-            time.sleep(0.1)
+            time.sleep(SAMPLE_S)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
