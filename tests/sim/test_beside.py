@@ -162,6 +162,12 @@ def test_a_ctrl_c_while_a_line_is_on_its_way_is_raised_before_the_next_goes(monk
         os.close(fd)
 
 
+def _ctrl_c_heard() -> None:
+    """A terminal's process hears Ctrl-C; one started in the background of a shell (make test's untimed tests)
+    inherits SIGINT ignored, and so would the build."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_of_a_build_on_two_cores_keeps_every_request_it_computed(tmp_path):
     """The terminal's Ctrl-C reaches both processes: the run ends as an interrupted run ends (run.json
     "interrupted", resumable) and every request it counts is a whole line of requests.jsonl."""
@@ -169,7 +175,8 @@ def test_ctrl_c_of_a_build_on_two_cores_keeps_every_request_it_computed(tmp_path
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "cardgen", "build", "CodeLlama-7b", "--gpu", "A100-80GB",
                              "--suite", str(tmp_path / "long.yaml"), "--out", str(out), "--quiet", "--no-card"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_ctrl_c_heard)
     requests = out / REQUESTS_JSONL
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
