@@ -21,6 +21,11 @@ def cores() -> int:
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
+def can_fork() -> bool:
+    """This system starts processes by forking (a forked one reaches what its parent set up, unpickled)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
 def forked_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int | None = None, min_items: int = 2,
                meanwhile: Callable[[], object] | None = None) -> list[R]:
     """``[fn(item) for item in items]`` on ``workers`` forked processes (default: :func:`cores`), in order; in this
@@ -28,7 +33,7 @@ def forked_map(fn: Callable[[T], R], items: Sequence[T], *, workers: int | None 
     little to be worth starting processes for). ``meanwhile()`` runs in this process while they work (after the
     items where this process does them itself)."""
     workers = workers or cores()
-    if workers < 2 or len(items) < max(min_items, 2) or "fork" not in multiprocessing.get_all_start_methods():
+    if workers < 2 or len(items) < max(min_items, 2) or not can_fork():
         out = [fn(item) for item in items]
         if meanwhile is not None:
             meanwhile()

@@ -86,13 +86,13 @@ class LineFiles:
 
     def __init__(self, run_dir: Path) -> None:
         files = RunDir(run_dir)
-        self._requests = files.requests_jsonl.open("a", encoding="utf-8")
-        self._paths = {"loadgen": files.loadgen_jsonl, "metrics": files.server_metrics_jsonl}
+        self._paths = {"requests": files.requests_jsonl, "loadgen": files.loadgen_jsonl,
+                       "metrics": files.server_metrics_jsonl}
         self._opened: dict[str, IO[str]] = {}
+        self._open("requests")  # there from the session's start, a record or none
 
     def request(self, line: str) -> None:
-        self._requests.write(line)
-        self._requests.flush()
+        self._append("requests", line)
 
     def scrape(self, scrape: ScrapeLine) -> None:
         self._append("metrics", scrape.line)
@@ -100,10 +100,12 @@ class LineFiles:
     def loadgen(self, line: str) -> None:
         self._append("loadgen", line)
 
+    def _open(self, name: str) -> IO[str]:
+        fh = self._opened[name] = self._paths[name].open("a", encoding="utf-8")
+        return fh
+
     def _append(self, name: str, line: str) -> None:
-        fh = self._opened.get(name)
-        if fh is None:
-            fh = self._opened[name] = self._paths[name].open("a", encoding="utf-8")
+        fh = self._opened.get(name) or self._open(name)
         fh.write(line)
         fh.flush()
 
@@ -112,7 +114,7 @@ class LineFiles:
 
     def close(self) -> None:
         errors: list[OSError] = []
-        for fh in (self._requests, *self._opened.values()):
+        for fh in self._opened.values():
             try:
                 fh.close()
             except OSError as exc:

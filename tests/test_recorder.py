@@ -42,7 +42,7 @@ def test_a_broken_record_path_fails_loudly_once(tmp_path):
     r = Recorder(tmp_path)
     sink = RecordSink(r.record, on_fatal=seen.append)
     sink.on_request(context={"record": rec()})
-    r._lines._requests.close()  # the file can no longer be written: the next record must not vanish silently
+    r._lines._opened["requests"].close()  # the file can no longer be written: the next record must not vanish silently
     sink.on_request(context={"record": rec()})  # Locust would swallow an exception: the sink never raises
     assert seen == [sink.fatal] and sink.fatal.startswith("record 2: ValueError")
     sink.on_request(context={})  # a request without its record is a bug, also loud, but reported once

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,7 +18,7 @@ from cardgen.rundir import make_run_dir, run_dirs
 from cardgen.runinfo import load_seconds
 from cardgen.schemas.run import PriceDescription, RunInfo
 from cardgen.sim import beside
-from cardgen.sim.modelled import ModelledServer, build_run, resume_modelled
+from cardgen.sim.modelled import ModelledRun, ModelledServer, build_run, resume_modelled
 
 
 def build_modelled(config: BuildConfig) -> None:
@@ -46,15 +47,16 @@ def model_in_virtual_time(server: ModelledServer, config: BuildConfig, run_dir: 
     card = not config.outputs.no_card
     rows = request_rows() if card else None
     on_record = rows.add if rows is not None else None
+
+    def run(**how: Any) -> ModelledRun:
+        return build_run(server, config, run_dir, argv=sys.argv, started_unix=began, price=price, **how)
+
     if beside.usable():  # computed in a second process, its lines written and made the card's rows in this one
-        info, scrapes = beside.compute_beside(
-            lambda lines: build_run(server, config, run_dir, argv=sys.argv, started_unix=began, price=price,
-                                    lines=lines).info,
-            run_dir, on_record=on_record, hold_scrapes=card)
+        info, scrapes = beside.compute_beside(lambda lines: run(lines=lines).info, run_dir, on_record=on_record,
+                                              hold_scrapes=card)
     else:
-        run = build_run(server, config, run_dir, argv=sys.argv, started_unix=began, price=price, hold_scrapes=card,
-                        on_record=on_record)
-        info, scrapes = run.info, run.scrapes
+        computed = run(hold_scrapes=card, on_record=on_record)
+        info, scrapes = computed.info, computed.scrapes
     if not quiet:
         skipped = sum(1 for p in info.points if p.stop == "skipped")
         click.echo(f"cardgen: {len(info.points) - skipped} points, {info.requests_total} requests"

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import multiprocessing
 import os
 import pickle
 import signal
@@ -45,7 +44,7 @@ from types import FrameType
 from typing import IO, TypeVar
 
 from cardgen.errors import RunError
-from cardgen.forked import cores
+from cardgen.forked import can_fork, cores
 from cardgen.recorder import ScrapeLine
 from cardgen.rundir import RunDir
 from cardgen.schemas.records import MetricSample, RequestRecord, WrittenScrapes, decode_line
@@ -71,7 +70,7 @@ _SMALL_READ, _NAP_S = 1 << 16, 0.001
 
 def usable() -> bool:
     """A second process is worth starting: ``fork`` is there and this process may run on two cores or more."""
-    return cores() >= 2 and "fork" in multiprocessing.get_all_start_methods()
+    return cores() >= 2 and can_fork()
 
 
 class HandedLines:
@@ -114,19 +113,19 @@ class HandedLines:
         writes its line (a tenth of the bytes, and the formatting off this core); any other as its line."""
         self._raise_interrupt()
         values, layout = scrape.values, scrape.layout
-        made = isinstance(scrape, Scraped) and scrape.text is None and scrape.layout is not None
+        # the formats that write its line from its values, where it is one the virtual server made so
+        formats = (scrape.layout.written if isinstance(scrape, Scraped) and scrape.text is None
+                   and scrape.layout is not None else None)
         number, how, line = -1, 0, b""
         if values is not None and layout is not None:
             known = self._layouts.get(id(layout))
             if known is None:
                 known = self._layouts[id(layout)] = (len(self._layouts), layout)
-                if made:
-                    assert isinstance(scrape, Scraped) and scrape.layout is not None
-                    self.send(LAYOUT, _NUMBER.pack(known[0]) + pickle.dumps(scrape.layout.written))
+                if formats is not None:
+                    self.send(LAYOUT, _NUMBER.pack(known[0]) + pickle.dumps(formats))
             number = known[0]
-        if made:
-            assert isinstance(scrape, Scraped)
-            how = FROM_VALUES | (WHOLE if scrape.whole else 0)
+        if formats is not None:
+            how = FROM_VALUES | (WHOLE if isinstance(scrape, Scraped) and scrape.whole else 0)
         else:
             line = scrape.line.encode()
         packed = b"" if values is None else array("d", values).tobytes()

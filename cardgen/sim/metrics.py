@@ -232,12 +232,6 @@ class LineFormat:
     def __init__(self, format: str, whole_format: str) -> None:
         self.format, self.whole_format = format, whole_format
 
-    def __getstate__(self) -> tuple[str, str]:
-        return self.format, self.whole_format
-
-    def __setstate__(self, state: tuple[str, str]) -> None:
-        self.format, self.whole_format = state
-
     def line(self, t: float, t_end: float, values: Sequence[float], *, whole: bool) -> str:
         """The scrape at ``t`` to ``t_end`` of ``values``, as ``server_metrics.jsonl``'s line; ``whole``: every
         value of a count is a whole number below 2**53 (``%d`` of its float writes what ``repr`` of the count
