@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from cardgen.outcome import Outcome, RequestFigures
+from cardgen.outcome import Outcome, RequestFigures, chunk_gaps_s
 from cardgen.quantiles import order_bound, quantile_correlation_time, tail_estimate, tail_ready
 
 METRICS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
@@ -238,17 +238,26 @@ def latencies(r: Outcome, metrics: Collection[str] = METRICS) -> dict[str, list[
     answer's TPOT) it leaves out. On top of those figures, the SLO's own rule: a failed request, or one whose
     TTFT or E2E is unknown, missed every target, so it contributes inf to each (one gap for ITL)."""
     figures = RequestFigures.of(r)
-    if not figures.ok or math.isnan(figures.ttft_s) or math.isnan(figures.e2e_s):
+    return figure_latencies(figures.ok, figures.ttft_s, figures.e2e_s, figures.tpot_s,
+                            figures.chunk_times if "itl" in metrics else (), metrics)
+
+
+def figure_latencies(ok: bool, ttft_s: float, e2e_s: float, tpot_s: float, chunk_times: Sequence[float],
+                     metrics: Collection[str]) -> dict[str, list[float]]:
+    """:func:`latencies` from a request's figures as :class:`cardgen.outcome.RequestFigures` gives them (a
+    card's request rows hold them: ``ok``, ``ttft_s``, ``e2e_s``, ``tpot_s``; its chunk times, read only for
+    ITL)."""
+    if not ok or math.isnan(ttft_s) or math.isnan(e2e_s):
         return {m: [math.inf] for m in METRICS if m in metrics}
     out: dict[str, list[float]] = {}
     if "ttft" in metrics:
-        out["ttft"] = [figures.ttft_s]
+        out["ttft"] = [ttft_s]
     if "e2e" in metrics:
-        out["e2e"] = [figures.e2e_s]
+        out["e2e"] = [e2e_s]
     if "tpot" in metrics:
-        out["tpot"] = [] if math.isnan(figures.tpot_s) else [figures.tpot_s]
+        out["tpot"] = [] if math.isnan(tpot_s) else [tpot_s]
     if "itl" in metrics:  # a request's every gap: kept only where a target needs them
-        out["itl"] = list(figures.itl_s)
+        out["itl"] = chunk_gaps_s(chunk_times).tolist()
     return out
 
 
@@ -290,7 +299,12 @@ class ProbeJudge:
     def add(self, order: int, record: Outcome, *, warmup: bool = False, late: bool = False) -> Verdict | None:
         """Take the record of send ``order`` (``warmup``: not judged; ``late``: it left after its time); the
         verdict once the probe should stop sending (decided, or too close to tell; None before)."""
-        self.ended[order] = ({} if warmup else latencies(record, self.metrics), warmup, late)
+        return self.add_latencies(order, {} if warmup else latencies(record, self.metrics), warmup=warmup, late=late)
+
+    def add_latencies(self, order: int, values: dict[str, list[float]], *, warmup: bool = False,
+                      late: bool = False) -> Verdict | None:
+        """:meth:`add` given what the record contributes to each of the targets' metrics (:func:`latencies`)."""
+        self.ended[order] = (values, warmup, late)
         while self.prefix in self.ended:
             values, skipped, was_late = self.ended.pop(self.prefix)
             if not skipped:

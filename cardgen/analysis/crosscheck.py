@@ -31,7 +31,6 @@ from cardgen.analysis.pooled import GapPool
 from cardgen.analysis.stats import finite
 from cardgen.engines import counter, histogram, histogram_delta, histogram_quantile, metric_candidates
 from cardgen.kinds import kind_of
-from cardgen.outcome import chunk_gaps_s
 from cardgen.rundir import SERVER_METRICS_JSONL
 from cardgen.schemas.records import MetricSample
 from cardgen.schemas.summary import (
@@ -113,13 +112,52 @@ class _ClientSide:
     straddling: int
 
 
-def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
+@dataclass(frozen=True)
+class _Chunks:
+    """Each request's chunk times as every window reads them (computed once for all of a run's windows): how many,
+    the first and the last, and for a request of two or more whether they are in order and its gaps' sum, each as
+    :func:`cardgen.outcome.chunk_gaps_s` ``(times).min()`` and ``.sum()`` give it."""
+
+    times: list[np.ndarray]
+    sizes: np.ndarray  # int: chunks
+    first: np.ndarray  # NaN: none
+    last: np.ndarray
+    in_order: np.ndarray  # bool: every gap >= 0 (False below two chunks)
+    gap_sum: np.ndarray  # NaN below two chunks
+
+    @classmethod
+    def of(cls, requests: pd.DataFrame) -> _Chunks:
+        times = [np.asarray(t, dtype=float) for t in requests["chunk_times"].to_numpy()]
+        sizes = np.fromiter(map(len, times), dtype=np.int64, count=len(times))
+        first, last = np.full(len(times), np.nan), np.full(len(times), np.nan)
+        in_order, gap_sum = np.zeros(len(times), dtype=bool), np.full(len(times), np.nan)
+        some = np.flatnonzero(sizes > 0)
+        first[some] = [times[i][0] for i in some]
+        last[some] = [times[i][-1] for i in some]
+        # the requests of one length a block of them at a time, as rows of one array: a row's gaps, their minimum
+        # and their sum as numpy reduces a row (pairwise, as it sums the row's own array: the same bits)
+        several = sizes > 1
+        for size in np.unique(sizes[several]).tolist():
+            rows = np.flatnonzero(sizes == size)
+            step = max(1, (1 << 20) // size)
+            for at in range(0, len(rows), step):
+                part = rows[at:at + step]
+                gaps = np.diff(np.stack([times[i] for i in part]), axis=1)
+                in_order[part] = gaps.min(axis=1) >= 0
+                gap_sum[part] = gaps.sum(axis=1)
+        return cls(times, sizes, first, last, in_order, gap_sum)
+
+
+def _client_side(requests: pd.DataFrame, t0: float, t1: float, chunks: _Chunks | None = None) -> _ClientSide:
+    """What the client saw between ``t0`` and ``t1`` (``chunks``: the requests' :class:`_Chunks`, made here unless
+    given)."""
     def inside(x: np.ndarray) -> np.ndarray:
         return (x > t0) & (x <= t1)
 
     if requests.empty:
         empty = np.empty(0)
         return _ClientSide(empty, empty, GapPool([]), 0.0, 0.0, 0, 0, False, 0, 0, 0)
+    c = chunks if chunks is not None else _Chunks.of(requests)
     sends = requests["sent_at"].to_numpy(dtype=float)
     ends = requests["end_at"].to_numpy(dtype=float)
     ends = np.where(np.isfinite(ends), ends, sends)
@@ -129,41 +167,46 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float) -> _ClientSide:
     wholly = (sends > t0) & (ends <= t1)
     touching = (sends <= t1) & (ends > t0)
     started_ok = inside(first[ok_mask])
-    gap_tokens, gap_span, output, partial = 0.0, 0.0, 0, False
-    near = ok_mask & touching  # only these can have a chunk inside the window (their columns, not a frame's copy)
-    chunks = [np.asarray(times, dtype=float) for times in requests["chunk_times"].to_numpy()[near]]
-    # every gap inside the window, in order: a request wholly inside by its chunk times, the others' kept gaps
-    # (a long run's whole window holds tens of millions: pooled, never one array of them)
-    sources: list[np.ndarray] = []
-    diffs: list[bool] = []
-    for times, out in zip(chunks, requests["output_tokens"].to_numpy(dtype=float)[near], strict=True):
-        n_out = int(out) if np.isfinite(out) else 0
-        if len(times) == 0:
-            continue
-        if len(times) > 1 and times[0] > t0 and times[-1] <= t1:  # the common case, at a fifth of the cost:
-            step = chunk_gaps_s(times)
-            if step.min() >= 0:  # in order, so every chunk is inside: what the general way below finds
-                output += n_out
-                sources.append(times)
-                diffs.append(True)
-                gap_span += float(step.sum())
-                gap_tokens += max(n_out - 1, 0)
-                continue
+    # only the successful requests touching the window can have a chunk inside it (their columns, not a frame's
+    # copy), in order; those with two chunks or more all inside it and in order are the common case (taken whole,
+    # by their chunk times), the others are looked at chunk by chunk
+    near = np.flatnonzero(ok_mask & touching)
+    outs = requests["output_tokens"].to_numpy(dtype=float)[near]
+    n_out = np.where(np.isfinite(outs), outs, 0).astype(np.int64)
+    whole = (c.sizes[near] > 1) & (c.first[near] > t0) & (c.last[near] <= t1) & c.in_order[near]
+    span = np.where(whole, c.gap_sum[near], 0.0)  # what each adds to the gaps' span, in order
+    output = int(n_out[whole].sum())
+    gap_tokens = float(np.maximum(n_out[whole] - 1, 0).sum())
+    partial = False
+    kept: dict[int, np.ndarray] = {}  # a request looked at chunk by chunk -> the gaps it keeps
+    for at in np.flatnonzero(~whole & (c.sizes[near] > 0)).tolist():
+        times, n = c.times[near[at]], int(n_out[at])
         in_chunks = inside(times)
         if in_chunks.all():
-            output += n_out
+            output += n
         elif in_chunks.any():
             output += int(in_chunks.sum())
             partial = True
         if len(times) > 1:
-            step = np.diff(times)
             later = in_chunks[1:]
             if later.any():
-                kept = step[later]
-                sources.append(kept)
-                diffs.append(False)
-                gap_span += float(kept.sum())
-                gap_tokens += max(n_out - 1, 0) if later.all() else float(later.sum())
+                kept[at] = np.diff(times)[later]
+                span[at] = float(kept[at].sum())
+                gap_tokens += max(n - 1, 0) if later.all() else float(later.sum())
+    # every gap inside the window, in order: a request's taken whole, the others' kept (a long run's whole window
+    # holds tens of millions: pooled, never one array of them)
+    sources: list[np.ndarray] = []
+    diffs: list[bool] = []
+    for at, is_whole in enumerate(whole.tolist()):
+        if is_whole:
+            sources.append(c.times[near[at]])
+            diffs.append(True)
+        elif at in kept:
+            sources.append(kept[at])
+            diffs.append(False)
+    # the span added up request by request, in order, as one float would be
+    gap_span = float(np.add.accumulate(np.concatenate([[0.0], span]))[-1])
+
     def of_ok(column: str) -> np.ndarray:  # the successful requests' values (no copy of the frame)
         values: np.ndarray = requests[column].to_numpy(dtype=float)[ok_mask]
         return values
@@ -196,9 +239,9 @@ def _client(role: str, c: _ClientSide) -> tuple[int, float | None, float | None,
 
 
 def _window(scope: str, before: tuple[float, MetricSample], after: tuple[float, MetricSample],
-            requests: pd.DataFrame, names: dict[str, str]) -> CrossCheckWindow:
+            requests: pd.DataFrame, names: dict[str, str], chunks: _Chunks | None = None) -> CrossCheckWindow:
     (t0, s0), (t1, s1) = before, after
-    side = _client_side(requests, t0, t1)
+    side = _client_side(requests, t0, t1, chunks)
     latencies = []
     for role in LATENCIES:
         name = names.get(role)
@@ -254,10 +297,12 @@ def server_vs_client(metrics: Sequence[MetricSample], requests: pd.DataFrame, sc
 
 
 def point_windows(scrapes: list[tuple[float, MetricSample]], requests: pd.DataFrame,
-                  scenarios: Sequence[ScenarioSummary], names: dict[str, str]) -> dict[str, CrossCheckWindow]:
+                  scenarios: Sequence[ScenarioSummary], names: dict[str, str],
+                  chunks: _Chunks | None = None) -> dict[str, CrossCheckWindow]:
     """Each point's window, from the last scrape before its first send to the first after its last end, where the
     scrapes bracket it."""
     times = np.array([t for t, _ in scrapes])
+    chunks = chunks if chunks is not None else _Chunks.of(requests)
     out = {}
     for s in scenarios:
         if s.started_unix is None or s.ended_unix is None:
@@ -266,7 +311,7 @@ def point_windows(scrapes: list[tuple[float, MetricSample]], requests: pd.DataFr
         i1 = int(np.searchsorted(times, s.ended_unix, side="left"))
         if i0 < 0 or i1 >= len(scrapes) or i1 <= i0:
             continue
-        out[s.scenario] = _window(s.scenario, scrapes[i0], scrapes[i1], requests, names)
+        out[s.scenario] = _window(s.scenario, scrapes[i0], scrapes[i1], requests, names, chunks)
     return out
 
 
@@ -278,5 +323,6 @@ def every_window(metrics: Sequence[MetricSample], requests: pd.DataFrame, scenar
     names = _present(scrapes[-1][1], engine) if scrapes else {}
     if len(scrapes) < 2 or not names:
         return {}
-    return {"run": _window("run", scrapes[0], scrapes[-1], requests, names),
-            **point_windows(scrapes, requests, scenarios, names)}
+    chunks = _Chunks.of(requests)  # read once for every window
+    return {"run": _window("run", scrapes[0], scrapes[-1], requests, names, chunks),
+            **point_windows(scrapes, requests, scenarios, names, chunks)}

@@ -18,7 +18,7 @@ way: the pooled array, described.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from numpy.lib import _function_base_impl
@@ -127,70 +127,100 @@ class GapPool:
     def __init__(self, sources: Sequence[np.ndarray], diffs: Sequence[bool] | None = None) -> None:
         self.times = sources
         self.diffs = [True] * len(sources) if diffs is None else list(diffs)
-        lengths = [len(t) - 1 if d else len(t) for t, d in zip(sources, self.diffs, strict=True)]
+        flags = np.array(self.diffs, dtype=bool)
+        self.sizes = np.fromiter(map(len, sources), dtype=np.int64, count=len(sources))  # chunk times or gaps
+        lengths = np.maximum(self.sizes - flags, 0)  # each source's gaps
         self.ends = np.cumsum(lengths, dtype=np.int64) if len(lengths) else np.zeros(0, np.int64)
         self.n = int(self.ends[-1]) if len(self.ends) else 0
+        # where the run of sources of one kind (chunk times, or kept gaps) that each is in ends: a block's gaps
+        # are made a run at a time
+        edges = np.concatenate([[0], np.flatnonzero(flags[1:] != flags[:-1]) + 1, [len(sources)]]).astype(np.int64)
+        self._run_ends = np.repeat(edges[1:], np.diff(edges))
 
     def percentiles(self, percentiles: Sequence[float]) -> np.ndarray:
         """``np.percentile`` of the pooled gaps, the same figures (a long pool: a block at a time)."""
-        if self.n <= POOL_LIMIT or not self.finite():
-            out: np.ndarray = np.percentile(self.block(0, self.n), percentiles, overwrite_input=True)
-            return out
         steps = _Steps(self.n, percentiles)
         ranks = np.unique(steps.ranks)
-        return steps.percentiles(_Ordered(self.n, dict(zip(ranks.tolist(), self.order_statistics(ranks).tolist(),
-                                                            strict=True))))
+        # a gap that is not finite (seen on the first pass) sends the pool the plain way
+        ordered = self.order_statistics(ranks, finite=True) if self.n > POOL_LIMIT else None
+        if ordered is None:
+            out: np.ndarray = np.percentile(self.block(0, self.n), percentiles, overwrite_input=True)
+            return out
+        return steps.percentiles(_Ordered(self.n, dict(zip(ranks.tolist(), ordered.tolist(), strict=True))))
 
     def block(self, a: int, b: int) -> np.ndarray:
-        """Gaps ``a`` to ``b`` (not included), each as :func:`cardgen.outcome.chunk_gaps_s` computes it."""
-        out = np.empty(b - a)
+        """Gaps ``a`` to ``b`` (not included), each as :func:`cardgen.outcome.chunk_gaps_s` computes it (the same
+        subtraction, a run of sources at a time: their chunk times joined, the steps from one source to the next
+        left out)."""
+        if b <= a:
+            return np.empty(0)
         i = int(np.searchsorted(self.ends, a, side="right"))
-        at = a
-        while at < b:
-            times, diff = self.times[i], self.diffs[i]
-            start = int(self.ends[i]) - (len(times) - 1 if diff else len(times))
-            lo, hi = at - start, min(b, int(self.ends[i])) - start
-            if diff:
-                np.subtract(times[lo + 1:hi + 1], times[lo:hi], out=out[at - a:at - a + hi - lo])
-            else:
-                out[at - a:at - a + hi - lo] = times[lo:hi]
-            at += hi - lo
-            i += 1
+        last = int(np.searchsorted(self.ends, b - 1, side="right"))  # the source holding gap b - 1
+        pieces = []
+        k = i
+        while k <= last:
+            end = min(int(self._run_ends[k]), last + 1)
+            pieces.append(self._gaps(k, end))
+            k = end
+        gaps = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        first = int(self.ends[i - 1]) if i else 0  # the gap source i starts at
+        out: np.ndarray = gaps[a - first:b - first]
         return out
+
+    def _gaps(self, k: int, end: int) -> np.ndarray:
+        """Every gap of sources ``k`` to ``end`` (not included), all of one kind."""
+        one = end == k + 1
+        joined = np.asarray(self.times[k], dtype=float) if one else np.concatenate(self.times[k:end]).astype(
+            float, copy=False)
+        if not self.diffs[k]:
+            return joined.copy() if one else joined
+        steps: np.ndarray = np.subtract(joined[1:], joined[:-1])
+        if one:
+            return steps
+        across = np.cumsum(self.sizes[k:end - 1]) - 1  # the steps from one source's last time to the next's first
+        return np.delete(steps, across[(across >= 0) & (across < len(steps))])
 
     def blocks(self) -> list[tuple[int, int]]:
         return [(a, min(a + BLOCK, self.n)) for a in range(0, self.n, BLOCK)]
 
-    def finite(self) -> bool:
-        """Whether every gap is finite."""
-        return all(bool(np.isfinite(self.block(a, b)).all()) for a, b in self.blocks())
-
     def scan(self) -> tuple[float, float, float, bool]:
-        """The gaps' sum as numpy adds them, their min and max, and whether all are finite."""
-        low, high, finite = np.inf, -np.inf, True
-        for a, b in self.blocks():
-            x = self.block(a, b)
-            finite = finite and bool(np.isfinite(x).all())
-            low, high = min(low, float(x.min())), max(high, float(x.max()))
-        return self._sum(0, self.n), low, high, finite
+        """The gaps' sum as numpy adds them, their min and max, and whether all are finite (one pass)."""
+        seen = [np.inf, -np.inf, True]
+        total = self._sum(0, self.n, seen)
+        return total, float(seen[0]), float(seen[1]), bool(seen[2])
 
-    def _sum(self, a: int, n: int) -> float:
-        """Gaps ``a`` to ``a + n`` summed as numpy's pairwise summation sums them in one array."""
+    def _sum(self, a: int, n: int, seen: list[Any]) -> float:
+        """Gaps ``a`` to ``a + n`` summed as numpy's pairwise summation sums them in one array (``seen``: the
+        lowest and highest so far, and whether all were finite, updated)."""
         if n <= BLOCK:
-            return float(np.add.reduce(self.block(a, a + n)))
+            x = self.block(a, a + n)
+            if n:
+                seen[0], seen[1] = min(seen[0], float(x.min())), max(seen[1], float(x.max()))
+                seen[2] = seen[2] and bool(np.isfinite(x).all())
+            return float(np.add.reduce(x))
         half = n // 2
         half -= half % 8
-        return self._sum(a, half) + self._sum(a + half, n - half)
+        return self._sum(a, half, seen) + self._sum(a + half, n - half, seen)
 
-    def order_statistics(self, ranks: np.ndarray) -> np.ndarray:
-        """The gaps at ``ranks`` (sorted, unique) of their sorted order."""
+    @overload
+    def order_statistics(self, ranks: np.ndarray) -> np.ndarray: ...
+
+    @overload
+    def order_statistics(self, ranks: np.ndarray, *, finite: bool) -> np.ndarray | None: ...
+
+    def order_statistics(self, ranks: np.ndarray, *, finite: bool = False) -> np.ndarray | None:
+        """The gaps at ``ranks`` (sorted, unique) of their sorted order (``finite``: None if a gap is not finite,
+        seen on the first pass)."""
         # each group: the values whose key's bits above ``shift`` are ``prefix``, and the ranks among them wanted
         groups: list[tuple[int, int, list[tuple[int, int]]]] = [(64, 0, [(int(r), int(r)) for r in ranks])]
         found: dict[int, float] = {}
         gather: list[tuple[int, int, list[tuple[int, int]]]] = []
         while groups:
             split = []
-            counts = self._histograms(groups)
+            counts = self._histograms(groups, finite=finite)
+            if counts is None:
+                return None
+            finite = False  # seen on the first pass
             for (shift, prefix, wanted), hist in zip(groups, counts, strict=True):
                 low_bit = next(bit for bit in _LEVELS if bit < shift)
                 below = np.concatenate([[0], np.cumsum(hist)])
@@ -219,12 +249,17 @@ class GapPool:
                 found.update((rank, float(values[local])) for rank, local in inside)
         return np.array([found[int(r)] for r in ranks], dtype=float)
 
-    def _histograms(self, groups: list[tuple[int, int, list[tuple[int, int]]]]) -> list[np.ndarray]:
-        """For each group, how many of its values have each value of the next level's bits."""
+    def _histograms(self, groups: list[tuple[int, int, list[tuple[int, int]]]], *,
+                    finite: bool = False) -> list[np.ndarray] | None:
+        """For each group, how many of its values have each value of the next level's bits (``finite``: None if
+        a value is not finite)."""
         widths = [shift - next(bit for bit in _LEVELS if bit < shift) for shift, _, _ in groups]
         out = [np.zeros(1 << w, dtype=np.int64) for w in widths]
         for a, b in self.blocks():
-            keys = _keys(self.block(a, b))
+            x = self.block(a, b)
+            if finite and not np.isfinite(x).all():
+                return None
+            keys = _keys(x)
             for j, (shift, prefix, _) in enumerate(groups):
                 low_bit = shift - widths[j]
                 mine = keys if shift == 64 else keys[(keys >> np.uint64(shift)) == np.uint64(prefix)]

@@ -60,7 +60,7 @@ def test_the_sum_is_numpys_pairwise_sum(monkeypatch):
     pool = pooled.GapPool([np.zeros(len(x) + 1)])
     pool.block = lambda a, b: x[a:b]  # type: ignore[method-assign]  # these gaps, as they are
     total = float(np.add.reduce(x))
-    assert pool._sum(0, pool.n) == total and float(x.mean()) == total / pool.n
+    assert pool.scan()[0] == total and float(x.mean()) == total / pool.n
     sequential = 0.0
     for a in range(0, len(x), 8192):
         sequential += float(np.add.reduce(x[a:a + 8192]))
@@ -93,3 +93,28 @@ def test_a_pool_of_chunk_times_and_kept_gaps_has_np_percentiles(monkeypatch, kin
     pool = pooled.GapPool(sources, diffs)
     assert pool.n == len(whole) and np.array_equal(pool.block(0, pool.n), whole)
     assert np.array_equal(pool.percentiles([50, 90]), np.percentile(whole, [50, 90]))
+
+
+def test_any_block_is_the_pooled_arrays_slice():
+    """A block is made a run of sources at a time (chunk times joined, the steps from one source to the next left
+    out): any block of a pool of both kinds, sources of one or no values among them, is that slice of the pooled
+    gaps, to the bit, and is the block's own array."""
+    rng = np.random.default_rng(5)
+    sources, diffs = [], []
+    for _ in range(400):
+        size = int(rng.choice([0, 1, 2, 3, 17, 60]))
+        diff = bool(rng.random() < 0.7)
+        values = 1_796_000_000.0 + np.cumsum(rng.lognormal(-4.5, 0.5, size)) if diff else rng.normal(0.01, 0.01, size)
+        sources.append(values)
+        diffs.append(diff)
+    whole = np.concatenate([np.diff(s) if d else s for s, d in zip(sources, diffs, strict=True)])
+    pool = pooled.GapPool(sources, diffs)
+    assert pool.n == len(whole)
+    cuts = sorted({0, pool.n, *rng.integers(0, pool.n, 60).tolist()})
+    for a in cuts:
+        for b in (a, a + 1, a + 37, pool.n):
+            b = min(b, pool.n)
+            got = pool.block(a, b)
+            assert np.array_equal(got, whole[a:b])
+            got[:] = -1.0  # its own: writing it changes no source
+    assert np.array_equal(pool.block(0, pool.n), whole)

@@ -27,12 +27,11 @@ from cardgen.analysis.cost import usd_per_million
 from cardgen.analysis.kindparts import KindAnalysis, KindRun
 from cardgen.kinds.slosearch.program import LATE, answer_words, new_search, probed, unit
 from cardgen.kinds.slosearch.schema import SloParams
-from cardgen.outcome import Outcome, frozen_times
 from cardgen.points import Point
 from cardgen.schemas.run import PriceDescription
 from cardgen.schemas.saved import Saved
 from cardgen.schemas.summary import KindResult, Summary
-from cardgen.slo import PercentileEstimate, ProbeJudge, Target, Verdict, targets_text
+from cardgen.slo import PercentileEstimate, ProbeJudge, Target, Verdict, figure_latencies, targets_text
 
 FIGURE = "slo_{scenario}.png"  # one per search, in the run's figures/
 
@@ -136,10 +135,10 @@ def _percentile(e: PercentileEstimate) -> SloPercentile:
                          tail=e.tail)
 
 
-# the columns of a request row (cardgen.analysis.requests.COLUMNS) a probe is retold from
+# the columns of a request row (cardgen.analysis.requests.COLUMNS) a probe is retold from: its figures there are
+# RequestFigures', those its judge read
 _PROBE_COLUMNS = ("scheduled_at", "sent_at", "index", "line", "rate_rps", "parallel", "warmup", "phase", "ok",
-                  "first_token_at", "end_at", "recorded_end_at", "prompt_tokens", "prompt_tokens_target",
-                  "output_tokens", "chunk_times")
+                  "recorded_end_at", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "tpot_s")
 
 
 def _known(value: float) -> float | None:
@@ -153,6 +152,7 @@ class _Rows:
 
     def __init__(self, params: SloParams, rows: pd.DataFrame) -> None:
         self.c: dict[str, list[Any]] = {name: rows[name].tolist() for name in _PROBE_COLUMNS}
+        self.chunk_times = rows["chunk_times"].to_numpy()  # read only where a target judges ITL
         c = self.c
         if params.load == "rate":
             first = [s if math.isnan(at) else at for at, s in zip(c["scheduled_at"], c["sent_at"], strict=True)]
@@ -161,14 +161,12 @@ class _Rows:
             key = list(zip(c["index"], c["sent_at"], c["line"], strict=True))
         self.order = sorted(range(len(key)), key=key.__getitem__)
 
-    def outcome(self, i: int) -> Outcome:
-        """Row ``i`` as the rules saw its record (:meth:`cardgen.outcome.Outcome.of`)."""
+    def latencies(self, i: int, metrics: frozenset[str]) -> dict[str, list[float]]:
+        """What row ``i`` gave the judge (:func:`cardgen.slo.latencies` of its record): from its figures, the
+        card's, which are the record's :class:`cardgen.outcome.RequestFigures`."""
         c = self.c
-        prompt, out = c["prompt_tokens"][i], c["output_tokens"][i]
-        return Outcome(ok=c["ok"][i], sent_at=c["sent_at"][i], first_token_at=_known(c["first_token_at"][i]),
-                       end_at=_known(c["end_at"][i]),
-                       prompt_tokens=c["prompt_tokens_target"][i] if math.isnan(prompt) else int(prompt),
-                       output_tokens=None if math.isnan(out) else int(out), chunk_times=frozen_times(c["chunk_times"][i]))
+        return figure_latencies(c["ok"][i], c["ttft_s"][i], c["e2e_s"][i], c["tpot_s"][i],
+                                self.chunk_times[i] if "itl" in metrics else (), metrics)
 
 
 def probe_result(params: SloParams, number: int, rows: pd.DataFrame, targets: tuple[Target, ...], *,
@@ -179,7 +177,9 @@ def probe_result(params: SloParams, number: int, rows: pd.DataFrame, targets: tu
     c, ordered = probe.c, probe.order
     judge = ProbeJudge(targets, min_requests=params.min_requests, cap=cap)
     for order, i in enumerate(ordered):
-        judge.add(order, probe.outcome(i), warmup=c["warmup"][i], late=c["phase"][i] == LATE)
+        warmup = c["warmup"][i]
+        judge.add_latencies(order, {} if warmup else probe.latencies(i, judge.metrics), warmup=warmup,
+                            late=c["phase"][i] == LATE)
     verdict = judge.finish()
     load = _known(c["rate_rps"][ordered[0]] if params.load == "rate" else c["parallel"][ordered[0]])
     ends = [at for at in c["recorded_end_at"] if not math.isnan(at)]
