@@ -121,3 +121,32 @@ def test_a_probe_at_its_threshold_stops_once_even_its_cap_would_not_decide_it():
         if verdict is not None:
             break
     assert verdict is not None and verdict.met is None and verdict.futile and verdict.requests < 50_000
+
+
+def test_a_probe_judged_again_from_its_rows_gets_what_its_records_gave():
+    """The analysis judges a probe again from its request rows' figures (:func:`cardgen.slo.figure_latencies`);
+    for records of every shape (failed, no first token, no end, one token, no token count, a decode time of 0)
+    each metric gets what :func:`cardgen.slo.latencies` gave the record's outcome during the run."""
+    from cardgen.analysis.requests import request_frame
+    from cardgen.kinds.slosearch.analysis import _Rows
+    from cardgen.kinds.slosearch.schema import SloParams
+    from cardgen.schemas.records import RequestRecord
+    from cardgen.slo import METRICS, latencies
+
+    def record(i: int, **fields: object) -> RequestRecord:
+        base: dict[str, object] = dict(scenario="s", kind="slo", group="g", endpoint="completions",
+                                       prompt_tokens_target=8, output_tokens_target=4, index=i, sent_at=100.0 + i,
+                                       first_token_at=100.2 + i, chunk_times=[100.2 + i, 100.25 + i, 100.4 + i],
+                                       end_at=100.5 + i, output_tokens=3, prompt_tokens=8)
+        return RequestRecord(**{**base, **fields})
+
+    records = [record(0), record(1, error="HTTP 500", output_tokens=None), record(2, first_token_at=None),
+               record(3, end_at=None), record(4, end_at=None, chunk_times=[]), record(5, output_tokens=1),
+               record(6, output_tokens=None), record(7, end_at=100.2 + 7, chunk_times=[100.2 + 7]),
+               record(8, chunk_times=[100.2 + 8, 100.1 + 8])]
+    frame = request_frame(records)
+    rows = _Rows(SloParams(load="rate"), frame)
+    for metrics in (frozenset(METRICS), frozenset({"ttft", "tpot"}), frozenset({"itl"})):
+        for i in range(len(records)):
+            line = int(frame["line"][i])
+            assert rows.latencies(i, metrics) == latencies(Outcome.of(records[line]), metrics), (line, metrics)

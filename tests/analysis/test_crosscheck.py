@@ -173,3 +173,74 @@ def test_recorded_vllm_scrape():
     assert m["queue"].server_mean_s == pytest.approx(3.475200003322243e-05)
     assert {t.tokens: (t.client_tokens, t.server_tokens) for t in v.run.tokens} == {"prompt": (6, 6.0),
                                                                                     "output": (32, 32.0)}
+
+
+def _client_side_request_by_request(frame, t0, t1):
+    """The client's side of a window, request by request (the way it was computed before it was taken by
+    columns): the oracle the columns must meet to the bit."""
+    import numpy as np
+
+    output, tokens_, span, partial, gaps = 0, 0.0, 0.0, False, []
+    for times, out, ok, sent, end in zip(frame["chunk_times"], frame["output_tokens"], frame["ok"],
+                                         frame["sent_at"], frame["end_at"], strict=True):
+        end = end if np.isfinite(end) else sent
+        if not ok or not (sent <= t1 and end > t0) or len(times) == 0:
+            continue
+        n = int(out) if np.isfinite(out) else 0
+        step = np.diff(times)
+        if len(times) > 1 and times[0] > t0 and times[-1] <= t1 and step.min() >= 0:
+            output, span, tokens_ = output + n, span + float(step.sum()), tokens_ + max(n - 1, 0)
+            gaps.append(step)
+            continue
+        inside = (np.asarray(times) > t0) & (np.asarray(times) <= t1)
+        if inside.all():
+            output += n
+        elif inside.any():
+            output, partial = output + int(inside.sum()), True
+        later = inside[1:]
+        if len(times) > 1 and later.any():
+            span += float(step[later].sum())
+            tokens_ += max(n - 1, 0) if later.all() else float(later.sum())
+            gaps.append(step[later])
+    return output, tokens_, span, partial, np.concatenate(gaps) if gaps else np.empty(0)
+
+
+def test_the_client_side_by_columns_is_the_request_by_request_one_to_the_bit():
+    """Requests of many lengths (one chunk, none, out of order, failed), windows cutting through them: the
+    tokens, the gaps' span (its float, added in the requests' order), the approximate flag and the pooled gaps are
+    what a request-by-request reading gives, and the chunk facts' sums are each request's own numpy sum."""
+    import numpy as np
+
+    from cardgen.analysis.crosscheck import _Chunks, _client_side
+    from cardgen.outcome import chunk_gaps_s
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for i in range(2000):
+        size = int(rng.choice([0, 1, 2, 5, 8, 9, 127, 128, 129, 300]))
+        sent = rng.uniform(0, 60)  # near 0: a gap's float is not a whole number of a stamp's last bits
+        steps = rng.lognormal(-4, 2.5, size)  # of many sizes: a sum's order shows in its last bits
+        if i % 37 == 0 and size > 2:
+            steps[1] = -steps[1]  # out of order
+        times = sent + 0.05 + np.cumsum(steps) if size else np.empty(0)
+        ok = i % 29 != 0
+        rows.append(RequestRecord(scenario="s", kind="closed", group="g", endpoint="completions",
+                                  prompt_tokens_target=8, output_tokens_target=size, index=i, sent_at=sent,
+                                  first_token_at=float(times[0]) if size else None, chunk_times=times.tolist(),
+                                  end_at=float(times.max()) + 0.001 if size else sent + 0.01,
+                                  output_tokens=size if ok else None, prompt_tokens=8,
+                                  error=None if ok else "HTTP 500"))
+    frame = request_frame(rows)
+    chunks = _Chunks.of(frame)
+    for i, times in enumerate(chunks.times):
+        if len(times) > 1:
+            assert chunks.gap_sum[i] == chunk_gaps_s(times).sum()
+            assert chunks.in_order[i] == (chunk_gaps_s(times).min() >= 0)
+    for t0, t1 in [(-1000.0, 1000.0), (10.0, 40.0), (30.5, 31.0)]:
+        side = _client_side(frame, t0, t1, chunks)
+        output, tokens_, span, partial, gaps = _client_side_request_by_request(frame, t0, t1)
+        assert (side.output_tokens, side.gap_tokens, side.approximate_tokens) == (output, tokens_, partial)
+        assert side.gap_span_s == span  # the same float, not a close one
+        assert np.array_equal(side.gaps.block(0, side.gaps.n), gaps)
+        alone = _client_side(frame, t0, t1)  # its chunk facts made there
+        assert (alone.gap_span_s, alone.output_tokens, alone.requests) == (side.gap_span_s, output, side.requests)
