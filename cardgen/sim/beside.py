@@ -19,7 +19,9 @@ What is kept whatever ends the run:
 - Ctrl-C reaches both processes; this one ignores it while the child runs, so that it writes every line the child
   handed over, while the child's run ends as an interrupted run ends (its files closed, run.json "interrupted")
   and raises :class:`KeyboardInterrupt`, which is raised here.
-- The child killed: every line it handed over is written, then one error says so.
+- The child killed: every line it handed over is written, then one error says so. Lines go over in batches of
+  :data:`_BATCH` bytes (a write for each cost the run a tenth of its time), so the last of them may be lost with
+  the child; never one of a point run.json says ended (its lines are handed over and written before it says so).
 - A line this process cannot write (a full disk): it stops reading, the child's next line fails with the same
   error (its run ends there), and the error is raised here.
 
@@ -66,6 +68,7 @@ _F_SETPIPE_SZ = 1031
 # a read that brought less than this is followed by a nap: the child hands a line over every few microseconds, and
 # a process woken for each would spend more on waking than on writing (the pipe holds a second's lines at most)
 _SMALL_READ, _NAP_S = 1 << 16, 0.001
+_BATCH = 1 << 16  # bytes of messages written to the pipe at a time
 
 
 def usable() -> bool:
@@ -80,6 +83,7 @@ class HandedLines:
     def __init__(self, data_fd: int, answer_fd: int) -> None:
         self._data, self._answers = data_fd, answer_fd
         self._layouts: dict[int, tuple[int, object]] = {}  # id(layout) -> (its number, itself: kept alive)
+        self._out = bytearray()  # the messages not yet written to the pipe, whole
         self.closed = False
         # a Ctrl-C while a message is on its way (or its answer awaited) is raised before the next line goes, or
         # once the answer came: a message cut short would leave the scribe reading the next one from its middle,
@@ -144,19 +148,28 @@ class HandedLines:
         self._raise_interrupt()
 
     def send(self, tag: bytes, payload: bytes, *, answered: bool = False) -> None:
-        """One message, whole (a signal may cut a write short: the rest follows), and its answer where it has
-        one."""
-        data = memoryview(_HEAD.pack(tag, len(payload)) + payload)
+        """One message, and its answer where it has one. Messages go through the pipe :data:`_BATCH` bytes at
+        a time (a write for each line cost the run a tenth of its time), each whole; one that is answered, and
+        the result, go at once with every message before them."""
         self._busy = True
         try:
-            while data:
-                data = data[os.write(self._data, data):]
+            self._out += _HEAD.pack(tag, len(payload))
+            self._out += payload
+            if answered or tag == RESULT or len(self._out) >= _BATCH:
+                self._flush()
             if answered:
                 self._answer()
         except BrokenPipeError:
             raise OSError(self._reason()) from None
         finally:
             self._busy = False
+
+    def _flush(self) -> None:
+        """Every message not yet written, written (a signal may cut a write short: the rest follows)."""
+        data, self._out = bytes(self._out), bytearray()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._data, view):]
 
     def _answer(self) -> None:
         answer = _read_line(self._answers)
@@ -322,8 +335,9 @@ def compute_beside(compute: Callable[[HandedLines], T], run_dir: Path, *,
     if scribe.result is None:
         how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
                else f"exited with {os.waitstatus_to_exitcode(status)}")
-        raise RunError(f"the process computing the run {how} before it ended: every line it computed is in "
-                       f"{run_dir}; run.json says where it stopped")
+        raise RunError(f"the process computing the run {how} before it ended: every line it handed over is in "
+                       f"{run_dir} (its last {_BATCH // 1024} KB of lines at most were not yet handed over); "
+                       "run.json says where it stopped")
     returned, what = scribe.result
     if not returned:
         assert isinstance(what, BaseException)

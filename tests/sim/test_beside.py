@@ -104,16 +104,22 @@ def test_what_the_run_raises_is_raised_here(tmp_path):
 
 
 def test_a_run_killed_keeps_every_line_it_handed_over(tmp_path):
+    """Every line handed over is written, in order: those before a sync (before run.json says a point ended)
+    all; of those after it, the batches that went."""
     def compute(lines: beside.HandedLines) -> None:
         recorder = Recorder(tmp_path, lines=lines)
         for i in range(50):
             recorder.record(rec(i))
+        recorder.sync()
+        for i in range(50, 80):
+            recorder.record(rec(i))
         os.kill(os.getpid(), signal.SIGKILL)
 
-    with pytest.raises(RunError, match="killed by signal 9 before it ended: every line it computed is in"):
+    with pytest.raises(RunError, match="killed by signal 9 before it ended: every line it handed over is in"):
         beside.compute_beside(compute, tmp_path)
     lines = (tmp_path / REQUESTS_JSONL).read_text().splitlines()
-    assert [RequestRecord.model_validate_json(x).sent_at for x in lines] == [float(i) for i in range(50)]
+    sent = [RequestRecord.model_validate_json(x).sent_at for x in lines]
+    assert 50 <= len(sent) <= 80 and sent == [float(i) for i in range(len(sent))]
 
 
 def test_a_line_that_cannot_be_written_ends_the_run_with_its_error(tmp_path, monkeypatch):
@@ -152,9 +158,10 @@ def test_a_ctrl_c_while_a_line_is_on_its_way_is_raised_before_the_next_goes(monk
             lines.interrupt(signal.SIGINT, None)
         return real(fd, bytes(data[:7]))
 
+    monkeypatch.setattr(beside, "_BATCH", 0)  # every message written as it comes
     monkeypatch.setattr(beside.os, "write", slow)
     lines.request('{"a": 1}\n')  # whole, and returns: the recorder tallies what is on its way to the disk
-    monkeypatch.undo()
+    monkeypatch.setattr(beside.os, "write", real)
     with pytest.raises(KeyboardInterrupt):  # the next line does not go
         lines.request('{"a": 2}\n')
     lines.request('{"a": 3}\n')
@@ -164,6 +171,30 @@ def test_a_ctrl_c_while_a_line_is_on_its_way_is_raised_before_the_next_goes(monk
     with pytest.raises(KeyboardInterrupt):  # no message on its way: raised at once, as Python's own handler
         lines.interrupt(signal.SIGINT, None)
     for fd in (read_end, write_end, answers):
+        os.close(fd)
+
+
+def test_lines_go_over_in_batches_and_a_sync_sends_every_one_before_its_answer(monkeypatch):
+    read_end, write_end = os.pipe()
+    answers, said = os.pipe()
+    lines = beside.HandedLines(write_end, answers)
+    real, writes = os.write, []
+
+    def counted(fd: int, data: memoryview) -> int:
+        writes.append(len(data))
+        return real(fd, data)
+
+    monkeypatch.setattr(beside.os, "write", counted)
+    for i in range(100):
+        lines.request(f'{{"a": {i}}}\n')
+    assert writes == []  # far from a batch: none written yet
+    real(said, b"ok\n")  # the scribe's answer to the sync, ahead of it
+    lines.sync()
+    got = os.read(read_end, 1 << 16)
+    head = beside._HEAD.size
+    assert len(writes) == 1 and got.endswith(beside._HEAD.pack(beside.SYNC, 0))
+    assert got.count(b'{"a": ') == 100 and len(got) == sum(head + len(f'{{"a": {i}}}\n') for i in range(100)) + head
+    for fd in (read_end, write_end, answers, said):
         os.close(fd)
 
 

@@ -359,3 +359,22 @@ def test_a_precise_closed_point_stops_on_its_fifth_whole_steady_round():
     closed, = drive(points(suite), CONFIG, perf=P, options=DriveOptions(step_jitter=0.01, seed=3)).points
     assert closed.stop == "precision reached"
     assert closed.requests == 4 * (1 + MIN_BATCHES) + 3
+
+
+@pytest.mark.parametrize("said", [
+    {"time_to_first_token_ms": 12.5, "generation_time_ms": 300.25, "queue_time_ms": 0.0},
+    {"time_to_first_token_ms": 12.5, "generation_time_ms": 300.25, "queue_time_ms": 3.0, "mean_itl_ms": 2.5},
+    {"time_to_first_token_ms": 1, "generation_time_ms": 2, "queue_time_ms": 0, "mean_itl_ms": 3,
+     "encode_time_ms": 4},
+])
+def test_a_records_engine_timings_are_what_the_streamed_metrics_say(said):
+    """Made at once from the virtual server's metrics, they are what a client's record of the stream holds
+    (EngineTimings.of_response of vLLM's ``metrics``), to the JSON."""
+    from types import SimpleNamespace
+
+    from cardgen.schemas.records import EngineTimings
+    from cardgen.sim.drive import _engine_timings
+
+    made = _engine_timings(SimpleNamespace(engine_metrics=lambda: dict(said)))  # type: ignore[arg-type]
+    streamed = EngineTimings.of_response({"source": "metrics", **said})
+    assert made == streamed and made.model_dump_json() == streamed.model_dump_json()
