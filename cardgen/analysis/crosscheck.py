@@ -173,13 +173,14 @@ def _client_side(requests: pd.DataFrame, t0: float, t1: float, chunks: _Chunks |
     near = np.flatnonzero(ok_mask & touching)
     outs = requests["output_tokens"].to_numpy(dtype=float)[near]
     n_out = np.where(np.isfinite(outs), outs, 0).astype(np.int64)
-    whole = (c.sizes[near] > 1) & (c.first[near] > t0) & (c.last[near] <= t1) & c.in_order[near]
+    sizes = c.sizes[near]
+    whole = (sizes > 1) & (c.first[near] > t0) & (c.last[near] <= t1) & c.in_order[near]
     span = np.where(whole, c.gap_sum[near], 0.0)  # what each adds to the gaps' span, in order
     output = int(n_out[whole].sum())
     gap_tokens = float(np.maximum(n_out[whole] - 1, 0).sum())
     partial = False
     kept: dict[int, np.ndarray] = {}  # a request looked at chunk by chunk -> the gaps it keeps
-    for at in np.flatnonzero(~whole & (c.sizes[near] > 0)).tolist():
+    for at in np.flatnonzero(~whole & (sizes > 0)).tolist():
         times, n = c.times[near[at]], int(n_out[at])
         in_chunks = inside(times)
         if in_chunks.all():
@@ -239,7 +240,7 @@ def _client(role: str, c: _ClientSide) -> tuple[int, float | None, float | None,
 
 
 def _window(scope: str, before: tuple[float, MetricSample], after: tuple[float, MetricSample],
-            requests: pd.DataFrame, names: dict[str, str], chunks: _Chunks | None = None) -> CrossCheckWindow:
+            requests: pd.DataFrame, names: dict[str, str], chunks: _Chunks) -> CrossCheckWindow:
     (t0, s0), (t1, s1) = before, after
     side = _client_side(requests, t0, t1, chunks)
     latencies = []

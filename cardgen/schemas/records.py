@@ -38,6 +38,12 @@ class ErrorKind(StrEnum):
     LOST = "lost"  # in flight on a load worker the master lost (killed, its host gone): cardgen.load.fleet
 
 
+# vLLM's per-request ``metrics``: each field of EngineTimings and the key that says it
+VLLM_METRICS = (("queue_ms", "queue_time_ms"), ("prompt_ms", "time_to_first_token_ms"),
+                ("predicted_ms", "generation_time_ms"), ("mean_itl_ms", "mean_itl_ms"),
+                ("encode_ms", "encode_time_ms"))
+
+
 class EngineTimings(Saved):
     """What the engine itself says one request cost, from its last chunk: llama.cpp's ``timings`` (``source``
     ``timings``), or vLLM's ``metrics`` (``--enable-per-request-metrics``; ``source`` ``metrics``). Milliseconds, as
@@ -73,10 +79,7 @@ class EngineTimings(Saved):
 
         said_numbers: dict[str, Any]
         if said.get("source") == "metrics":
-            source, said_numbers = "metrics", {
-                "queue_ms": number("queue_time_ms"), "prompt_ms": number("time_to_first_token_ms"),
-                "predicted_ms": number("generation_time_ms"), "mean_itl_ms": number("mean_itl_ms"),
-                "encode_ms": number("encode_time_ms")}
+            source, said_numbers = "metrics", {field: number(key) for field, key in VLLM_METRICS}
         else:
             source, said_numbers = "timings", {
                 "prompt_n": whole("prompt_n"), "prompt_ms": number("prompt_ms"), "predicted_n": whole("predicted_n"),
@@ -85,6 +88,14 @@ class EngineTimings(Saved):
             return None
         # each value already of its field's type (a float, an int or None): the model validation would build
         return cls.model_construct(source=source, **said_numbers)
+
+    @classmethod
+    def of_vllm_numbers(cls, said: Mapping[str, float]) -> EngineTimings:
+        """:meth:`of_response` of vLLM's ``metrics`` whose every value is a number and that says at least one of
+        them (the virtual server's): made at once, none of them looked at again."""
+        numbers: dict[str, Any] = {field: None if (value := said.get(key)) is None else float(value)
+                                   for field, key in VLLM_METRICS}
+        return cls.model_construct(source="metrics", **numbers)
 
 
 class RequestRecord(Saved):

@@ -532,7 +532,7 @@ class VirtualInterpreter:
                                    first_token_at=chunks[0], chunk_times=chunks, end_at=end, response_id=rid,
                                    status=200, prompt_tokens=served.prompt_tokens,
                                    output_tokens=served.output_tokens, finish_reason="length",
-                                   engine_timings=_engine_timings(served),
+                                   engine_timings=EngineTimings.of_vllm_numbers(served.engine_metrics()),
                                    **self._reasoning(run.point.endpoint == "chat", served, chunks))
         if send.conversation is not None:  # the reply goes back without its reasoning, as a client's
             answer = send.output_tokens - (record.reasoning_tokens or 0)
@@ -577,18 +577,6 @@ class VirtualInterpreter:
         elif split.reasoning_tokens:
             out.update(reasoning_tokens=split.reasoning_tokens, reasoning_tokens_source="tokenize")
         return out
-
-
-def _engine_timings(served: VirtualRequest) -> EngineTimings:
-    """The record's ``engine_timings``: :meth:`EngineTimings.of_response` of the vLLM ``metrics`` the virtual
-    server streams (``served.engine_metrics()``), each already a number, made at once (a tenth of a second per
-    ten thousand requests)."""
-    said = served.engine_metrics()
-    encode, itl = said.get("encode_time_ms"), said.get("mean_itl_ms")
-    return EngineTimings.model_construct(
-        source="metrics", queue_ms=float(said["queue_time_ms"]), prompt_ms=float(said["time_to_first_token_ms"]),
-        predicted_ms=float(said["generation_time_ms"]), mean_itl_ms=None if itl is None else float(itl),
-        encode_ms=None if encode is None else float(encode))
 
 
 # --- entry points --------------------------------------------------------------------------------------------

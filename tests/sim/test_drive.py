@@ -370,11 +370,8 @@ def test_a_precise_closed_point_stops_on_its_fifth_whole_steady_round():
 def test_a_records_engine_timings_are_what_the_streamed_metrics_say(said):
     """Made at once from the virtual server's metrics, they are what a client's record of the stream holds
     (EngineTimings.of_response of vLLM's ``metrics``), to the JSON."""
-    from types import SimpleNamespace
-
     from cardgen.schemas.records import EngineTimings
-    from cardgen.sim.drive import _engine_timings
 
-    made = _engine_timings(SimpleNamespace(engine_metrics=lambda: dict(said)))  # type: ignore[arg-type]
+    made = EngineTimings.of_vllm_numbers(dict(said))
     streamed = EngineTimings.of_response({"source": "metrics", **said})
     assert made == streamed and made.model_dump_json() == streamed.model_dump_json()
