@@ -17,8 +17,9 @@ and reads each as a reader of the file would (the card is rendered from what a r
 
 What is kept whatever ends the run:
 - Ctrl-C reaches both processes; this one ignores it while the child runs, so that it writes every line the child
-  handed over, while the child's run ends as an interrupted run ends (its files closed, run.json "interrupted")
-  and raises :class:`KeyboardInterrupt`, which is raised here.
+  handed over, while the child's run takes it between two events of its clock (:mod:`.interrupts`: never while a
+  message is on its way, which would leave this process reading the next from its middle), ends as an interrupted
+  run ends (its files closed, run.json "interrupted") and raises :class:`KeyboardInterrupt`, raised here.
 - The child killed: every line it handed over is written, then one error says so. Lines go over in batches of
   :data:`_BATCH` bytes (a write for each cost the run a tenth of its time), so the last of them may be lost with
   the child; never one of a point run.json says ended (its lines are handed over and written before it says so).
@@ -42,7 +43,6 @@ import time
 from array import array
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import IO, TypeVar
 
 from cardgen.errors import RunError
@@ -85,37 +85,16 @@ class HandedLines:
         self._layouts: dict[int, tuple[int, object]] = {}  # id(layout) -> (its number, itself: kept alive)
         self._out = bytearray()  # the messages not yet written to the pipe, whole
         self.closed = False
-        # a Ctrl-C while a message is on its way (or its answer awaited) is raised before the next line goes, or
-        # once the answer came: a message cut short would leave the scribe reading the next one from its middle,
-        # and one raised as a line's message ends would leave that line on disk and not in the recorder's tallies
-        self._busy = self._interrupted = False
-
-    def interrupt(self, signum: int, frame: FrameType | None) -> None:
-        """The child's SIGINT handler: :class:`KeyboardInterrupt`, as Python's own raises it, but never while a
-        message is on its way."""
-        if self._busy:
-            self._interrupted = True
-            return
-        raise KeyboardInterrupt
-
-    def _raise_interrupt(self) -> None:
-        """The Ctrl-C that came while a message was on its way, now that none is."""
-        if self._interrupted:
-            self._interrupted = False
-            raise KeyboardInterrupt
 
     def request(self, line: str) -> None:
-        self._raise_interrupt()
         self.send(REQUEST, line.encode())
 
     def loadgen(self, line: str) -> None:
-        self._raise_interrupt()
         self.send(LOADGEN, line.encode())
 
     def scrape(self, scrape: ScrapeLine) -> None:
         """A scrape of the virtual server goes as its values, and its layout's formats the first time: the scribe
         writes its line (a tenth of the bytes, and the formatting off this core); any other as its line."""
-        self._raise_interrupt()
         values, layout = scrape.values, scrape.layout
         # the formats that write its line from its values, where it is one the virtual server made so
         formats = (scrape.layout.written if isinstance(scrape, Scraped) and scrape.text is None
@@ -139,19 +118,16 @@ class HandedLines:
 
     def sync(self) -> None:
         self.send(SYNC, b"", answered=True)
-        self._raise_interrupt()
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
             self.send(CLOSE, b"", answered=True)
-        self._raise_interrupt()
 
     def send(self, tag: bytes, payload: bytes, *, answered: bool = False) -> None:
         """One message, and its answer where it has one. Messages go through the pipe :data:`_BATCH` bytes at
         a time (a write for each line cost the run a tenth of its time), each whole; one that is answered, and
         the result, go at once with every message before them."""
-        self._busy = True
         try:
             self._out += _HEAD.pack(tag, len(payload))
             self._out += payload
@@ -161,8 +137,6 @@ class HandedLines:
                 self._answer()
         except BrokenPipeError:
             raise OSError(self._reason()) from None
-        finally:
-            self._busy = False
 
     def _flush(self) -> None:
         """Every message not yet written, written (a signal may cut a write short: the rest follows)."""
@@ -308,10 +282,8 @@ def compute_beside(compute: Callable[[HandedLines], T], run_dir: Path, *,
     if pid == 0:  # the child
         os.close(data_r)
         os.close(answer_w)
-        lines = HandedLines(data_w, answer_r)
-        if interrupt is not signal.SIG_IGN:  # as this process took it (ignored in the background: ignored there)
-            signal.signal(signal.SIGINT, lines.interrupt)
-        _child(compute, lines)
+        signal.signal(signal.SIGINT, interrupt)  # as this process took it (the run takes it between two events)
+        _child(compute, HandedLines(data_w, answer_r))
     os.close(data_w)
     os.close(answer_r)
     failed: BaseException | None = None
@@ -354,6 +326,7 @@ def _child(compute: Callable[[HandedLines], T], lines: HandedLines) -> None:
         outcome: tuple[bool, object] = (True, compute(lines))
     except BaseException as exc:
         outcome = (False, exc)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C from here on would cut the result short: the run is over
     try:
         payload = pickle.dumps(outcome)
         pickle.loads(payload)  # what cannot be read back there is put in words here

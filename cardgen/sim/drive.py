@@ -55,6 +55,7 @@ from cardgen.schemas.records import EngineTimings
 from cardgen.sim import tokenizer
 from cardgen.sim.answers import ENGINE_NAME, describe, models_answer, version_answer
 from cardgen.sim.config import SimConfig, build_perf, cache_config_labels, max_model_len
+from cardgen.sim.interrupts import HEARD
 from cardgen.sim.metrics import Scraped, SimMetrics
 from cardgen.sim.perf import PerfModel, SeqWork
 from cardgen.sim.reasoning import thinking
@@ -255,9 +256,11 @@ class _Clock:
     def run_until(self, done: Callable[[], bool]) -> None:
         """Process client events, steps and scrapes in time order until ``done()``. Ties: a scrape first, then
         client events (a request that arrives as a step ends joins the next step), then the step's end."""
-        srv = self.server
+        srv, heard = self.server, HEARD
         blocked = False  # requests wait for blocks only a later event can free
         while not done():
+            if heard.noted:  # a Ctrl-C (interrupts.at_safe_points): taken here, between two events
+                heard.raise_noted()
             t_event = self.events[0][0] if self.events else math.inf
             if srv.in_flight is None and srv.has_work and not blocked and t_event > srv.now:
                 # the steps that only decode before the next event or scrape, at once (the same as one by one)

@@ -29,6 +29,7 @@ from cardgen.schemas.run import COMPLETE, INTERRUPTED, PointOutcome, PriceDescri
 from cardgen.sim.config import SimConfig, build_perf, max_model_len
 from cardgen.sim.drive import Drive, DrivenRequest, DriveOptions, drive, probe_answer
 from cardgen.sim.hardware import is_gpu_file, load_gpu_file
+from cardgen.sim.interrupts import at_safe_points
 from cardgen.sim.metrics import Scraped
 from cardgen.sim.perf import PerfModel
 from cardgen.sim.roofline import list_engines
@@ -254,26 +255,29 @@ def _run(config: SimConfig, perf: PerfModel, writer: RunWriter, points: Sequence
          lines: Lines | None = None) -> ModelledRun:
     """Drive ``points``, written as each ends (a cut-off point's records too) with run.json's outcome: a Ctrl-C
     keeps every point that ended on disk, and ``cardgen resume`` continues from there. Nothing is written twice
-    and nothing waits for the run's end but its last scrapes and run.json's tallies."""
-    writer.open(attempts or {}, lines=lines)  # a resumed run's tallies are the whole run's: what is on disk is counted first
-    written = [0, 0]  # the driver hands over every request and scrape so far: what was appended already
+    and nothing waits for the run's end but its last scrapes and run.json's tallies. A Ctrl-C is taken between
+    two events of the virtual clock (:func:`~cardgen.sim.interrupts.at_safe_points`), never while a line is made
+    or written; one that comes after the last event is raised once run.json says the run is complete."""
+    with at_safe_points():
+        writer.open(attempts or {}, lines=lines)  # a resumed run's tallies are the whole run's: what is on disk is counted first
+        written = [0, 0]  # the driver hands over every request and scrape so far: what was appended already
 
-    def point_ended(outcome: PointOutcome, requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
-        append(requests, scrapes)
-        writer.put_points(outcome)
+        def point_ended(outcome: PointOutcome, requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
+            append(requests, scrapes)
+            writer.put_points(outcome)
 
-    def append(requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
-        writer.append(records=[d.record for d in requests[written[0]:]], scrapes=scrapes[written[1]:])
-        written[:] = len(requests), len(scrapes)
+        def append(requests: Sequence[DrivenRequest], scrapes: Sequence[MetricSample]) -> None:
+            writer.append(records=[d.record for d in requests[written[0]:]], scrapes=scrapes[written[1]:])
+            written[:] = len(requests), len(scrapes)
 
-    sink = None if keep else _Streamed(writer, hold_scrapes=hold_scrapes, on_record=on_record)
-    try:
-        run = drive(points, config, perf=perf, options=options, run_saturated=run_saturated, attempts=attempts,
-                    on_point_end=point_ended, sink=sink)
-    except KeyboardInterrupt:
-        reached = [t for p in writer.info.points if (t := p.ended_unix or p.started_unix) is not None]
-        writer.end(INTERRUPTED, ended_unix=max(reached, default=options.start_unix))
-        raise
-    append(run.requests, run.scrapes)
-    return ModelledRun(info=writer.end(COMPLETE, ended_unix=run.ended_unix), drive=run, path=writer.files.path,
-                       scrapes=sink.held.held() if sink is not None and sink.held is not None else None)
+        sink = None if keep else _Streamed(writer, hold_scrapes=hold_scrapes, on_record=on_record)
+        try:
+            run = drive(points, config, perf=perf, options=options, run_saturated=run_saturated, attempts=attempts,
+                        on_point_end=point_ended, sink=sink)
+        except KeyboardInterrupt:
+            reached = [t for p in writer.info.points if (t := p.ended_unix or p.started_unix) is not None]
+            writer.end(INTERRUPTED, ended_unix=max(reached, default=options.start_unix))
+            raise
+        append(run.requests, run.scrapes)
+        return ModelledRun(info=writer.end(COMPLETE, ended_unix=run.ended_unix), drive=run, path=writer.files.path,
+                           scrapes=sink.held.held() if sink is not None and sink.held is not None else None)

@@ -20,7 +20,7 @@ from cardgen.errors import RunError, UsageError
 from cardgen.recorder import Recorder
 from cardgen.rundir import REQUESTS_JSONL, SERVER_METRICS_JSONL, RunDir
 from cardgen.schemas.records import MetricSample, RequestRecord
-from cardgen.sim import beside
+from cardgen.sim import beside, interrupts
 
 TINY = """name: tiny
 scenarios:
@@ -145,7 +145,9 @@ def test_a_line_that_cannot_be_written_ends_the_run_with_its_error(tmp_path, mon
     assert int(sent) < 10_000 and "No space left on device" in told
 
 
-def test_a_ctrl_c_while_a_line_is_on_its_way_is_raised_before_the_next_goes(monkeypatch):
+def test_a_ctrl_c_while_a_line_is_on_its_way_leaves_every_message_whole(monkeypatch):
+    """The run takes a Ctrl-C between two events of its clock (interrupts.at_safe_points): one that comes while a
+    message is half written is noted, the message goes whole, and the next one too."""
     read_end, write_end = os.pipe()
     answers, _ = os.pipe()
     lines = beside.HandedLines(write_end, answers)
@@ -155,21 +157,22 @@ def test_a_ctrl_c_while_a_line_is_on_its_way_is_raised_before_the_next_goes(monk
     def slow(fd: int, data: memoryview) -> int:  # a few bytes a call, and a Ctrl-C during the first
         calls.append(1)
         if len(calls) == 1:
-            lines.interrupt(signal.SIGINT, None)
+            os.kill(os.getpid(), signal.SIGINT)
         return real(fd, bytes(data[:7]))
 
     monkeypatch.setattr(beside, "_BATCH", 0)  # every message written as it comes
     monkeypatch.setattr(beside.os, "write", slow)
-    lines.request('{"a": 1}\n')  # whole, and returns: the recorder tallies what is on its way to the disk
-    monkeypatch.setattr(beside.os, "write", real)
-    with pytest.raises(KeyboardInterrupt):  # the next line does not go
-        lines.request('{"a": 2}\n')
-    lines.request('{"a": 3}\n')
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's process has it
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts.at_safe_points():
+            lines.request('{"a": 1}\n')
+            lines.request('{"a": 2}\n')
+            assert interrupts.HEARD.noted
+    finally:
+        signal.signal(signal.SIGINT, before)
     got = os.read(read_end, 1 << 16)
     head = beside._HEAD.pack(beside.REQUEST, 9)
-    assert got == head + b'{"a": 1}\n' + head + b'{"a": 3}\n' and len(calls) > 1
-    with pytest.raises(KeyboardInterrupt):  # no message on its way: raised at once, as Python's own handler
-        lines.interrupt(signal.SIGINT, None)
+    assert got == head + b'{"a": 1}\n' + head + b'{"a": 2}\n' and len(calls) > 2
     for fd in (read_end, write_end, answers):
         os.close(fd)
 
