@@ -87,6 +87,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:  # the last line of defence: one line, not a traceback
+        if _interrupted_inside(exc):
+            click.echo("cardgen: interrupted", err=True)
+            sys.exit(130)
         if os.environ.get("CARDGEN_DEBUG"):
             raise
         click.echo(f"cardgen: internal error: {type(exc).__name__}: {exc} (set CARDGEN_DEBUG=1 for details)",
@@ -94,3 +97,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(70)
     if isinstance(code, int) and code:  # a command's ctx.exit(n): click returns n outside standalone mode
         sys.exit(code)
+
+
+def _interrupted_inside(exc: Exception) -> bool:
+    """A Ctrl-C that came while pydantic-core ran a serializer of Python's (a record's chunk times): pydantic turns
+    the :class:`KeyboardInterrupt` into a ``PydanticSerializationError`` that names it, and keeps nothing else of
+    it. A run takes its Ctrl-C where none can land there (:mod:`cardgen.sim.interrupts`, the load engine's stop
+    flag); anything else it cuts short (a card being rendered) ends as an interrupted command, not an internal
+    error."""
+    pydantic_core = sys.modules.get("pydantic_core")
+    return (pydantic_core is not None and isinstance(exc, pydantic_core.PydanticSerializationError)
+            and "KeyboardInterrupt" in str(exc))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from pydantic_core import PydanticSerializationError
 
-from cardgen.cli import model
+from cardgen.cli import kinds, model
 from cardgen.cli.main import main
 from cardgen.rundir import REQUESTS_JSONL
 from cardgen.schemas.records import RequestRecord
@@ -128,3 +128,16 @@ def test_a_ctrl_c_while_a_record_is_written_ends_the_build_as_an_interrupted_run
     assert 50 <= info["requests_total"] == len(records) < 400
     assert len({r.response_id for r in records}) == len(records)
 
+
+
+def test_a_ctrl_c_a_serializer_turned_into_an_error_ends_any_command_as_interrupted(monkeypatch, capsys, terminal):
+    """Outside a run (a card being rendered), Python's handler stays: a Ctrl-C that lands in a serializer is said
+    as what it was, exit 130, never an internal error."""
+    record = RequestRecord(scenario="p", kind="closed", prompt_tokens_target=8, output_tokens_target=4, sent_at=0.0,
+                           end_at=0.5, output_tokens=2, chunk_times=[0.1, 0.2])
+    record.chunk_times = _ringing([0.1, 0.2])
+    monkeypatch.setattr(kinds.kinds, "callback", lambda **_: record.model_dump_json())
+    with pytest.raises(SystemExit) as exit_:
+        main(["kinds"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 130 and err.strip() == "cardgen: interrupted", err
