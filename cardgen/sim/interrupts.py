@@ -49,11 +49,8 @@ def at_safe_points() -> Iterator[None]:
     background of a shell) it stays ignored; where Python's handler is not the one in place (a handler of the
     caller's own), or outside the main thread (where no handler can be set), nothing changes. Nested: the
     outermost holds."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.getsignal(signal.SIGINT)
-    if before is not signal.default_int_handler:
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         yield
         return
     HEARD.noted = False
@@ -61,5 +58,5 @@ def at_safe_points() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, before)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     HEARD.raise_noted()  # reached only where nothing was raised inside

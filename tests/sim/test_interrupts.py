@@ -48,11 +48,17 @@ def _ringing(times: list[float]) -> _Ringing:
     return np.asarray(times, dtype=float).view(_Ringing)
 
 
-def test_a_ctrl_c_in_a_serializer_is_an_internal_error_where_python_takes_it(terminal):
-    """Why the run needs its safe points: Python's own handler raises where the signal lands."""
+def _ringing_record() -> RequestRecord:
+    """A record whose line, written, rings Ctrl-C inside its field serializer."""
     record = RequestRecord(scenario="p", kind="closed", prompt_tokens_target=8, output_tokens_target=4, sent_at=0.0,
                            end_at=0.5, output_tokens=2, chunk_times=[0.1, 0.2])
     record.chunk_times = _ringing([0.1, 0.2])
+    return record
+
+
+def test_a_ctrl_c_in_a_serializer_is_an_internal_error_where_python_takes_it(terminal):
+    """Why the run needs its safe points: Python's own handler raises where the signal lands."""
+    record = _ringing_record()
     with pytest.raises(PydanticSerializationError, match="KeyboardInterrupt"):
         record.model_dump_json()
     with pytest.raises(KeyboardInterrupt), interrupts.at_safe_points():
@@ -133,9 +139,7 @@ def test_a_ctrl_c_while_a_record_is_written_ends_the_build_as_an_interrupted_run
 def test_a_ctrl_c_a_serializer_turned_into_an_error_ends_any_command_as_interrupted(monkeypatch, capsys, terminal):
     """Outside a run (a card being rendered), Python's handler stays: a Ctrl-C that lands in a serializer is said
     as what it was, exit 130, never an internal error."""
-    record = RequestRecord(scenario="p", kind="closed", prompt_tokens_target=8, output_tokens_target=4, sent_at=0.0,
-                           end_at=0.5, output_tokens=2, chunk_times=[0.1, 0.2])
-    record.chunk_times = _ringing([0.1, 0.2])
+    record = _ringing_record()
     monkeypatch.setattr(kinds.kinds, "callback", lambda **_: record.model_dump_json())
     with pytest.raises(SystemExit) as exit_:
         main(["kinds"])
