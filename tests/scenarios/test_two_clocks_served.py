@@ -62,6 +62,10 @@ def test_both_clocks_agree_on_reasoning_adapters_and_speculation(tmp_path):
         real = subprocess.run([sys.executable, "-m", "cardgen", "build", "test-model", "--url", sim.url, "--suite",
                                str(tmp_path / "suite.yaml"), "--out", str(tmp_path / "real"), "--no-card", "--quiet"],
                               capture_output=True, text=True, timeout=120)
+        # how late the server wrote any of its tokens, by its own account: a step that ends late is followed by
+        # the next at its modelled end (the engine catches up), so a first token written late shortens the
+        # thinking measured over HTTP by as much, at most (CI, a busy machine: 27.1 ms against 39.6 ms)
+        late_s = sim.get_json("/cardgen/sim/lag")["max"]
     assert real.returncode == 0, real.stderr
     assert outcomes(tmp_path / "real") == outcomes(tmp_path / "virtual")
     real_run, virtual_run = (analyse(load_run(tmp_path / d)).summary for d in ("real", "virtual"))
@@ -76,11 +80,12 @@ def test_both_clocks_agree_on_reasoning_adapters_and_speculation(tmp_path):
         if r.kind == "closed":  # a user's next request leaves after the client's own milliseconds in real time, so
             # its prefill may fall into another's thinking steps (in virtual time it comes at the previous end): within
             # 5 % shorter, at most 15 % longer (5.7 % longer seen once in a fresh-clone make test, within 5 % in the others)
-            assert thinking[1] * 0.95 <= thinking[0] <= thinking[1] * 1.15, (r.scenario, thinking)
+            assert thinking[1] * 0.95 - late_s <= thinking[0] <= thinking[1] * 1.15, (r.scenario, thinking, late_s)
         else:  # all at once: in real time the 8 sends leave over the client's own milliseconds, and each late
             # arrival's prefill lengthens the steps of those already thinking (19 % longer seen on an idle machine);
-            # in virtual time they all arrive together. Never shorter, and not twice as long
-            assert thinking[1] * 0.95 <= thinking[0] <= thinking[1] * 2, r.scenario
+            # in virtual time they all arrive together. Never shorter (but for the server's own lateness), and not
+            # twice as long
+            assert thinking[1] * 0.95 - late_s <= thinking[0] <= thinking[1] * 2, (r.scenario, thinking, late_s)
         assert [a.adapter for a in r.per_adapter] == [a.adapter for a in v.per_adapter]
     sent = [[(r["adapter"], r["index"]) for r in map(json.loads, (tmp_path / d / "requests.jsonl").open())
              if r["scenario"].startswith("closed")] for d in ("real", "virtual")]
